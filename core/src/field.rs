@@ -1,0 +1,362 @@
+//! Validation failures as data, and their exact upstream texts.
+//!
+//! Follows k8s.io/apimachinery/pkg/util/validation/field/errors.go (`Error.ErrorBody`,
+//! `ErrorType.String`, `ErrorList.ToAggregate`) and the aggregate formatting of
+//! k8s.io/apimachinery/pkg/util/errors/errors.go. Values are printed the way Go's fmt prints
+//! the decoded unstructured JSON (`%v` for numbers/bools, `%q` for strings, `%#v` otherwise).
+
+use serde_json::Value;
+
+/// Upstream `field.ErrorType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldErrorType {
+    NotFound,
+    Required,
+    Duplicate,
+    Invalid,
+    NotSupported,
+    Forbidden,
+    TooLong,
+    TooMany,
+    Internal,
+    TypeInvalid,
+}
+
+impl FieldErrorType {
+    /// The `StatusCause.reason` (metav1.CauseType) string.
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            Self::NotFound => "FieldValueNotFound",
+            Self::Required => "FieldValueRequired",
+            Self::Duplicate => "FieldValueDuplicate",
+            Self::Invalid => "FieldValueInvalid",
+            Self::NotSupported => "FieldValueNotSupported",
+            Self::Forbidden => "FieldValueForbidden",
+            Self::TooLong => "FieldValueTooLong",
+            Self::TooMany => "FieldValueTooMany",
+            Self::Internal => "InternalError",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
+        }
+    }
+
+    /// The human string (`ErrorType.String()`).
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::NotFound => "Not found",
+            Self::Required => "Required value",
+            Self::Duplicate => "Duplicate value",
+            Self::Invalid => "Invalid value",
+            Self::NotSupported => "Unsupported value",
+            Self::Forbidden => "Forbidden",
+            Self::TooLong => "Too long",
+            Self::TooMany => "Too many",
+            Self::Internal => "Internal error",
+            Self::TypeInvalid => "Invalid value",
+        }
+    }
+
+    pub fn from_cause_type(s: &str) -> Option<Self> {
+        Some(match s {
+            "FieldValueNotFound" => Self::NotFound,
+            "FieldValueRequired" => Self::Required,
+            "FieldValueDuplicate" => Self::Duplicate,
+            "FieldValueInvalid" => Self::Invalid,
+            "FieldValueNotSupported" => Self::NotSupported,
+            "FieldValueForbidden" => Self::Forbidden,
+            "FieldValueTooLong" => Self::TooLong,
+            "FieldValueTooMany" => Self::TooMany,
+            "InternalError" => Self::Internal,
+            "FieldValueTypeInvalid" => Self::TypeInvalid,
+            _ => return None,
+        })
+    }
+}
+
+/// One field error (upstream `field.Error`). `bad_value: None` means upstream's `omitValue`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    pub kind: FieldErrorType,
+    pub field: String,
+    pub bad_value: Option<Value>,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub fn new(
+        kind: FieldErrorType,
+        field: impl Into<String>,
+        bad_value: Option<Value>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind,
+            field: field.into(),
+            bad_value,
+            detail: detail.into(),
+        }
+    }
+    /// `field.Required(path, detail)`.
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorType::Required, field, None, detail)
+    }
+    /// `field.Invalid(path, value, detail)`.
+    pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorType::Invalid, field, Some(value), detail)
+    }
+    /// `field.Forbidden(path, detail)`.
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorType::Forbidden, field, None, detail)
+    }
+    /// `field.Duplicate(path, value)`.
+    pub fn duplicate(field: impl Into<String>, value: Value) -> Self {
+        Self::new(FieldErrorType::Duplicate, field, Some(value), "")
+    }
+    /// `field.NotSupported(path, value, validValues)`: detail lists quoted values.
+    pub fn not_supported(field: impl Into<String>, value: Value, valid: &[&str]) -> Self {
+        let detail = if valid.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = valid.iter().map(|v| go_quote(v)).collect();
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self::new(FieldErrorType::NotSupported, field, Some(value), detail)
+    }
+    /// `field.TooLong(path, value, max)` (1.34 wording, value omitted).
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Self::new(
+            FieldErrorType::TooLong,
+            field,
+            None,
+            format!("may not be more than {max} bytes"),
+        )
+    }
+    /// `field.TooMany(path, actual, max)`.
+    pub fn too_many(field: impl Into<String>, actual: i64, max: i64) -> Self {
+        Self::new(
+            FieldErrorType::TooMany,
+            field,
+            Some(Value::from(actual)),
+            format!("must have at most {max} items"),
+        )
+    }
+    /// `field.InternalError(path, err)`.
+    pub fn internal(field: impl Into<String>, err: impl Into<String>) -> Self {
+        Self::new(FieldErrorType::Internal, field, None, err)
+    }
+
+    /// `ErrorBody()`: the message without the field path.
+    pub fn error_body(&self) -> String {
+        let mut s = match self.kind {
+            FieldErrorType::Required
+            | FieldErrorType::Forbidden
+            | FieldErrorType::TooLong
+            | FieldErrorType::Internal => self.kind.text().to_string(),
+            _ => match &self.bad_value {
+                None => self.kind.text().to_string(),
+                Some(v) => format!("{}: {}", self.kind.text(), go_value(v)),
+            },
+        };
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    /// `Error()`: `<field>: <body>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.error_body())
+    }
+}
+
+/// `ErrorList.ToAggregate().Error()`: duplicates dropped; one error bare, several in `[a, b]`.
+pub fn aggregate_message(errs: &[FieldError]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for e in errs {
+        let m = e.to_string();
+        if !seen.contains(&m) {
+            seen.push(m);
+        }
+    }
+    if seen.len() == 1 {
+        seen.pop().unwrap_or_default()
+    } else {
+        format!("[{}]", seen.join(", "))
+    }
+}
+
+/// Go's `%v` for JSON scalars, `%q` for strings, `%#v` for maps/slices of unstructured JSON.
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::String(s) => go_quote(s),
+        _ => go_sharp_v(v),
+    }
+}
+
+fn go_number(n: &serde_json::Number) -> String {
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    go_float(f)
+}
+
+/// Go's `%v` of a float64 (`strconv.FormatFloat(f, 'g', -1, 64)` with %v's exponent rule:
+/// exponent form when exp < -4 || exp >= 21).
+pub fn go_float(f: f64) -> String {
+    if f == 0.0 {
+        return "0".to_string();
+    }
+    if !f.is_finite() {
+        return if f.is_nan() {
+            "NaN".into()
+        } else if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    let exp = f.abs().log10().floor() as i32;
+    if (-4..21).contains(&exp) {
+        let s = format!("{f}");
+        s
+    } else {
+        // Rust `{:e}` gives e.g. "1e21"; Go gives "1e+21" and two-digit exponents.
+        let s = format!("{f:e}");
+        let (mant, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let (sign, digits) = if let Some(d) = e.strip_prefix('-') {
+            ('-', d)
+        } else {
+            ('+', e)
+        };
+        let digits = if digits.len() < 2 {
+            format!("0{digits}")
+        } else {
+            digits.to_string()
+        };
+        format!("{mant}e{sign}{digits}")
+    }
+}
+
+/// Go's `%q` of a string.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            '\x0b' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn go_sharp_v(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_number(n),
+        Value::String(s) => go_quote(s),
+        Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(go_sharp_v).collect();
+            format!("[]interface {{}}{{{}}}", parts.join(", "))
+        }
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&m[*k])))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", parts.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bodies_match_upstream() {
+        let e = FieldError::invalid(
+            "spec.replicas",
+            json!(15),
+            "spec.replicas in body should be less than or equal to 10",
+        );
+        assert_eq!(
+            e.to_string(),
+            "spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10"
+        );
+        let e = FieldError::invalid("spec.cronSpec", json!("* * * *"), "x");
+        assert_eq!(e.error_body(), "Invalid value: \"* * * *\": x");
+        assert_eq!(
+            FieldError::required("spec.cronSpec", "").to_string(),
+            "spec.cronSpec: Required value"
+        );
+        assert_eq!(
+            FieldError::not_supported("spec.x", json!("foo"), &["a", "b"]).to_string(),
+            "spec.x: Unsupported value: \"foo\": supported values: \"a\", \"b\""
+        );
+        assert_eq!(
+            FieldError::too_long("spec.s", 8).to_string(),
+            "spec.s: Too long: may not be more than 8 bytes"
+        );
+        assert_eq!(
+            FieldError::too_many("spec.l", 5, 3).to_string(),
+            "spec.l: Too many: 5: must have at most 3 items"
+        );
+        assert_eq!(
+            FieldError::forbidden("spec.scope", "field is immutable").to_string(),
+            "spec.scope: Forbidden: field is immutable"
+        );
+    }
+
+    #[test]
+    fn go_formatting() {
+        assert_eq!(go_value(&json!(1.5)), "1.5");
+        assert_eq!(go_value(&json!(1e21)), "1e+21");
+        assert_eq!(go_value(&json!(null)), "null");
+        assert_eq!(
+            go_value(&json!({"b": 1, "a": "x"})),
+            "map[string]interface {}{\"a\":\"x\", \"b\":1}"
+        );
+        assert_eq!(go_value(&json!(["a", 1])), "[]interface {}{\"a\", 1}");
+        assert_eq!(go_quote("a\"b\u{1}"), "\"a\\\"b\\x01\"");
+    }
+
+    #[test]
+    fn aggregate_dedups_and_brackets() {
+        let a = FieldError::required("a", "");
+        let b = FieldError::required("b", "");
+        assert_eq!(
+            aggregate_message(std::slice::from_ref(&a)),
+            "a: Required value"
+        );
+        assert_eq!(
+            aggregate_message(&[a.clone(), b, a]),
+            "[a: Required value, b: Required value]"
+        );
+    }
+}

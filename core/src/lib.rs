@@ -1,0 +1,18 @@
+//! crdplane-core: the small, IO-free crate under every crdplane service.
+//!
+//! It holds what more than one component must agree on byte for byte:
+//! - [`status`]: the one table from a Kubernetes `Status` reason to its HTTP and gRPC codes,
+//!   and [`status::ApiError`], the edge error that travels inside gRPC statuses and is
+//!   rendered by the gateway as the upstream `Status` JSON;
+//! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
+//! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
+//!   filled in inside Redis without parsing JSON there;
+//! - [`names`]: group/resource/kind naming helpers and timestamps.
+pub mod field;
+pub mod names;
+pub mod rvslot;
+pub mod status;
+
+pub use field::{FieldError, FieldErrorType};
+pub use names::GroupResource;
+pub use status::{ApiError, Reason};

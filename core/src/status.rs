@@ -1,0 +1,494 @@
+//! Kubernetes `Status` errors: the one table from reason to HTTP and gRPC code, the
+//! constructors with upstream's exact messages (k8s.io/apimachinery/pkg/api/errors/errors.go),
+//! and the transport of a Status inside a gRPC status (its `details` bytes hold the Status
+//! JSON), so the gateway renders exactly what the service decided.
+
+use crate::field::{FieldError, aggregate_message};
+use crate::names::{GroupResource, qualified_kind};
+use serde::{Deserialize, Serialize};
+use tonic::Code;
+
+/// `metav1.StatusReason` values used by crdplane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    NotAcceptable,
+    AlreadyExists,
+    Conflict,
+    Gone,
+    Expired,
+    RequestEntityTooLarge,
+    UnsupportedMediaType,
+    Invalid,
+    TooManyRequests,
+    InternalError,
+    ServiceUnavailable,
+    Timeout,
+}
+
+/// The table: reason → (wire string, HTTP code, gRPC code).
+const TABLE: &[(Reason, &str, u16, Code)] = &[
+    (Reason::BadRequest, "BadRequest", 400, Code::InvalidArgument),
+    (
+        Reason::Unauthorized,
+        "Unauthorized",
+        401,
+        Code::Unauthenticated,
+    ),
+    (Reason::Forbidden, "Forbidden", 403, Code::PermissionDenied),
+    (Reason::NotFound, "NotFound", 404, Code::NotFound),
+    (
+        Reason::MethodNotAllowed,
+        "MethodNotAllowed",
+        405,
+        Code::Unimplemented,
+    ),
+    (
+        Reason::NotAcceptable,
+        "NotAcceptable",
+        406,
+        Code::InvalidArgument,
+    ),
+    (
+        Reason::AlreadyExists,
+        "AlreadyExists",
+        409,
+        Code::AlreadyExists,
+    ),
+    (Reason::Conflict, "Conflict", 409, Code::Aborted),
+    (Reason::Gone, "Gone", 410, Code::OutOfRange),
+    (Reason::Expired, "Expired", 410, Code::OutOfRange),
+    (
+        Reason::RequestEntityTooLarge,
+        "RequestEntityTooLarge",
+        413,
+        Code::ResourceExhausted,
+    ),
+    (
+        Reason::UnsupportedMediaType,
+        "UnsupportedMediaType",
+        415,
+        Code::InvalidArgument,
+    ),
+    (Reason::Invalid, "Invalid", 422, Code::InvalidArgument),
+    (
+        Reason::TooManyRequests,
+        "TooManyRequests",
+        429,
+        Code::ResourceExhausted,
+    ),
+    (Reason::InternalError, "InternalError", 500, Code::Internal),
+    (
+        Reason::ServiceUnavailable,
+        "ServiceUnavailable",
+        503,
+        Code::Unavailable,
+    ),
+    (Reason::Timeout, "Timeout", 504, Code::DeadlineExceeded),
+];
+
+impl Reason {
+    fn row(self) -> &'static (Reason, &'static str, u16, Code) {
+        TABLE
+            .iter()
+            .find(|r| r.0 == self)
+            .expect("every reason is in the table")
+    }
+    pub fn as_str(self) -> &'static str {
+        self.row().1
+    }
+    pub fn http_code(self) -> u16 {
+        self.row().2
+    }
+    pub fn grpc_code(self) -> Code {
+        self.row().3
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        TABLE.iter().find(|r| r.1 == s).map(|r| r.0)
+    }
+}
+
+/// `metav1.StatusCause` (JSON field `reason` holds the cause type).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StatusCause {
+    #[serde(rename = "reason", default, skip_serializing_if = "String::is_empty")]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field: String,
+}
+
+/// `metav1.StatusDetails`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StatusDetails {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<StatusCause>,
+    #[serde(rename = "retryAfterSeconds", default, skip_serializing_if = "is_zero")]
+    pub retry_after_seconds: i32,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
+}
+
+/// A failure `Status` (metav1.Status). Field order of the JSON is upstream's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusBody {
+    pub kind: String,
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+    pub code: u16,
+}
+
+/// The edge error: knows its Status JSON, its HTTP code and its gRPC code.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{} ({}): {}", .reason.as_str(), .code, .message)]
+pub struct ApiError {
+    pub reason: Reason,
+    pub code: u16,
+    pub message: String,
+    pub details: Option<StatusDetails>,
+}
+
+impl ApiError {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            code: reason.http_code(),
+            message: message.into(),
+            details: None,
+        }
+    }
+    fn with_details(mut self, d: StatusDetails) -> Self {
+        self.details = Some(d);
+        self
+    }
+    fn gr_details(gr: &GroupResource, name: &str) -> StatusDetails {
+        StatusDetails {
+            name: name.into(),
+            group: gr.group.clone(),
+            kind: gr.resource.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// `NewNotFound`.
+    pub fn not_found(gr: &GroupResource, name: &str) -> Self {
+        Self::new(
+            Reason::NotFound,
+            format!("{gr} {} not found", crate::field::go_quote(name)),
+        )
+        .with_details(Self::gr_details(gr, name))
+    }
+    /// The generic 404 of an unserved path.
+    pub fn path_not_found() -> Self {
+        Self::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )
+        .with_details(StatusDetails::default())
+    }
+    /// `NewAlreadyExists`.
+    pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
+        Self::new(
+            Reason::AlreadyExists,
+            format!("{gr} {} already exists", crate::field::go_quote(name)),
+        )
+        .with_details(Self::gr_details(gr, name))
+    }
+    /// `NewConflict`.
+    pub fn conflict(gr: &GroupResource, name: &str, err: &str) -> Self {
+        Self::new(
+            Reason::Conflict,
+            format!(
+                "Operation cannot be fulfilled on {gr} {}: {err}",
+                crate::field::go_quote(name)
+            ),
+        )
+        .with_details(Self::gr_details(gr, name))
+    }
+    /// The storage precondition failure text of `NewConflict` for a stale resourceVersion.
+    pub fn stale(gr: &GroupResource, name: &str) -> Self {
+        Self::conflict(gr, name, OBJECT_MODIFIED)
+    }
+    /// `NewInvalid`: 422 with one cause per field error.
+    pub fn invalid(kind: &str, group: &str, name: &str, errs: &[FieldError]) -> Self {
+        let causes = errs
+            .iter()
+            .map(|e| StatusCause {
+                type_: e.kind.cause_type().into(),
+                message: e.error_body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        Self::new(
+            Reason::Invalid,
+            format!(
+                "{} {} is invalid: {}",
+                qualified_kind(kind, group),
+                crate::field::go_quote(name),
+                aggregate_message(errs)
+            ),
+        )
+        .with_details(StatusDetails {
+            name: name.into(),
+            group: group.into(),
+            kind: kind.into(),
+            causes,
+            ..Default::default()
+        })
+    }
+    /// `NewBadRequest`.
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::new(Reason::BadRequest, msg)
+    }
+    /// `NewForbidden`.
+    pub fn forbidden(gr: &GroupResource, name: &str, err: &str) -> Self {
+        let what = if name.is_empty() {
+            gr.to_string()
+        } else {
+            format!("{gr} {}", crate::field::go_quote(name))
+        };
+        Self::new(Reason::Forbidden, format!("{what} is forbidden: {err}"))
+            .with_details(Self::gr_details(gr, name))
+    }
+    /// `NewMethodNotSupported`.
+    pub fn method_not_supported(gr: &GroupResource, verb: &str) -> Self {
+        Self::new(
+            Reason::MethodNotAllowed,
+            format!(
+                "{verb} is not supported on resources of kind {}",
+                crate::field::go_quote(&gr.to_string())
+            ),
+        )
+        .with_details(StatusDetails {
+            group: gr.group.clone(),
+            kind: gr.resource.clone(),
+            ..Default::default()
+        })
+    }
+    /// 415 for a body type the endpoint does not take.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            Reason::UnsupportedMediaType,
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+    /// 406 for an Accept header the endpoint cannot produce.
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::new(
+            Reason::NotAcceptable,
+            format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+    /// `NewRequestEntityTooLargeError`.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+    /// `NewInternalError`.
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        let err = err.to_string();
+        Self::new(
+            Reason::InternalError,
+            format!("Internal error occurred: {err}"),
+        )
+        .with_details(StatusDetails {
+            causes: vec![StatusCause {
+                message: err,
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+    }
+    /// `NewServiceUnavailable`.
+    pub fn unavailable(msg: impl Into<String>) -> Self {
+        Self::new(Reason::ServiceUnavailable, msg)
+    }
+    /// 410 Expired.
+    pub fn expired(msg: impl Into<String>) -> Self {
+        Self::new(Reason::Expired, msg)
+    }
+
+    pub fn status_body(&self) -> StatusBody {
+        StatusBody {
+            kind: "Status".into(),
+            api_version: "v1".into(),
+            metadata: Default::default(),
+            status: "Failure".into(),
+            message: self.message.clone(),
+            reason: self.reason.as_str().into(),
+            details: self.details.clone(),
+            code: self.code,
+        }
+    }
+    /// The Status JSON sent to clients.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.status_body()).expect("status serializes")
+    }
+    pub fn from_json(b: &[u8]) -> Option<Self> {
+        let s: StatusBody = serde_json::from_slice(b).ok()?;
+        let reason = Reason::parse(&s.reason).unwrap_or(Reason::InternalError);
+        Some(Self {
+            reason,
+            code: s.code,
+            message: s.message,
+            details: s.details,
+        })
+    }
+
+    /// A gRPC status carrying this error (code from the table, Status JSON in details).
+    pub fn to_grpc(&self) -> tonic::Status {
+        tonic::Status::with_details(
+            self.reason.grpc_code(),
+            self.message.clone(),
+            self.to_json().into(),
+        )
+    }
+    /// Recovers the Status from a gRPC status; transport failures become 503/500.
+    pub fn from_grpc(s: &tonic::Status) -> Self {
+        if let Some(e) = Self::from_json(s.details()) {
+            return e;
+        }
+        match s.code() {
+            Code::Unavailable | Code::Cancelled => {
+                Self::unavailable(format!("service unavailable: {}", s.message()))
+            }
+            Code::DeadlineExceeded => Self::new(
+                Reason::Timeout,
+                format!(
+                    "the server was unable to return a response in the time allotted: {}",
+                    s.message()
+                ),
+            ),
+            _ => Self::internal(s.message()),
+        }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(e: ApiError) -> Self {
+        e.to_grpc()
+    }
+}
+
+impl From<tonic::Status> for ApiError {
+    fn from(s: tonic::Status) -> Self {
+        ApiError::from_grpc(&s)
+    }
+}
+
+/// The detail of a stale-resourceVersion conflict (`registry/store.go` OptimisticLockErrorMsg).
+pub const OBJECT_MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gr() -> GroupResource {
+        GroupResource::new("stable.example.com", "crontabs")
+    }
+
+    #[test]
+    fn not_found_json_is_upstreams() {
+        let e = ApiError::not_found(&gr(), "x");
+        assert_eq!(
+            String::from_utf8(e.to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"crontabs.stable.example.com \"x\" not found","reason":"NotFound","details":{"name":"x","group":"stable.example.com","kind":"crontabs"},"code":404}"#
+        );
+        assert_eq!(
+            String::from_utf8(ApiError::path_not_found().to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
+        );
+    }
+
+    #[test]
+    fn conflict_and_invalid_messages() {
+        assert_eq!(
+            ApiError::stale(&gr(), "x").message,
+            "Operation cannot be fulfilled on crontabs.stable.example.com \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        let errs = vec![
+            FieldError::invalid(
+                "spec.cronSpec",
+                json!("* * * *"),
+                r"spec.cronSpec in body should match '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'",
+            ),
+            FieldError::invalid(
+                "spec.replicas",
+                json!(15),
+                "spec.replicas in body should be less than or equal to 10",
+            ),
+        ];
+        let e = ApiError::invalid("CronTab", "stable.example.com", "my-new-cron-object", &errs);
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            r#"CronTab.stable.example.com "my-new-cron-object" is invalid: [spec.cronSpec: Invalid value: "* * * *": spec.cronSpec in body should match '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$', spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10]"#
+        );
+        let d = e.details.as_ref().unwrap();
+        assert_eq!(d.kind, "CronTab");
+        assert_eq!(d.causes[1].type_, "FieldValueInvalid");
+        assert_eq!(
+            d.causes[1].message,
+            "Invalid value: 15: spec.replicas in body should be less than or equal to 10"
+        );
+    }
+
+    #[test]
+    fn grpc_round_trip_keeps_the_status() {
+        let e = ApiError::already_exists(&gr(), "x");
+        let s = e.to_grpc();
+        assert_eq!(s.code(), Code::AlreadyExists);
+        assert_eq!(ApiError::from_grpc(&s), e);
+        let t = ApiError::from_grpc(&tonic::Status::unavailable("down"));
+        assert_eq!(t.code, 503);
+    }
+
+    #[test]
+    fn table_is_complete_and_consistent() {
+        for (r, s, http, _) in TABLE {
+            assert_eq!(Reason::parse(s), Some(*r));
+            assert_eq!(r.http_code(), *http);
+        }
+        assert_eq!(
+            ApiError::too_large(3145728).message,
+            "Request entity too large: limit is 3145728"
+        );
+        assert_eq!(
+            ApiError::method_not_supported(&gr(), "deletecollection").message,
+            "deletecollection is not supported on resources of kind \"crontabs.stable.example.com\""
+        );
+    }
+}

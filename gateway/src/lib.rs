@@ -1,0 +1,1 @@
+//! Gateway: the Kubernetes REST API over the crdplane gRPC services

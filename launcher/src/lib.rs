@@ -1,0 +1,1 @@
+//! Launcher: runs the whole crdplane stack locally (crdplane up)

@@ -1,0 +1,1 @@
+//! Registry service: CRDs, names, conditions, discovery, OpenAPI (gRPC)

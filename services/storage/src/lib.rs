@@ -1,0 +1,1 @@
+//! Storage service: objects in Redis, resourceVersions, lists, watch fan-out (gRPC)

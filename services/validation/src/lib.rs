@@ -1,0 +1,1 @@
+//! Validation service: structural schemas, pruning, defaulting, validation (gRPC)
