@@ -83,3 +83,75 @@ mod tests {
         assert!(t.ends_with('Z'));
     }
 }
+
+/// Kubernetes version priority (k8s.io/apimachinery/pkg/version/helpers.go
+/// `CompareKubeAwareVersionStrings`), as an ordering where higher priority sorts first:
+/// GA before beta before alpha, higher major/minor first; non-kube-like names last,
+/// lexicographically.
+pub fn compare_kube_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parse(v: &str) -> Option<(u64, u8, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        if digits.is_empty() || digits.starts_with('0') {
+            return None;
+        }
+        let major: u64 = digits.parse().ok()?;
+        let tail = &rest[digits.len()..];
+        if tail.is_empty() {
+            return Some((major, 2, 0));
+        }
+        let (kind, num) = if let Some(n) = tail.strip_prefix("beta") {
+            (1, n)
+        } else if let Some(n) = tail.strip_prefix("alpha") {
+            (0, n)
+        } else {
+            return None;
+        };
+        if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) || num.starts_with('0') {
+            return None;
+        }
+        Some((major, kind, num.parse().ok()?))
+    }
+    use std::cmp::Ordering;
+    match (parse(a), parse(b)) {
+        (Some((ma, ka, na)), Some((mb, kb, nb))) => kb.cmp(&ka).then(mb.cmp(&ma)).then(nb.cmp(&na)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+#[cfg(test)]
+mod version_order_tests {
+    #[test]
+    fn upstream_example_order() {
+        let mut v = vec![
+            "foo10",
+            "v11alpha2",
+            "v1",
+            "v12alpha1",
+            "v3beta1",
+            "v10beta3",
+            "v11beta2",
+            "v2",
+            "foo1",
+            "v10",
+        ];
+        v.sort_by(|a, b| super::compare_kube_versions(a, b));
+        assert_eq!(
+            v,
+            [
+                "v10",
+                "v2",
+                "v1",
+                "v11beta2",
+                "v10beta3",
+                "v3beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "foo1",
+                "foo10"
+            ]
+        );
+    }
+}

@@ -35,11 +35,11 @@ pub fn split(obj: &Value) -> Result<(Vec<u8>, Vec<u8>), SlotError> {
     let mut first = true;
     // Writes into head until the slot is passed, then into tail.
     let mut in_tail = false;
-    let mut emit_meta = |head: &mut Vec<u8>, tail: &mut Vec<u8>, in_tail: &mut bool| {
+    let emit_meta = |head: &mut Vec<u8>, tail: &mut Vec<u8>, in_tail: &mut bool| {
         head.extend_from_slice(b"\"metadata\":{");
         let mut mfirst = true;
         let mut wrote_rv = false;
-        let mut write_rv = |head: &mut Vec<u8>, mfirst: &mut bool| {
+        let write_rv = |head: &mut Vec<u8>, mfirst: &mut bool| {
             if !*mfirst {
                 head.push(b',');
             }

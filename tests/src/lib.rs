@@ -1,1 +1,366 @@
-//! End-to-end and integration tests: real redis-server, real service binaries, real kubectl
+//! Test support for crdplane: real components only.
+//!
+//! - [`RedisServer`]: a private `redis-server` per test (own unix socket and data dir, no TCP
+//!   port), stopped on drop.
+//! - [`Stack`]: the real service binaries (storage, validation, registry, gateway) started as
+//!   processes on ephemeral ports (`127.0.0.1:0` is not possible across processes, so each
+//!   port is reserved by binding and released just before the child binds it), waited on
+//!   through `/readyz`, never on sleeps.
+//! - [`kubectls`]: every real kubectl found on the machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private redis-server, killed on drop.
+pub struct RedisServer {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+}
+
+impl RedisServer {
+    pub fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        Self::start_in(dir)
+    }
+
+    /// Starts redis with AOF persistence in `dir` (so a restart on the same dir keeps data).
+    pub fn start_in(dir: tempfile::TempDir) -> anyhow::Result<Self> {
+        let socket = dir.path().join("redis.sock");
+        let child = Command::new(redis_server_bin())
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
+            .args(["--unixsocketperm", "700", "--dir"])
+            .arg(dir.path())
+            .args([
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                anyhow::anyhow!("cannot start redis-server (install Debian's redis-server): {e}")
+            })?;
+        let r = Self { child, dir, socket };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !r.socket.exists() {
+            if Instant::now() > deadline {
+                anyhow::bail!("redis-server did not create its socket");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(r)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn redis_server_bin() -> String {
+    std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// The workspace's target directory holding the built binaries of this test build.
+pub fn bin_dir() -> PathBuf {
+    // tests run from target/<profile>/deps/<test-binary>
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target profile dir")
+        .to_path_buf()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// A free loopback port (bound, then released for a child to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The whole stack as real processes on one Redis.
+pub struct Stack {
+    children: Vec<Child>,
+    pub gateway: String,
+    pub storage: String,
+    pub validation: String,
+    pub registry: String,
+    pub redis: Option<RedisServer>,
+    pub kubeconfig: PathBuf,
+    pub home: tempfile::TempDir,
+}
+
+impl Stack {
+    /// Starts storage, validation, registry and gateway against `redis_url`.
+    pub fn start(redis_url: &str) -> anyhow::Result<Self> {
+        let (sp, vp, rp, gp) = (free_port(), free_port(), free_port(), free_port());
+        let storage = format!("http://127.0.0.1:{sp}");
+        let validation = format!("http://127.0.0.1:{vp}");
+        let registry = format!("http://127.0.0.1:{rp}");
+        let gateway = format!("http://127.0.0.1:{gp}");
+        let spawn = |name: &str, args: &[&str]| -> anyhow::Result<Child> {
+            Command::new(bin(name))
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot start {name} from {}: {e} (build the workspace binaries first)",
+                        bin_dir().display()
+                    )
+                })
+        };
+        let mut children = vec![spawn(
+            "crdplane-storage",
+            &[
+                "--listen",
+                &format!("127.0.0.1:{sp}"),
+                "--redis-url",
+                redis_url,
+            ],
+        )?];
+        children.push(spawn(
+            "crdplane-validation",
+            &["--listen", &format!("127.0.0.1:{vp}")],
+        )?);
+        children.push(spawn(
+            "crdplane-registry",
+            &[
+                "--listen",
+                &format!("127.0.0.1:{rp}"),
+                "--storage",
+                &storage,
+                "--validation",
+                &validation,
+            ],
+        )?);
+        children.push(spawn(
+            "crdplane-gateway",
+            &[
+                "--listen",
+                &format!("127.0.0.1:{gp}"),
+                "--storage",
+                &storage,
+                "--validation",
+                &validation,
+                "--registry",
+                &registry,
+            ],
+        )?);
+        let home = tempfile::tempdir()?;
+        let kubeconfig = home.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_yaml(&gateway, "crdplane"))?;
+        let s = Self {
+            children,
+            gateway,
+            storage,
+            validation,
+            registry,
+            redis: None,
+            kubeconfig,
+            home,
+        };
+        s.wait_ready(Duration::from_secs(60))?;
+        Ok(s)
+    }
+
+    /// Starts a private Redis and the stack on it.
+    pub fn start_with_redis() -> anyhow::Result<Self> {
+        let redis = RedisServer::start()?;
+        let mut s = Self::start(&redis.url())?;
+        s.redis = Some(redis);
+        Ok(s)
+    }
+
+    pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok((200, _)) = http_get(&format!("{}/readyz", self.gateway)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("stack not ready after {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs `kubectl` (the given binary) against this stack with a private HOME.
+    pub fn kubectl(&self, kubectl: &Path, args: &[&str]) -> KubectlOutput {
+        self.kubectl_stdin(kubectl, args, None)
+    }
+
+    pub fn kubectl_stdin(
+        &self,
+        kubectl: &Path,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> KubectlOutput {
+        use std::io::Write;
+        let mut c = Command::new(kubectl);
+        c.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.home.path())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn kubectl");
+        if let Some(s) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(s.as_bytes())
+                .expect("write stdin");
+        }
+        let o = child.wait_with_output().expect("kubectl output");
+        KubectlOutput {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into(),
+            stderr: String::from_utf8_lossy(&o.stderr).into(),
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+        }
+        for c in &mut self.children {
+            let _ = c.wait();
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct KubectlOutput {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn kubeconfig_yaml(server: &str, name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: default\ncurrent-context: {name}\nusers:\n- name: {name}\n  user: {{}}\n"
+    )
+}
+
+/// A minimal blocking HTTP/1.1 GET (no client crate needed for readiness polling).
+pub fn http_get(url: &str) -> std::io::Result<(u16, String)> {
+    http_request("GET", url, None, None)
+}
+
+pub fn http_request(
+    method: &str,
+    url: &str,
+    content_type: Option<&str>,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| std::io::Error::other("http only"))?;
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let body = body.unwrap_or("");
+    let ct = content_type
+        .map(|c| format!("Content-Type: {c}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{ct}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((code, body))
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Every real kubectl on this machine: `$CRDPLANE_KUBECTLS` (colon-separated) if set, else
+/// the versioned binaries beside the dispatcher (`kubectl.1.N`) and an extracted Debian 1.20
+/// at `.tools/kubectl-1.20/usr/bin/kubectl` (see `.ci/run`).
+pub fn kubectls() -> Vec<PathBuf> {
+    if let Ok(list) = std::env::var("CRDPLANE_KUBECTLS") {
+        return list
+            .split(':')
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+    }
+    let mut out = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .to_path_buf();
+    let k120 = root.join(".tools/kubectl-1.20/usr/bin/kubectl");
+    if k120.exists() {
+        out.push(k120);
+    }
+    if let Ok(rd) = std::fs::read_dir("/usr/lib/google-cloud-sdk/bin") {
+        let mut v: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("kubectl.1."))
+            })
+            .collect();
+        v.sort();
+        out.extend(v);
+    }
+    out
+}

@@ -1,1 +1,41 @@
-fn main() {}
+//! `crdplane-storage`: the storage service binary (see the crate docs).
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "crdplane storage service (Redis)")]
+struct Args {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "CRDPLANE_STORAGE_LISTEN",
+        default_value = "127.0.0.1:7001"
+    )]
+    listen: String,
+    /// Redis URL (redis://host:port or redis+unix:///path).
+    #[arg(
+        long,
+        env = "CRDPLANE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis_url: String,
+    /// Events kept per (tenant, resource) for watch resume.
+    #[arg(long, default_value_t = 10_000)]
+    history_len: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let a = Args::parse();
+    let listener = tokio::net::TcpListener::bind(&a.listen).await?;
+    crdplane_storage::serve(
+        crdplane_storage::Config {
+            redis_url: a.redis_url,
+            history_len: a.history_len,
+        },
+        listener,
+    )
+    .await
+}

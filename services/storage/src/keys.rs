@@ -1,0 +1,178 @@
+//! Redis key layout of one (tenant, group, resource) triple — pure, no IO.
+//!
+//! Every key of a triple shares one hash tag `{<tenant>|<resource>.<group>}`, so on a Redis
+//! Cluster they live on one shard and each write is one atomic script there (DESIGN.md,
+//! "Storage model"). Keys:
+//! - `cp:{tag}:rev` — the revision counter (= resourceVersion of the triple);
+//! - `cp:{tag}:obj` — hash `<namespace>/<name>` → `<rv>:<offset>:<json>`;
+//! - `cp:{tag}:idx` — sorted set (all scores 0) of the same keys, for ordered paging by
+//!   namespace then name, like upstream's etcd key order;
+//! - `cp:{tag}:ev` — stream of events, entry id `<rv>-0`, bounded by MAXLEN (watch history);
+//! - `cp:{tag}:ch` — pub/sub channel of live events.
+//!
+//! Cache-invalidation notifications for a whole group/resource across tenants (CRDs,
+//! namespaces) go to `cp:changes:<group>/<resource>` and carry only keys.
+
+use crdplane_core::{ApiError, GroupResource};
+use crdplane_proto::v1::ResourceRef;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keyspace {
+    pub rev: String,
+    pub obj: String,
+    pub idx: String,
+    pub ev: String,
+    pub channel: String,
+    pub gr: GroupResource,
+    pub tenant: String,
+}
+
+fn valid_component(s: &str, allow_empty: bool) -> bool {
+    (allow_empty || !s.is_empty())
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+}
+
+impl Keyspace {
+    pub fn new(r: &ResourceRef) -> Result<Self, ApiError> {
+        if !valid_component(&r.tenant, false)
+            || !valid_component(&r.group, true)
+            || !valid_component(&r.resource, false)
+        {
+            return Err(ApiError::bad_request(format!(
+                "invalid resource reference: tenant {:?}, group {:?}, resource {:?}",
+                r.tenant, r.group, r.resource
+            )));
+        }
+        let gr = GroupResource::new(r.group.clone(), r.resource.clone());
+        let tag = format!("{{{}|{}}}", r.tenant, gr);
+        Ok(Self {
+            rev: format!("cp:{tag}:rev"),
+            obj: format!("cp:{tag}:obj"),
+            idx: format!("cp:{tag}:idx"),
+            ev: format!("cp:{tag}:ev"),
+            channel: format!("cp:{tag}:ch"),
+            gr,
+            tenant: r.tenant.clone(),
+        })
+    }
+
+    /// The channel for key-only change notifications of a group/resource, if it has one.
+    pub fn notify_channel(&self) -> String {
+        if notifies(&self.gr.group, &self.gr.resource) {
+            changes_channel(&self.gr.group, &self.gr.resource)
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// Resources whose every write is announced on the cross-tenant change channel (for caches).
+pub fn notifies(group: &str, resource: &str) -> bool {
+    (group == "apiextensions.k8s.io" && resource == "customresourcedefinitions")
+        || (group.is_empty() && resource == "namespaces")
+}
+
+pub fn changes_channel(group: &str, resource: &str) -> String {
+    format!("cp:changes:{group}/{resource}")
+}
+
+/// The index/hash key of one object: `<namespace>/<name>` ("" namespace for cluster scope).
+pub fn object_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// ZRANGEBYLEX bounds of a page: (min, max) for a namespace ("" = all) after `start_after`.
+pub fn range(namespace: &str, start_after: &str) -> (String, String) {
+    let (lo, hi) = if namespace.is_empty() {
+        ("-".to_string(), "+".to_string())
+    } else {
+        // Every "<ns>/..." sorts at or after "[<ns>/" and before "(<ns>0" ('/' + 1 == '0').
+        (format!("[{namespace}/"), format!("({namespace}0"))
+    };
+    if start_after.is_empty() {
+        return (lo, hi);
+    }
+    let after = format!("({start_after}");
+    // Never move before the namespace's range.
+    let lo = if lo == "-" || after[1..] >= lo[1..] {
+        after
+    } else {
+        lo
+    };
+    (lo, hi)
+}
+
+/// Splits a stored value `<rv>:<offset>:<json>` into (rv, json range start).
+pub fn parse_stored(v: &[u8]) -> Option<(u64, usize)> {
+    let c1 = v.iter().position(|&b| b == b':')?;
+    let rv: u64 = std::str::from_utf8(&v[..c1]).ok()?.parse().ok()?;
+    let c2 = v[c1 + 1..].iter().position(|&b| b == b':')? + c1 + 1;
+    Some((rv, c2 + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(t: &str, g: &str, res: &str) -> ResourceRef {
+        ResourceRef {
+            tenant: t.into(),
+            group: g.into(),
+            resource: res.into(),
+        }
+    }
+
+    #[test]
+    fn keys_share_one_hash_tag_per_tenant_and_resource() {
+        let k = Keyspace::new(&r("acme", "stable.example.com", "crontabs")).unwrap();
+        assert_eq!(k.rev, "cp:{acme|crontabs.stable.example.com}:rev");
+        assert_eq!(k.obj, "cp:{acme|crontabs.stable.example.com}:obj");
+        assert_eq!(k.channel, "cp:{acme|crontabs.stable.example.com}:ch");
+        let other = Keyspace::new(&r("other", "stable.example.com", "crontabs")).unwrap();
+        assert_ne!(k.obj, other.obj, "tenant is part of every key");
+        assert_eq!(
+            Keyspace::new(&r("t", "", "namespaces"))
+                .unwrap()
+                .notify_channel(),
+            "cp:changes:/namespaces"
+        );
+        assert_eq!(k.notify_channel(), "");
+    }
+
+    #[test]
+    fn hostile_references_are_rejected() {
+        assert!(Keyspace::new(&r("a}b", "g", "r")).is_err());
+        assert!(Keyspace::new(&r("", "g", "r")).is_err());
+        assert!(Keyspace::new(&r("t", "g", "r s")).is_err());
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(range("", ""), ("-".into(), "+".into()));
+        assert_eq!(
+            range("default", ""),
+            ("[default/".into(), "(default0".into())
+        );
+        assert_eq!(
+            range("default", "default/a"),
+            ("(default/a".into(), "(default0".into())
+        );
+        assert_eq!(range("", "ns/a"), ("(ns/a".into(), "+".into()));
+        // a start key before the namespace cannot widen the range
+        assert_eq!(range("b", "a/x"), ("[b/".into(), "(b0".into()));
+        assert!("default/x" > "default/" && "default/x" < "default0");
+        assert!(
+            "default-x/y" > "default0" || "default-x/y" < "default/",
+            "other namespaces fall outside"
+        );
+    }
+
+    #[test]
+    fn stored_values() {
+        assert_eq!(parse_stored(b"12:5:{\"a\"}"), Some((12, 5)));
+        assert_eq!(parse_stored(b"x:5:{}"), None);
+        assert_eq!(parse_stored(b"12"), None);
+    }
+}

@@ -1,0 +1,462 @@
+//! The tonic `Storage` service: gRPC requests → `Store` (Redis) and `Hub` (live events).
+
+use crate::filter::Filter;
+use crate::keys::{Keyspace, changes_channel};
+use crate::store::{Store, Stored};
+use crate::watch::{Hub, parse_event};
+use crdplane_core::ApiError;
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::storage_server::Storage;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// Largest page one List call reads from Redis at a time when filtering.
+const SCAN_CHUNK: usize = 1000;
+
+pub struct StorageService {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+}
+
+fn ks(r: &Option<pb::ResourceRef>) -> Result<Keyspace, Status> {
+    let r = r
+        .as_ref()
+        .ok_or_else(|| Status::from(ApiError::bad_request("missing resource")))?;
+    Keyspace::new(r).map_err(Status::from)
+}
+
+fn key_parts(k: &Option<pb::ObjectKey>) -> Result<(Keyspace, String, String), Status> {
+    let k = k
+        .as_ref()
+        .ok_or_else(|| Status::from(ApiError::bad_request("missing key")))?;
+    if k.name.is_empty() || k.name.contains('/') || k.namespace.contains('/') {
+        return Err(ApiError::bad_request(format!(
+            "invalid object key {:?}/{:?}",
+            k.namespace, k.name
+        ))
+        .into());
+    }
+    Ok((ks(&k.resource)?, k.namespace.clone(), k.name.clone()))
+}
+
+fn write_parts(w: &Option<pb::ObjectWrite>) -> Result<(&[u8], &[u8]), Status> {
+    let w = w
+        .as_ref()
+        .ok_or_else(|| Status::from(ApiError::bad_request("missing object")))?;
+    if !w.head.ends_with(b"\"resourceVersion\":\"") || !w.tail.starts_with(b"\"") {
+        return Err(
+            ApiError::bad_request("object is not split at the resourceVersion slot").into(),
+        );
+    }
+    Ok((&w.head, &w.tail))
+}
+
+fn out(s: Stored) -> Response<pb::StoredObject> {
+    Response::new(pb::StoredObject {
+        json: s.json,
+        resource_version: s.rv,
+    })
+}
+
+fn dry(head: &[u8], tail: &[u8], rv: u64) -> Response<pb::StoredObject> {
+    let json = if rv == 0 {
+        let mut v = head.to_vec();
+        v.extend_from_slice(tail);
+        v
+    } else {
+        crdplane_core::rvslot::join(head, rv, tail)
+    };
+    Response::new(pb::StoredObject {
+        json: json.into(),
+        resource_version: rv,
+    })
+}
+
+impl StorageService {
+    /// Reads pages until `limit` matching objects are collected (0 = all).
+    async fn list_filtered(
+        &self,
+        ks: &Keyspace,
+        filter: &Filter,
+        limit: usize,
+        start_after: &str,
+    ) -> Result<pb::ListResponse, ApiError> {
+        if filter.is_single_name() {
+            let revision = self.store.revision(ks).await?;
+            let mut items = Vec::new();
+            let namespaces: Vec<String> = if filter.namespace.is_empty() {
+                // Name without namespace: scan (names are unique per namespace only).
+                return self.scan(ks, filter, limit, start_after).await;
+            } else {
+                vec![filter.namespace.clone()]
+            };
+            for ns in namespaces {
+                let key = crate::keys::object_key(&ns, &filter.name);
+                if !start_after.is_empty() && key.as_str() <= start_after {
+                    continue;
+                }
+                match self.store.get(ks, &ns, &filter.name).await {
+                    Ok(s) if filter.matches(&key, &s.json) => items.push(s.json),
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(pb::ListResponse {
+                items,
+                resource_version: revision,
+                ..Default::default()
+            });
+        }
+        self.scan(ks, filter, limit, start_after).await
+    }
+
+    async fn scan(
+        &self,
+        ks: &Keyspace,
+        filter: &Filter,
+        limit: usize,
+        start_after: &str,
+    ) -> Result<pb::ListResponse, ApiError> {
+        let mut items = Vec::new();
+        let mut cursor = start_after.to_string();
+        let mut revision = None;
+        let unfiltered = filter.is_plain();
+        loop {
+            let want = if limit == 0 {
+                SCAN_CHUNK
+            } else {
+                (limit - items.len()).min(SCAN_CHUNK)
+            };
+            let want = if unfiltered { want } else { SCAN_CHUNK };
+            let page = self
+                .store
+                .list_page(
+                    ks,
+                    &filter.namespace,
+                    &cursor,
+                    if limit == 0 && unfiltered {
+                        None
+                    } else {
+                        Some(want)
+                    },
+                )
+                .await?;
+            revision.get_or_insert(page.revision);
+            let n = page.items.len();
+            for (i, (k, s)) in page.items.into_iter().enumerate() {
+                if filter.matches(&k, &s.json) {
+                    items.push(s.json);
+                }
+                cursor = k;
+                if limit != 0 && items.len() == limit {
+                    let more = page.remaining + (n - i - 1) as u64;
+                    let next = if more > 0 {
+                        cursor.clone()
+                    } else {
+                        String::new()
+                    };
+                    return Ok(pb::ListResponse {
+                        items,
+                        resource_version: revision.unwrap_or(0),
+                        next_start_after: next,
+                        // Upstream only reports the count when no selector filters it.
+                        remaining_item_count: if unfiltered { more } else { 0 },
+                        has_remaining_item_count: unfiltered && more > 0,
+                    });
+                }
+            }
+            if page.remaining == 0 || n == 0 || (limit == 0 && unfiltered) {
+                break;
+            }
+        }
+        Ok(pb::ListResponse {
+            items,
+            resource_version: revision.unwrap_or(0),
+            ..Default::default()
+        })
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+type ChangeStream = Pin<Box<dyn Stream<Item = Result<pb::Change, Status>> + Send>>;
+
+fn event_type(kind: u8) -> i32 {
+    (match kind {
+        b'A' => pb::watch_event::Type::Added,
+        b'D' => pb::watch_event::Type::Deleted,
+        _ => pb::watch_event::Type::Modified,
+    }) as i32
+}
+
+#[tonic::async_trait]
+impl Storage for StorageService {
+    async fn get(
+        &self,
+        req: Request<pb::GetRequest>,
+    ) -> Result<Response<pb::StoredObject>, Status> {
+        let (ks, ns, name) = key_parts(&req.get_ref().key)?;
+        Ok(out(self.store.get(&ks, &ns, &name).await?))
+    }
+
+    async fn create(
+        &self,
+        req: Request<pb::CreateRequest>,
+    ) -> Result<Response<pb::StoredObject>, Status> {
+        let r = req.get_ref();
+        let (ks, ns, name) = key_parts(&r.key)?;
+        let (head, tail) = write_parts(&r.object)?;
+        if r.dry_run {
+            if self.store.exists(&ks, &ns, &name).await?.is_some() {
+                return Err(ApiError::already_exists(&ks.gr, &name).into());
+            }
+            return Ok(dry(head, tail, 0));
+        }
+        Ok(out(self.store.create(&ks, &ns, &name, head, tail).await?))
+    }
+
+    async fn update(
+        &self,
+        req: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::StoredObject>, Status> {
+        let r = req.get_ref();
+        let (ks, ns, name) = key_parts(&r.key)?;
+        let (head, tail) = write_parts(&r.object)?;
+        if r.dry_run {
+            let cur = self.store.get(&ks, &ns, &name).await?;
+            if r.expected_resource_version != 0 && r.expected_resource_version != cur.rv {
+                return Err(ApiError::stale(&ks.gr, &name).into());
+            }
+            return Ok(dry(head, tail, cur.rv));
+        }
+        Ok(out(self
+            .store
+            .update(&ks, &ns, &name, head, tail, r.expected_resource_version)
+            .await?))
+    }
+
+    async fn delete(
+        &self,
+        req: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::StoredObject>, Status> {
+        let r = req.get_ref();
+        let (ks, ns, name) = key_parts(&r.key)?;
+        if r.dry_run {
+            return Ok(out(self.store.get(&ks, &ns, &name).await?));
+        }
+        Ok(out(self
+            .store
+            .delete(&ks, &ns, &name, r.expected_resource_version)
+            .await?))
+    }
+
+    async fn list(
+        &self,
+        req: Request<pb::ListRequest>,
+    ) -> Result<Response<pb::ListResponse>, Status> {
+        let r = req.get_ref();
+        let ks = ks(&r.resource)?;
+        let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
+        Ok(Response::new(
+            self.list_filtered(&ks, &filter, r.limit as usize, &r.start_after)
+                .await?,
+        ))
+    }
+
+    async fn delete_collection(
+        &self,
+        req: Request<pb::DeleteCollectionRequest>,
+    ) -> Result<Response<pb::DeleteCollectionResponse>, Status> {
+        let r = req.get_ref();
+        let ks = ks(&r.resource)?;
+        let filter = Filter::new(&r.namespace, "", &r.label_selector, &r.field_selector)?;
+        let mut deleted = Vec::new();
+        let mut last_rv = 0;
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .store
+                .list_page(&ks, &filter.namespace, &cursor, Some(SCAN_CHUNK))
+                .await?;
+            let n = page.items.len();
+            last_rv = last_rv.max(page.revision);
+            for (k, s) in page.items {
+                cursor = k.clone();
+                if !filter.matches(&k, &s.json) {
+                    continue;
+                }
+                let (ns, name) = k.split_once('/').unwrap_or(("", &k));
+                if r.dry_run {
+                    deleted.push(s.json);
+                    continue;
+                }
+                match self.store.delete(&ks, ns, name, 0).await {
+                    Ok(d) => {
+                        last_rv = last_rv.max(d.rv);
+                        deleted.push(d.json);
+                    }
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if n == 0 || page.remaining == 0 {
+                break;
+            }
+        }
+        Ok(Response::new(pb::DeleteCollectionResponse {
+            items: deleted,
+            resource_version: last_rv,
+        }))
+    }
+
+    type WatchStream = EventStream;
+
+    async fn watch(
+        &self,
+        req: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let r = req.into_inner();
+        let ks = ks(&r.resource)?;
+        let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
+        // Subscribe before reading state or history, so nothing falls between the two.
+        let mut live = self
+            .hub
+            .subscribe(&ks.channel)
+            .await
+            .map_err(|e| Status::from(ApiError::unavailable(e.to_string())))?;
+        let (tx, rx) = mpsc::channel::<Result<pb::WatchEvent, Status>>(256);
+        let store = self.store.clone();
+        let hub = self.hub.clone();
+        tokio::spawn(async move {
+            let result = async {
+                let mut last = r.from_resource_version;
+                if r.send_initial_state {
+                    let mut cursor = String::new();
+                    let mut revision = None;
+                    loop {
+                        let page = store.list_page(&ks, &filter.namespace, &cursor, Some(SCAN_CHUNK)).await?;
+                        revision.get_or_insert(page.revision);
+                        let n = page.items.len();
+                        for (k, s) in page.items {
+                            cursor = k.clone();
+                            if filter.matches(&k, &s.json) {
+                                let ev = pb::WatchEvent { r#type: event_type(b'A'), object: s.json, resource_version: s.rv };
+                                if tx.send(Ok(ev)).await.is_err() {
+                                    return Ok(());
+                                }
+                            }
+                        }
+                        if n == 0 || page.remaining == 0 {
+                            break;
+                        }
+                    }
+                    last = revision.unwrap_or(0);
+                    let progress = pb::WatchEvent { r#type: pb::watch_event::Type::Progress as i32, object: Default::default(), resource_version: last };
+                    if tx.send(Ok(progress)).await.is_err() {
+                        return Ok(());
+                    }
+                } else {
+                    let current = store.revision(&ks).await?;
+                    if last < current {
+                        let oldest = store.oldest_history(&ks).await?;
+                        match oldest {
+                            Some(o) if last + 1 >= o => {}
+                            _ => {
+                                let m = oldest.unwrap_or(current + 1).saturating_sub(1);
+                                return Err(ApiError::expired(format!("too old resource version: {last} ({m})")));
+                            }
+                        }
+                        loop {
+                            let evs = store.history_after(&ks, last, SCAN_CHUNK).await?;
+                            if evs.is_empty() {
+                                break;
+                            }
+                            for e in evs {
+                                last = e.rv;
+                                if filter.matches(&e.key, &e.json) {
+                                    let ev = pb::WatchEvent { r#type: event_type(e.kind), object: e.json, resource_version: e.rv };
+                                    if tx.send(Ok(ev)).await.is_err() {
+                                        return Ok(());
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                loop {
+                    tokio::select! {
+                        _ = tx.closed() => return Ok(()),
+                        m = live.recv() => match m {
+                            Ok(payload) => {
+                                let Some(e) = parse_event(&payload) else { continue };
+                                if e.rv <= last {
+                                    continue;
+                                }
+                                last = e.rv;
+                                if filter.matches(&e.key, &e.json) {
+                                    let ev = pb::WatchEvent { r#type: event_type(e.kind), object: e.json, resource_version: e.rv };
+                                    if tx.send(Ok(ev)).await.is_err() {
+                                        return Ok(());
+                                    }
+                                }
+                            }
+                            // Too slow: close; the client resumes from its last revision.
+                            Err(broadcast::error::RecvError::Lagged(_)) => return Ok(()),
+                            Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                        }
+                    }
+                }
+            }
+            .await;
+            if let Err(e) = result {
+                let _ = tx.send(Err(e.into())).await;
+            }
+            drop(live);
+            hub.release(&ks.channel).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    type ChangesStream = ChangeStream;
+
+    async fn changes(
+        &self,
+        req: Request<pb::ChangesRequest>,
+    ) -> Result<Response<Self::ChangesStream>, Status> {
+        let r = req.into_inner();
+        let channel = changes_channel(&r.group, &r.resource);
+        let mut live = self
+            .hub
+            .subscribe(&channel)
+            .await
+            .map_err(|e| Status::from(ApiError::unavailable(e.to_string())))?;
+        let (tx, rx) = mpsc::channel(1024);
+        let hub = self.hub.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tx.closed() => break,
+                    m = live.recv() => match m {
+                        Ok(p) => {
+                            let s = String::from_utf8_lossy(&p);
+                            let mut it = s.splitn(3, '\n');
+                            let (Some(tenant), Some(key), Some(rv)) = (it.next(), it.next(), it.next()) else { continue };
+                            let (ns, name) = key.split_once('/').unwrap_or(("", key));
+                            let c = pb::Change { tenant: tenant.into(), namespace: ns.into(), name: name.into(), resource_version: rv.parse().unwrap_or(0) };
+                            if tx.send(Ok(c)).await.is_err() { break; }
+                        }
+                        // A cache that missed changes must drop everything: end the stream.
+                        Err(_) => break,
+                    }
+                }
+            }
+            drop(live);
+            hub.release(&channel).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
