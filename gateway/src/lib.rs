@@ -1,1 +1,22 @@
-//! Gateway: the Kubernetes REST API over the crdplane gRPC services
+//! crdplane gateway: the Kubernetes REST API (paths, verbs, JSON, Table output, watch
+//! streams, Status errors) in front of the crdplane gRPC services.
+//!
+//! Request path: hyper connection → [`api::handle`] (panic → 500 Status, body limit, tenant
+//! and [`request_info`] parse) → non-resource endpoints ([`discovery`]: health, version,
+//! discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]), CRDs ([`crds`] →
+//! registry), custom resources ([`crs`] → validation + storage; [`watch`] for streams).
+//! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
+
+pub mod api;
+pub mod crd;
+pub mod crds;
+pub mod crs;
+pub mod discovery;
+pub mod http;
+pub mod namespaces;
+pub mod request_info;
+pub mod strategy;
+pub mod table;
+pub mod watch;
+
+pub use api::{Config, serve};

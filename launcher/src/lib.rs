@@ -1,1 +1,309 @@
-//! Launcher: runs the whole crdplane stack locally (crdplane up)
+//! The `crdplane` launcher: runs the whole stack on one machine for development and for the
+//! README's one-command start.
+//!
+//! `crdplane up` starts a `redis-server` child (AOF persistence in the data dir, so objects
+//! survive a restart) unless `--redis-url` is given, then storage, validation, registry and
+//! gateway as separate processes (the binaries beside this one), waits for the gateway's
+//! `/readyz`, writes a kubeconfig, prints how to use it, and stops every child on
+//! Ctrl-C/SIGTERM or when any child dies.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+#[derive(Debug, Clone)]
+pub struct UpConfig {
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
+    pub redis_url: Option<String>,
+    pub default_tenant: String,
+}
+
+/// A free loopback port (bound then released for a child to bind).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The binaries of the stack live beside the launcher.
+pub fn sibling(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(name));
+    exe.parent()
+        .map(|d| d.join(name))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+pub fn kubeconfig_yaml(server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: crdplane\n  cluster:\n    server: {server}\ncontexts:\n- name: crdplane\n  context:\n    cluster: crdplane\n    user: crdplane\n    namespace: default\ncurrent-context: crdplane\nusers:\n- name: crdplane\n  user: {{}}\n"
+    )
+}
+
+/// Blocking HTTP GET of `path` on `addr`; returns the status code.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = [0u8; 12];
+    s.read_exact(&mut buf).ok()?;
+    std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
+}
+
+struct Proc {
+    name: &'static str,
+    child: Child,
+}
+
+fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
+    Ok(std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))?)
+}
+
+fn spawn(name: &'static str, bin: &Path, args: &[String], logs: &Path) -> anyhow::Result<Proc> {
+    let log = log_file(logs, name)?;
+    let child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", bin.display()))?;
+    Ok(Proc { name, child })
+}
+
+async fn terminate(p: &mut Proc) {
+    if let Some(pid) = p.child.id() {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
+        if tokio::time::timeout(Duration::from_secs(5), p.child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = p.child.kill().await;
+}
+
+/// Runs the stack until interrupted. Returns an error if startup fails or a child dies.
+pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&cfg.data_dir)?;
+    let data_dir = std::fs::canonicalize(&cfg.data_dir)?;
+    let logs = data_dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut procs: Vec<Proc> = Vec::new();
+
+    let redis_url = match &cfg.redis_url {
+        Some(u) => u.clone(),
+        None => {
+            let rdir = data_dir.join("redis");
+            std::fs::create_dir_all(&rdir)?;
+            let sock = rdir.join("redis.sock");
+            let _ = std::fs::remove_file(&sock);
+            let args: Vec<String> = [
+                "--port",
+                "0",
+                "--unixsocket",
+                &sock.to_string_lossy(),
+                "--unixsocketperm",
+                "700",
+                "--dir",
+                &rdir.to_string_lossy(),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let bin =
+                std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+            let p = spawn("redis", Path::new(&bin), &args, &logs).map_err(|e| {
+                anyhow::anyhow!(
+                    "{e}\nInstall it (Debian: apt-get install redis-server) or pass --redis-url"
+                )
+            })?;
+            procs.push(p);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !sock.exists() {
+                if Instant::now() > deadline {
+                    anyhow::bail!(
+                        "redis-server did not start; see {}",
+                        logs.join("redis.log").display()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            format!("redis+unix://{}", sock.display())
+        }
+    };
+
+    let (sp, vp, rp) = (free_port()?, free_port()?, free_port()?);
+    let storage = format!("http://127.0.0.1:{sp}");
+    let validation = format!("http://127.0.0.1:{vp}");
+    let registry = format!("http://127.0.0.1:{rp}");
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    procs.push(spawn(
+        "storage",
+        &sibling("crdplane-storage"),
+        &s(&[
+            "--listen",
+            &format!("127.0.0.1:{sp}"),
+            "--redis-url",
+            &redis_url,
+        ]),
+        &logs,
+    )?);
+    procs.push(spawn(
+        "validation",
+        &sibling("crdplane-validation"),
+        &s(&["--listen", &format!("127.0.0.1:{vp}")]),
+        &logs,
+    )?);
+    procs.push(spawn(
+        "registry",
+        &sibling("crdplane-registry"),
+        &s(&[
+            "--listen",
+            &format!("127.0.0.1:{rp}"),
+            "--storage",
+            &storage,
+            "--validation",
+            &validation,
+        ]),
+        &logs,
+    )?);
+    procs.push(spawn(
+        "gateway",
+        &sibling("crdplane-gateway"),
+        &s(&[
+            "--listen",
+            &cfg.listen,
+            "--storage",
+            &storage,
+            "--validation",
+            &validation,
+            "--registry",
+            &registry,
+            "--default-tenant",
+            &cfg.default_tenant,
+        ]),
+        &logs,
+    )?);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let listen = cfg.listen.clone();
+    loop {
+        let l = listen.clone();
+        if tokio::task::spawn_blocking(move || http_status(&l, "/readyz")).await? == Some(200) {
+            break;
+        }
+        for p in &mut procs {
+            if let Ok(Some(st)) = p.child.try_wait() {
+                let name = p.name;
+                shutdown(&mut procs).await;
+                anyhow::bail!(
+                    "{name} exited during startup ({st}); see {}",
+                    logs.join(format!("{name}.log")).display()
+                );
+            }
+        }
+        if Instant::now() > deadline {
+            shutdown(&mut procs).await;
+            anyhow::bail!(
+                "the stack was not ready within 60s; logs in {}",
+                logs.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let server = format!("http://{}", cfg.listen);
+    let kubeconfig = cfg
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| data_dir.join("kubeconfig"));
+    if let Some(d) = kubeconfig.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(&kubeconfig, kubeconfig_yaml(&server))?;
+    println!("crdplane is up");
+    println!("  gateway:    {server}");
+    println!("  kubeconfig: {}", kubeconfig.display());
+    println!(
+        "  data:       {}  (logs in {})",
+        data_dir.display(),
+        logs.display()
+    );
+    println!();
+    println!("Point kubectl at it:");
+    println!("  export KUBECONFIG={}", kubeconfig.display());
+    println!("  kubectl get namespaces");
+    println!();
+    println!("Press Ctrl-C to stop.");
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let result = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+            _ = term.recv() => break Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                let mut died = None;
+                for p in &mut procs {
+                    if let Ok(Some(st)) = p.child.try_wait() {
+                        died = Some((p.name, st));
+                    }
+                }
+                if let Some((name, st)) = died {
+                    break Err(anyhow::anyhow!("{name} exited ({st}); stopping; see {}", logs.join(format!("{name}.log")).display()));
+                }
+            }
+        }
+    };
+    println!("stopping crdplane");
+    shutdown(&mut procs).await;
+    result
+}
+
+/// Stops children in reverse start order (gateway first, Redis last so AOF is flushed).
+async fn shutdown(procs: &mut Vec<Proc>) {
+    while let Some(mut p) = procs.pop() {
+        terminate(&mut p).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_points_at_the_gateway() {
+        let k = kubeconfig_yaml("http://127.0.0.1:6443");
+        assert!(k.contains("server: http://127.0.0.1:6443"));
+        assert!(k.contains("current-context: crdplane"));
+    }
+
+    #[test]
+    fn ports_are_free_and_distinct_enough() {
+        let a = free_port().unwrap();
+        assert!(a > 0);
+    }
+}

@@ -1,0 +1,314 @@
+//! Gateway context and router: one entry point for every HTTP request.
+
+use crate::crd::{CrdCache, CrdInfo};
+use crate::http::{Body, Query, error_response, read_body};
+use crate::request_info::{self, RequestInfo};
+use bytes::Bytes;
+use crdplane_core::ApiError;
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::registry_client::RegistryClient;
+use crdplane_proto::v1::storage_client::StorageClient;
+use crdplane_proto::v1::validation_client::ValidationClient;
+use futures::FutureExt;
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, RwLock};
+use tonic::transport::{Channel, Endpoint};
+
+/// Gateway configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub registry_endpoint: String,
+    pub validation_endpoint: String,
+    pub storage_endpoint: String,
+    /// Tenant of requests without a `/clusters/<tenant>` prefix.
+    pub default_tenant: String,
+    /// Address clients reach this gateway at (for `/api` serverAddressByClientCIDRs).
+    pub advertise_address: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            registry_endpoint: "http://127.0.0.1:7002".into(),
+            validation_endpoint: "http://127.0.0.1:7003".into(),
+            storage_endpoint: "http://127.0.0.1:7001".into(),
+            default_tenant: "default".into(),
+            advertise_address: "127.0.0.1:6443".into(),
+        }
+    }
+}
+
+/// Shared state of one gateway process.
+pub struct Ctx {
+    pub cfg: Config,
+    pub storage: StorageClient<Channel>,
+    pub registry: RegistryClient<Channel>,
+    pub validation: ValidationClient<Channel>,
+    pub crds: CrdCache,
+    /// (tenant, namespace) pairs known to exist; dropped on any change to the namespace.
+    pub namespaces: RwLock<HashSet<(String, String)>>,
+    /// Tenants whose default namespaces this process has ensured.
+    pub tenants: RwLock<HashSet<String>>,
+}
+
+fn channel(url: &str) -> anyhow::Result<Channel> {
+    Ok(Endpoint::from_shared(url.to_string())?
+        .tcp_nodelay(true)
+        .http2_adaptive_window(true)
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .connect_lazy())
+}
+
+impl Ctx {
+    pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
+        let max = 256 << 20;
+        Ok(Arc::new(Self {
+            storage: StorageClient::new(channel(&cfg.storage_endpoint)?)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+            registry: RegistryClient::new(channel(&cfg.registry_endpoint)?)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+            validation: ValidationClient::new(channel(&cfg.validation_endpoint)?)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+            crds: CrdCache::default(),
+            namespaces: Default::default(),
+            tenants: Default::default(),
+            cfg,
+        }))
+    }
+
+    /// The served CRD for (tenant, group, plural): cache, else the registry.
+    pub async fn resolve(
+        &self,
+        tenant: &str,
+        group: &str,
+        plural: &str,
+    ) -> Result<Arc<CrdInfo>, ApiError> {
+        if let Some(i) = self.crds.get(tenant, group, plural) {
+            return Ok(i);
+        }
+        let r = self
+            .registry
+            .clone()
+            .resolve(pb::ResolveRequest {
+                tenant: tenant.into(),
+                group: group.into(),
+                resource: plural.into(),
+            })
+            .await
+            .map_err(|s| {
+                let e = ApiError::from_grpc(&s);
+                if e.code == 404 {
+                    ApiError::path_not_found()
+                } else {
+                    e
+                }
+            })?
+            .into_inner();
+        let v: serde_json::Value = serde_json::from_slice(&r.json).map_err(ApiError::internal)?;
+        let info = Arc::new(CrdInfo::from_json(v)?);
+        if info.plural == plural && info.group == group {
+            self.crds.insert(tenant, info.clone());
+        }
+        Ok(info)
+    }
+
+    /// Follows the storage change streams of CRDs and namespaces to keep caches fresh;
+    /// reconnects with backoff, dropping the caches whenever the stream was interrupted.
+    pub fn spawn_cache_followers(self: &Arc<Self>) {
+        for (group, resource) in [
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("", "namespaces"),
+        ] {
+            let ctx = Arc::downgrade(self);
+            tokio::spawn(async move {
+                let mut backoff = std::time::Duration::from_millis(100);
+                loop {
+                    let Some(c) = ctx.upgrade() else { return };
+                    let mut storage = c.storage.clone();
+                    drop(c);
+                    let req = pb::ChangesRequest {
+                        group: group.into(),
+                        resource: resource.into(),
+                    };
+                    if let Ok(resp) = storage.changes(req).await {
+                        backoff = std::time::Duration::from_millis(100);
+                        let mut s = resp.into_inner();
+                        // Anything cached before the stream started may be stale.
+                        if let Some(c) = ctx.upgrade() {
+                            c.drop_caches(resource);
+                        }
+                        while let Ok(Some(ch)) = s.message().await {
+                            let Some(c) = ctx.upgrade() else { return };
+                            if resource == "namespaces" {
+                                c.namespaces
+                                    .write()
+                                    .expect("lock")
+                                    .remove(&(ch.tenant.clone(), ch.name.clone()));
+                            } else {
+                                c.crds.invalidate(&ch.tenant, &ch.name);
+                            }
+                        }
+                    }
+                    if let Some(c) = ctx.upgrade() {
+                        c.drop_caches(resource);
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                }
+            });
+        }
+    }
+
+    fn drop_caches(&self, resource: &str) {
+        if resource == "namespaces" {
+            self.namespaces.write().expect("lock").clear();
+        } else {
+            self.crds.clear();
+        }
+    }
+}
+
+/// Serves the Kubernetes API on `listener` until the process ends.
+pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+    let ctx = Ctx::new(cfg)?;
+    ctx.spawn_cache_followers();
+    loop {
+        let (sock, _) = listener.accept().await?;
+        let _ = sock.set_nodelay(true);
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let ctx = ctx.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(ctx, req).await) }
+            });
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let _ = builder
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(sock), svc)
+                .await;
+        });
+    }
+}
+
+/// One request: never panics outward (a panic becomes a 500 Status).
+pub async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let fut = AssertUnwindSafe(route(ctx, parts, body)).catch_unwind();
+    match fut.await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => error_response(&e),
+        Err(_) => error_response(&ApiError::internal("panic while handling the request")),
+    }
+}
+
+/// Everything a resource handler needs about the request.
+pub struct Req {
+    pub info: RequestInfo,
+    pub method: Method,
+    pub query: Query,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Req {
+    pub fn header(&self, k: &str) -> Option<&str> {
+        self.headers.get(k).and_then(|v| v.to_str().ok())
+    }
+    pub fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.query.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
+    }
+}
+
+async fn route(
+    ctx: Arc<Ctx>,
+    parts: http::request::Parts,
+    body: Incoming,
+) -> Result<Response<Body>, ApiError> {
+    let query = Query::parse(parts.uri.query());
+    let info = request_info::parse(
+        parts.method.as_str(),
+        parts.uri.path(),
+        query.flag("watch"),
+        &ctx.cfg.default_tenant,
+    )
+    .map_err(|_| ApiError::path_not_found())?;
+    let has_body = matches!(
+        parts.method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    let body = if has_body {
+        read_body(body, &parts.headers).await?
+    } else {
+        Bytes::new()
+    };
+    let req = Req {
+        info,
+        method: parts.method,
+        query,
+        headers: parts.headers,
+        body,
+    };
+    if !req.info.is_resource_request {
+        return crate::discovery::serve(&ctx, &req).await;
+    }
+    ensure_tenant(&ctx, &req.info.tenant).await?;
+    let i = &req.info;
+    match (
+        i.api_prefix.as_str(),
+        i.api_group.as_str(),
+        i.api_version.as_str(),
+        i.resource.as_str(),
+    ) {
+        ("api", "", "v1", "namespaces") => crate::namespaces::serve(&ctx, &req).await,
+        ("api", _, _, _) => Err(ApiError::path_not_found()),
+        ("apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions") => {
+            crate::crds::serve(&ctx, &req).await
+        }
+        ("apis", "apiextensions.k8s.io", _, _) => Err(ApiError::path_not_found()),
+        ("apis", group, _, resource) => {
+            let crd = ctx.resolve(&i.tenant, group, resource).await?;
+            crate::crs::serve(&ctx, &req, crd).await
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// The three namespaces every tenant starts with (created once per tenant, idempotently).
+pub const DEFAULT_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
+    if ctx.tenants.read().expect("lock").contains(tenant) {
+        return Ok(());
+    }
+    for ns in DEFAULT_NAMESPACES {
+        match crate::namespaces::create_namespace(
+            ctx,
+            tenant,
+            serde_json::json!({"metadata": {"name": ns}}),
+            false,
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    ctx.tenants
+        .write()
+        .expect("lock")
+        .insert(tenant.to_string());
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! What the gateway knows about one served CRD (`CrdInfo`), built once per CRD generation
+//! from its JSON, and the per-gateway cache of them keyed by (tenant, group, plural).
+//!
+//! Request path: RequestInfo → `CrdCache::resolve` (registry `Resolve` on a miss) → the
+//! custom-resource handlers. Freshness: the cache follows the storage `Changes` stream of
+//! CRDs (any change to a tenant's CRD drops that CRD's entries), and this gateway's own CRD
+//! writes drop entries synchronously.
+
+use crate::table::TableConvertor;
+use crdplane_core::ApiError;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug)]
+pub struct VersionInfo {
+    pub name: String,
+    pub served: bool,
+    pub storage: bool,
+    pub deprecated: bool,
+    pub deprecation_warning: Option<String>,
+    pub has_status: bool,
+    pub scale: Option<Value>,
+    /// The schema declares defaults somewhere (the read path must apply them).
+    pub has_defaults: bool,
+    pub selectable_fields: Vec<String>,
+    pub table: TableConvertor,
+}
+
+#[derive(Debug)]
+pub struct CrdInfo {
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub group: String,
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub namespaced: bool,
+    pub versions: Vec<VersionInfo>,
+    pub storage_version: String,
+    pub terminating: bool,
+    pub json: Value,
+}
+
+impl CrdInfo {
+    pub fn from_json(crd: Value) -> Result<Self, ApiError> {
+        let s = |p: &str| {
+            crd.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let names = "/status/acceptedNames";
+        let kind = if s(&format!("{names}/kind")).is_empty() {
+            s("/spec/names/kind")
+        } else {
+            s(&format!("{names}/kind"))
+        };
+        let plural = if s(&format!("{names}/plural")).is_empty() {
+            s("/spec/names/plural")
+        } else {
+            s(&format!("{names}/plural"))
+        };
+        let mut singular = s("/spec/names/singular");
+        if singular.is_empty() {
+            singular = kind.to_lowercase();
+        }
+        let mut list_kind = s("/spec/names/listKind");
+        if list_kind.is_empty() {
+            list_kind = format!("{kind}List");
+        }
+        let mut versions = Vec::new();
+        let mut storage_version = String::new();
+        for v in crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = v
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let storage = v.get("storage").and_then(Value::as_bool).unwrap_or(false);
+            if storage {
+                storage_version = name.clone();
+            }
+            let schema = v.pointer("/schema/openAPIV3Schema");
+            let cols = v
+                .get("additionalPrinterColumns")
+                .cloned()
+                .unwrap_or(Value::Array(vec![]));
+            versions.push(VersionInfo {
+                served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+                storage,
+                deprecated: v
+                    .get("deprecated")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                deprecation_warning: v
+                    .get("deprecationWarning")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                has_status: v.pointer("/subresources/status").is_some(),
+                scale: v.pointer("/subresources/scale").cloned(),
+                has_defaults: schema.is_some_and(has_default),
+                selectable_fields: v
+                    .get("selectableFields")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+                    .map(|p| p.trim_start_matches('.').to_string())
+                    .collect(),
+                table: TableConvertor::new(&cols),
+                name,
+            });
+        }
+        Ok(Self {
+            name: s("/metadata/name"),
+            uid: s("/metadata/uid"),
+            generation: crd
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            group: s("/spec/group"),
+            namespaced: s("/spec/scope") != "Cluster",
+            plural,
+            singular,
+            kind,
+            list_kind,
+            versions,
+            storage_version,
+            terminating: crd
+                .pointer("/metadata/deletionTimestamp")
+                .is_some_and(|v| !v.is_null()),
+            json: crd,
+        })
+    }
+
+    pub fn version(&self, v: &str) -> Option<&VersionInfo> {
+        self.versions.iter().find(|x| x.name == v && x.served)
+    }
+
+    pub fn gr(&self) -> crdplane_core::GroupResource {
+        crdplane_core::GroupResource::new(self.group.clone(), self.plural.clone())
+    }
+}
+
+fn has_default(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.contains_key("default") || m.values().any(has_default),
+        Value::Array(a) => a.iter().any(has_default),
+        _ => false,
+    }
+}
+
+type Key = (String, String, String);
+
+/// Resolved CRDs per (tenant, group, plural).
+#[derive(Default)]
+pub struct CrdCache {
+    entries: RwLock<HashMap<Key, Arc<CrdInfo>>>,
+}
+
+impl CrdCache {
+    pub fn get(&self, tenant: &str, group: &str, plural: &str) -> Option<Arc<CrdInfo>> {
+        self.entries
+            .read()
+            .expect("cache lock")
+            .get(&(tenant.to_string(), group.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    pub fn insert(&self, tenant: &str, info: Arc<CrdInfo>) {
+        let key = (tenant.to_string(), info.group.clone(), info.plural.clone());
+        self.entries.write().expect("cache lock").insert(key, info);
+    }
+
+    /// Drops every entry of `tenant` that came from the CRD named `crd_name`.
+    pub fn invalidate(&self, tenant: &str, crd_name: &str) {
+        self.entries
+            .write()
+            .expect("cache lock")
+            .retain(|k, v| !(k.0 == tenant && v.name == crd_name));
+    }
+
+    pub fn clear(&self) {
+        self.entries.write().expect("cache lock").clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.read().expect("cache lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crontab() -> Value {
+        json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+          "metadata":{"name":"crontabs.stable.example.com","uid":"u1","generation":2},
+          "spec":{"group":"stable.example.com","scope":"Namespaced",
+            "names":{"plural":"crontabs","singular":"crontab","kind":"CronTab","shortNames":["ct"]},
+            "versions":[{"name":"v1","served":true,"storage":true,
+              "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"replicas":{"type":"integer","default":1}}}}}},
+              "subresources":{"status":{}}},
+              {"name":"v2","served":false,"storage":false}]},
+          "status":{"acceptedNames":{"plural":"crontabs","kind":"CronTab"}}})
+    }
+
+    #[test]
+    fn info_from_crd() {
+        let i = CrdInfo::from_json(crontab()).unwrap();
+        assert_eq!(
+            (i.kind.as_str(), i.list_kind.as_str(), i.singular.as_str()),
+            ("CronTab", "CronTabList", "crontab")
+        );
+        assert!(i.namespaced);
+        assert_eq!(i.storage_version, "v1");
+        assert!(i.version("v1").unwrap().has_status);
+        assert!(i.version("v1").unwrap().has_defaults);
+        assert!(
+            i.version("v2").is_none(),
+            "unserved versions are not served"
+        );
+        assert_eq!(i.generation, 2);
+    }
+
+    #[test]
+    fn cache_invalidation_is_per_tenant_and_crd() {
+        let c = CrdCache::default();
+        c.insert("a", Arc::new(CrdInfo::from_json(crontab()).unwrap()));
+        c.insert("b", Arc::new(CrdInfo::from_json(crontab()).unwrap()));
+        c.invalidate("a", "crontabs.stable.example.com");
+        assert!(c.get("a", "stable.example.com", "crontabs").is_none());
+        assert!(c.get("b", "stable.example.com", "crontabs").is_some());
+    }
+}

@@ -1,0 +1,358 @@
+//! `apiextensions.k8s.io/v1` CustomResourceDefinition endpoints of a tenant: the gateway
+//! decodes, applies patches and renders; the registry service validates, names, sets
+//! conditions and persists. CRD writes made through this gateway drop its own cache entries
+//! at once (other gateways follow the storage change stream).
+
+use crate::api::{Ctx, Req};
+use crate::crs::{apply_patch, decode_body, parse_limit};
+use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::table::{IncludeObject, ListMeta};
+use crate::watch::{self, TableFn};
+use crdplane_core::selector::{FieldSelector, LabelSelector};
+use crdplane_core::{ApiError, GroupResource};
+use crdplane_proto::v1 as pb;
+use http::{Response, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const PATCH_RETRIES: usize = 5;
+
+fn gr() -> GroupResource {
+    GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions")
+}
+
+/// The default table of upstream (`rest.NewDefaultTableConvertor`): Name and Created At
+/// (RFC 3339), as `kubectl get crd` shows.
+pub fn crd_table(objs: &[Value], with_columns: bool, include: IncludeObject) -> Value {
+    let rows: Vec<Value> = objs
+        .iter()
+        .map(|o| {
+            let name = o.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            let created = o.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null);
+            let mut row = json!({"cells": [name, created]});
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Object => row["object"] = o.clone(),
+                IncludeObject::Metadata => {
+                    row["object"] = json!({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata": o.get("metadata").cloned().unwrap_or(json!({}))})
+                }
+            }
+            row
+        })
+        .collect();
+    let mut t = json!({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"columnDefinitions": null,"rows": rows});
+    if with_columns {
+        t["columnDefinitions"] = json!([
+            {"name":"Name","type":"string","format":"name","description":"Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names","priority":0},
+            {"name":"Created At","type":"date","format":"","description":"CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata","priority":0}
+        ]);
+    }
+    t
+}
+
+fn include(req: &Req) -> IncludeObject {
+    match req.query.get("includeObject") {
+        Some("None") => IncludeObject::None,
+        Some("Object") => IncludeObject::Object,
+        _ => IncludeObject::Metadata,
+    }
+}
+
+fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>, ApiError> {
+    match negotiate_output(req.header("accept"))? {
+        Output::Json => Ok(json_response(code, json)),
+        Output::Table(_) => {
+            let o: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
+            Ok(json_response(
+                code,
+                serde_json::to_vec(&crd_table(&[o], true, include(req))).expect("json"),
+            ))
+        }
+    }
+}
+
+fn selectors(req: &Req) -> Result<(String, String), ApiError> {
+    let label = req.query.get("labelSelector").unwrap_or("").to_string();
+    let field = req.query.get("fieldSelector").unwrap_or("").to_string();
+    if !label.is_empty() {
+        LabelSelector::parse(&label).map_err(ApiError::bad_request)?;
+    }
+    if !field.is_empty() {
+        let f = FieldSelector::parse(&field).map_err(ApiError::bad_request)?;
+        for r in f.requirements() {
+            if r.field != "metadata.name" {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {}",
+                    r.field
+                )));
+            }
+        }
+    }
+    Ok((label, field))
+}
+
+fn crd_name(v: &Value) -> String {
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
+    let i = &req.info;
+    let tenant = i.tenant.clone();
+    let dry = req.dry_run()?;
+    let mut reg = ctx.registry.clone();
+    let status = match i.subresource.as_str() {
+        "" => false,
+        "status" => true,
+        _ => return Err(ApiError::path_not_found()),
+    };
+    if !i.namespace.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    match i.verb.as_str() {
+        "create" if !status => {
+            decode_body(req)?;
+            let r = reg
+                .create_crd(pb::CrdWriteRequest {
+                    tenant: tenant.clone(),
+                    crd_json: req.body.clone(),
+                    dry_run: dry,
+                    name: String::new(),
+                })
+                .await?
+                .into_inner();
+            let v: Value = serde_json::from_slice(&r.json).map_err(ApiError::internal)?;
+            ctx.crds.invalidate(&tenant, &crd_name(&v));
+            Ok(json_response(StatusCode::CREATED, r.json))
+        }
+        "get" => {
+            let r = reg
+                .get_crd(pb::CrdGetRequest {
+                    tenant,
+                    name: i.name.clone(),
+                })
+                .await?
+                .into_inner();
+            one(req, StatusCode::OK, r.json)
+        }
+        "list" => {
+            let (label, field) = selectors(req)?;
+            let limit = parse_limit(req)?;
+            let (start_after, token_rv) = match req.query.get("continue") {
+                Some(c) if !c.is_empty() => {
+                    let (k, rv) = crate::strategy::decode_continue(c)?;
+                    (k, Some(rv))
+                }
+                _ => (String::new(), None),
+            };
+            let r = reg
+                .list_crds(pb::CrdListRequest {
+                    tenant,
+                    limit,
+                    start_after,
+                    name: String::new(),
+                    label_selector: label,
+                    field_selector: field,
+                })
+                .await?
+                .into_inner();
+            let rv = token_rv.unwrap_or(r.resource_version);
+            let cont = if r.next_start_after.is_empty() {
+                String::new()
+            } else {
+                crate::strategy::encode_continue(&r.next_start_after, rv)
+            };
+            let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
+            match negotiate_output(req.header("accept"))? {
+                Output::Json => Ok(json_response(
+                    StatusCode::OK,
+                    crate::strategy::list_json(
+                        "apiextensions.k8s.io/v1",
+                        "CustomResourceDefinitionList",
+                        &r.items,
+                        rv,
+                        &cont,
+                        remaining,
+                    ),
+                )),
+                Output::Table(_) => {
+                    let objs: Vec<Value> = r
+                        .items
+                        .iter()
+                        .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
+                        .collect::<Result<_, _>>()?;
+                    let mut t = crd_table(&objs, true, include(req));
+                    let meta = ListMeta {
+                        resource_version: rv.to_string(),
+                        continue_token: cont,
+                        remaining_item_count: remaining.map(|r| r as i64),
+                    };
+                    t["metadata"] = serde_json::to_value(meta_json(&meta)).expect("json");
+                    Ok(json_response(
+                        StatusCode::OK,
+                        serde_json::to_vec(&t).expect("json"),
+                    ))
+                }
+            }
+        }
+        "watch" => {
+            let (label, field) = selectors(req)?;
+            let table: TableFn = Arc::new(crd_table);
+            let t = watch::Target {
+                resource: pb::ResourceRef {
+                    tenant,
+                    group: "apiextensions.k8s.io".into(),
+                    resource: "customresourcedefinitions".into(),
+                },
+                namespace: String::new(),
+                name: i.name.clone(),
+                api_version: "apiextensions.k8s.io/v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                table,
+                label_selector: label,
+                field_selector: field,
+                transform: None,
+            };
+            watch::serve(ctx, req, t).await
+        }
+        "update" => {
+            decode_body(req)?;
+            let w = pb::CrdWriteRequest {
+                tenant: tenant.clone(),
+                crd_json: req.body.clone(),
+                dry_run: dry,
+                name: i.name.clone(),
+            };
+            let r = if status {
+                reg.update_crd_status(w).await
+            } else {
+                reg.update_crd(w).await
+            }?
+            .into_inner();
+            ctx.crds.invalidate(&tenant, &i.name);
+            Ok(json_response(StatusCode::OK, r.json))
+        }
+        "patch" => {
+            let ct = req.header("content-type").unwrap_or("").to_string();
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let cur = reg
+                    .get_crd(pb::CrdGetRequest {
+                        tenant: tenant.clone(),
+                        name: i.name.clone(),
+                    })
+                    .await?
+                    .into_inner();
+                let old: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
+                let mut new = apply_patch(&ct, &req.body, &old)?;
+                let old_rv = old.pointer("/metadata/resourceVersion").cloned();
+                let precondition = new.pointer("/metadata/resourceVersion").cloned();
+                if precondition != old_rv {
+                    return Err(ApiError::stale(&gr(), &i.name));
+                }
+                if !new.is_object() {
+                    return Err(ApiError::bad_request(
+                        "the patched object is not a JSON object",
+                    ));
+                }
+                new["metadata"]["resourceVersion"] = old_rv.unwrap_or(Value::Null);
+                let body = serde_json::to_vec(&new).expect("json");
+                let w = pb::CrdWriteRequest {
+                    tenant: tenant.clone(),
+                    crd_json: body.into(),
+                    dry_run: dry,
+                    name: i.name.clone(),
+                };
+                let r = if status {
+                    reg.update_crd_status(w).await
+                } else {
+                    reg.update_crd(w).await
+                };
+                ctx.crds.invalidate(&tenant, &i.name);
+                match r {
+                    Ok(r) => return Ok(json_response(StatusCode::OK, r.into_inner().json)),
+                    Err(s) => {
+                        let e = ApiError::from_grpc(&s);
+                        if e.code == 409
+                            && e.reason == crdplane_core::Reason::Conflict
+                            && attempt < PATCH_RETRIES
+                        {
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        "delete" if !status => {
+            let (want_rv, _) = crate::crs::delete_options(&req.body)?;
+            let r = reg
+                .delete_crd(pb::CrdDeleteRequest {
+                    tenant: tenant.clone(),
+                    name: i.name.clone(),
+                    expected_resource_version: want_rv,
+                    dry_run: dry,
+                })
+                .await;
+            ctx.crds.invalidate(&tenant, &i.name);
+            Ok(json_response(StatusCode::OK, r?.into_inner().json))
+        }
+        "deletecollection" if !status => {
+            let (label, field) = selectors(req)?;
+            let r = reg
+                .list_crds(pb::CrdListRequest {
+                    tenant: tenant.clone(),
+                    label_selector: label,
+                    field_selector: field,
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            let mut deleted = Vec::new();
+            for item in r.items {
+                let v: Value = serde_json::from_slice(&item).map_err(ApiError::internal)?;
+                let name = crd_name(&v);
+                match reg
+                    .delete_crd(pb::CrdDeleteRequest {
+                        tenant: tenant.clone(),
+                        name: name.clone(),
+                        expected_resource_version: 0,
+                        dry_run: dry,
+                    })
+                    .await
+                {
+                    Ok(d) => deleted.push(d.into_inner().json),
+                    Err(s) if s.code() == tonic::Code::NotFound => {}
+                    Err(s) => return Err(s.into()),
+                }
+                ctx.crds.invalidate(&tenant, &name);
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                crate::strategy::list_json(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinitionList",
+                    &deleted,
+                    r.resource_version,
+                    "",
+                    None,
+                ),
+            ))
+        }
+        _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),
+    }
+}
+
+fn meta_json(m: &ListMeta) -> Value {
+    let mut v = json!({"resourceVersion": m.resource_version});
+    if !m.continue_token.is_empty() {
+        v["continue"] = json!(m.continue_token);
+        if let Some(r) = m.remaining_item_count {
+            v["remainingItemCount"] = json!(r);
+        }
+    }
+    v
+}

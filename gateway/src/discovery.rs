@@ -1,0 +1,337 @@
+//! Non-resource endpoints: health (`/healthz`, `/livez`, `/readyz`, k8s.io/apiserver
+//! pkg/server/healthz), `/version`, legacy and aggregated discovery (`/api`, `/api/v1`,
+//! `/apis`, `/apis/<g>`, `/apis/<g>/<v>`), OpenAPI v2 (JSON and gnostic protobuf) and v3.
+//! Everything but the core group comes from the registry's per-tenant documents, one source
+//! of truth for legacy and aggregated discovery.
+
+use crate::api::{Ctx, Req};
+use crate::http::{Body, full, json_response, parse_accept, text_response};
+use crdplane_core::ApiError;
+use crdplane_proto::v1 as pb;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::{Value, json};
+
+pub const AGGREGATED_CT: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+const PROTO_V2: [&str; 2] = [
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// The Kubernetes version this server reports (its API behaviour follows this release).
+pub fn version_info() -> Value {
+    json!({
+        "major": "1", "minor": "34", "gitVersion": "v1.34.0",
+        "gitCommit": "crdplane", "gitTreeState": "clean", "buildDate": "2026-11-01T00:00:00Z",
+        "goVersion": "go1.24.0", "compiler": "gc", "platform": "linux/amd64"
+    })
+}
+
+fn wants_aggregated(req: &Req) -> bool {
+    parse_accept(req.header("accept")).into_iter().any(|r| {
+        r.mime == "application/json"
+            && r.param("g") == Some("apidiscovery.k8s.io")
+            && r.param("v") == Some("v2")
+            && r.param("as") == Some("APIGroupDiscoveryList")
+    })
+}
+
+fn aggregated_response(body: impl Into<bytes::Bytes>) -> Response<Body> {
+    let mut r = json_response(StatusCode::OK, body);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(AGGREGATED_CT),
+    );
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    r
+}
+
+/// `/api/v1` of this server: only namespaces are served in the core group.
+pub fn core_v1_resources() -> Value {
+    json!({"kind":"APIResourceList","groupVersion":"v1","resources":[
+        {"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace",
+         "verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
+         "storageVersionHash":"Q3oi5N2YM8M="},
+        {"name":"namespaces/status","singularName":"","namespaced":false,"kind":"Namespace","verbs":["get","patch","update"]}
+    ]})
+}
+
+fn core_aggregated() -> Value {
+    json!({"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[
+        {"metadata":{"creationTimestamp":null},"versions":[{"version":"v1","resources":[
+            {"resource":"namespaces","responseKind":{"group":"","version":"v1","kind":"Namespace"},"scope":"Cluster",
+             "singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
+             "subresources":[{"subresource":"status","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["get","patch","update"]}]}
+        ],"freshness":"Current"}]}
+    ]})
+}
+
+async fn tenant_discovery(ctx: &Ctx, tenant: &str) -> Result<pb::DiscoveryResponse, ApiError> {
+    Ok(ctx
+        .registry
+        .clone()
+        .discovery(pb::DiscoveryRequest {
+            tenant: tenant.into(),
+        })
+        .await?
+        .into_inner())
+}
+
+pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
+    let path = req.info.path.trim_end_matches('/');
+    let path = if path.is_empty() { "/" } else { path };
+    if req.method != http::Method::GET && req.method != http::Method::HEAD {
+        return Err(ApiError::path_not_found());
+    }
+    match path {
+        "/healthz" | "/livez" => Ok(health(req, path, &[("ping", true), ("log", true)])),
+        "/healthz/ping" | "/livez/ping" | "/readyz/ping" => Ok(text_response(StatusCode::OK, "ok")),
+        "/readyz" => {
+            let checks = readiness(ctx).await;
+            let named: Vec<(&str, bool)> = vec![
+                ("ping", true),
+                ("storage", checks[0]),
+                ("registry", checks[1]),
+                ("validation", checks[2]),
+            ];
+            Ok(health(req, path, &named))
+        }
+        "/version" => Ok(json_response(
+            StatusCode::OK,
+            serde_json::to_vec(&version_info()).expect("json"),
+        )),
+        "/api" => {
+            if wants_aggregated(req) {
+                return Ok(aggregated_response(
+                    serde_json::to_vec(&core_aggregated()).expect("json"),
+                ));
+            }
+            let v = json!({"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":ctx.cfg.advertise_address}]});
+            Ok(json_response(
+                StatusCode::OK,
+                serde_json::to_vec(&v).expect("json"),
+            ))
+        }
+        "/api/v1" => Ok(json_response(
+            StatusCode::OK,
+            serde_json::to_vec(&core_v1_resources()).expect("json"),
+        )),
+        "/apis" => {
+            let d = tenant_discovery(ctx, &req.info.tenant).await?;
+            if wants_aggregated(req) {
+                Ok(aggregated_response(d.aggregated))
+            } else {
+                Ok(json_response(StatusCode::OK, d.group_list))
+            }
+        }
+        "/openapi/v2" => openapi_v2(ctx, req).await,
+        "/openapi/v3" => openapi_v3(ctx, req, "").await,
+        p if p.starts_with("/openapi/v3/") => {
+            openapi_v3(ctx, req, &p["/openapi/v3/".len()..]).await
+        }
+        p if p.starts_with("/apis/") => {
+            let rest = &p["/apis/".len()..];
+            let d = tenant_discovery(ctx, &req.info.tenant).await?;
+            match rest.split_once('/') {
+                None => {
+                    let groups: Value =
+                        serde_json::from_slice(&d.group_list).map_err(ApiError::internal)?;
+                    let g = groups
+                        .get("groups")
+                        .and_then(Value::as_array)
+                        .and_then(|gs| {
+                            gs.iter()
+                                .find(|g| g.get("name").and_then(Value::as_str) == Some(rest))
+                        })
+                        .ok_or_else(ApiError::path_not_found)?;
+                    let mut g = g.clone();
+                    if let Some(m) = g.as_object_mut() {
+                        m.insert("kind".into(), json!("APIGroup"));
+                        m.insert("apiVersion".into(), json!("v1"));
+                    }
+                    Ok(json_response(
+                        StatusCode::OK,
+                        serde_json::to_vec(&g).expect("json"),
+                    ))
+                }
+                Some((group, version)) if !version.contains('/') => {
+                    let list = d
+                        .resource_lists
+                        .get(&format!("{group}/{version}"))
+                        .ok_or_else(ApiError::path_not_found)?;
+                    Ok(json_response(StatusCode::OK, list.clone()))
+                }
+                _ => Err(ApiError::path_not_found()),
+            }
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// Upstream health output: `ok`, or with `?verbose` one `[+]name ok` line per check and
+/// `<path> check passed`; a failing check gives 500 with `[-]name failed: reason withheld`.
+fn health(req: &Req, path: &str, checks: &[(&str, bool)]) -> Response<Body> {
+    let ok = checks.iter().all(|c| c.1);
+    let name = path.trim_start_matches('/');
+    let verbose = req.query.0.iter().any(|(k, _)| k == "verbose");
+    let body = if verbose || !ok {
+        let mut s = String::new();
+        for (n, good) in checks {
+            if *good {
+                s.push_str(&format!("[+]{n} ok\n"));
+            } else {
+                s.push_str(&format!("[-]{n} failed: reason withheld\n"));
+            }
+        }
+        if ok {
+            s.push_str(&format!("{name} check passed\n"));
+        } else {
+            s.push_str(&format!("{name} check failed\n"));
+        }
+        s
+    } else {
+        "ok".to_string()
+    };
+    let mut r = Response::new(full(body));
+    *r.status_mut() = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+/// Whether each backend answers at all (a Status error still proves it is up).
+async fn readiness(ctx: &Ctx) -> [bool; 3] {
+    fn up<T>(r: Result<T, tonic::Status>) -> bool {
+        match r {
+            Ok(_) => true,
+            Err(s) => {
+                !s.details().is_empty()
+                    || !matches!(
+                        s.code(),
+                        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+                    )
+            }
+        }
+    }
+    let probe_ref = pb::ResourceRef {
+        tenant: "crdplane-readyz".into(),
+        group: "".into(),
+        resource: "namespaces".into(),
+    };
+    let (mut sc, mut rc, mut vc) = (
+        ctx.storage.clone(),
+        ctx.registry.clone(),
+        ctx.validation.clone(),
+    );
+    let s = sc.list(pb::ListRequest {
+        resource: Some(probe_ref),
+        limit: 1,
+        ..Default::default()
+    });
+    let r = rc.discovery(pb::DiscoveryRequest {
+        tenant: "crdplane-readyz".into(),
+    });
+    let v = vc.validate_crd(pb::ValidateCrdRequest {
+        crd_json: b"{}".to_vec().into(),
+        old_crd_json: Default::default(),
+    });
+    let (s, r, v) = tokio::join!(s, r, v);
+    [up(s), up(r), up(v)]
+}
+
+fn etag_matches(req: &Req, etag: &str) -> bool {
+    req.header("if-none-match").is_some_and(|v| {
+        v.split(',')
+            .any(|t| t.trim().trim_start_matches("W/") == etag)
+    })
+}
+
+async fn openapi_v2(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
+    let d = ctx
+        .registry
+        .clone()
+        .open_api_v2(pb::OpenApiRequest {
+            tenant: req.info.tenant.clone(),
+            path: String::new(),
+        })
+        .await?
+        .into_inner();
+    let accept = parse_accept(req.header("accept"));
+    let proto = accept
+        .iter()
+        .find_map(|r| PROTO_V2.iter().find(|p| **p == r.mime).copied());
+    let json_ok = accept.is_empty()
+        || accept.iter().any(|r| {
+            matches!(
+                r.mime.as_str(),
+                "application/json" | "*/*" | "application/*"
+            )
+        });
+    let etag = format!("\"{}\"", d.etag);
+    // Answer protobuf with the `.v1.0+protobuf` form even when asked with `@v1.0+protobuf`:
+    // Go's mime parser (client-go's response handling) rejects '@' in a Content-Type.
+    let (ct, body) = match proto {
+        Some(_) => (PROTO_V2[1], d.protobuf),
+        None if json_ok => ("application/json", d.json),
+        None => return Err(ApiError::not_acceptable(&["application/json", PROTO_V2[0]])),
+    };
+    let mut r = if etag_matches(req, &etag) {
+        let mut r = Response::new(full(bytes::Bytes::new()));
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        Response::new(full(body))
+    };
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    Ok(r)
+}
+
+async fn openapi_v3(ctx: &Ctx, req: &Req, path: &str) -> Result<Response<Body>, ApiError> {
+    let d = ctx
+        .registry
+        .clone()
+        .open_api_v3(pb::OpenApiRequest {
+            tenant: req.info.tenant.clone(),
+            path: path.into(),
+        })
+        .await?
+        .into_inner();
+    if !d.found {
+        return Err(ApiError::path_not_found());
+    }
+    let etag = format!("\"{}\"", d.etag);
+    let mut r = if !d.etag.is_empty() && etag_matches(req, &etag) {
+        let mut r = Response::new(full(bytes::Bytes::new()));
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        json_response(StatusCode::OK, d.json)
+    };
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if !d.etag.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&etag)
+    {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    Ok(r)
+}

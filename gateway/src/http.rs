@@ -1,0 +1,246 @@
+//! HTTP plumbing of the gateway: bodies with the 3 MiB limit, query parameters, JSON and
+//! Status responses, content negotiation. Every error response is rendered here, once, from
+//! an `ApiError` (the one reason→code table lives in crdplane-core).
+
+use bytes::Bytes;
+use crdplane_core::ApiError;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+
+/// Upstream `MaxRequestBodyBytes` (k8s.io/apiserver/pkg/server/config.go).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
+
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(code, e.to_json())
+}
+
+pub fn text_response(code: StatusCode, body: &'static str) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Reads a request body up to `MAX_BODY` bytes (413 with upstream's text beyond).
+pub async fn read_body<B>(body: B, headers: &HeaderMap) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > MAX_BODY
+    {
+        return Err(ApiError::too_large(MAX_BODY));
+    }
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(ApiError::too_large(MAX_BODY))
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "unable to read request body: {e}"
+                )))
+            }
+        }
+    }
+}
+
+/// Parsed query string (later values of a repeated key win, as `url.Values.Get` takes the first;
+/// we keep the first too).
+#[derive(Debug, Default, Clone)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Self {
+        let mut v = Vec::new();
+        for pair in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+            let (k, val) = pair.split_once('=').unwrap_or((pair, ""));
+            v.push((pct_decode(k), pct_decode(val)));
+        }
+        Self(v)
+    }
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1"))
+    }
+}
+
+/// Percent-decoding of a query component (`+` is a space, as Go's url.ParseQuery).
+pub fn pct_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let h = std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match h {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One media range of an Accept header with its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaRange {
+    pub mime: String,
+    pub params: Vec<(String, String)>,
+}
+
+impl MediaRange {
+    pub fn param(&self, k: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub fn parse_accept(h: Option<&str>) -> Vec<MediaRange> {
+    let Some(h) = h else { return vec![] };
+    h.split(',')
+        .filter_map(|part| {
+            let mut it = part.split(';');
+            let mime = it.next()?.trim().to_ascii_lowercase();
+            if mime.is_empty() {
+                return None;
+            }
+            let params = it
+                .filter_map(|p| {
+                    let (k, v) = p.split_once('=')?;
+                    Some((
+                        k.trim().to_ascii_lowercase(),
+                        v.trim().trim_matches('"').to_string(),
+                    ))
+                })
+                .collect();
+            Some(MediaRange { mime, params })
+        })
+        .collect()
+}
+
+/// What representation a GET/LIST/WATCH response should have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Json,
+    /// meta.k8s.io Table; the version string ("v1" or "v1beta1").
+    Table(&'static str),
+}
+
+/// Picks the first acceptable media range in client order, like upstream's negotiation:
+/// a Table when asked for (as=Table;g=meta.k8s.io;v=v1|v1beta1), else JSON. Protobuf is not
+/// served for custom resources (upstream answers 406), YAML output is JSON-compatible only
+/// for input, so `application/yaml` is refused the same way.
+pub fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError> {
+    let ranges = parse_accept(accept);
+    if ranges.is_empty() {
+        return Ok(Output::Json);
+    }
+    for r in &ranges {
+        match (r.mime.as_str(), r.param("as")) {
+            ("application/json", Some("Table")) if r.param("g") == Some("meta.k8s.io") => {
+                match r.param("v") {
+                    Some("v1") => return Ok(Output::Table("v1")),
+                    Some("v1beta1") => return Ok(Output::Table("v1beta1")),
+                    _ => continue,
+                }
+            }
+            ("application/json", None) | ("application/*", None) | ("*/*", None) | ("*/*", _) => {
+                return Ok(Output::Json);
+            }
+            _ => continue,
+        }
+    }
+    Err(ApiError::not_acceptable(&[
+        "application/json",
+        "application/yaml",
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_accept_headers() {
+        let k120 = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(negotiate_output(Some(k120)).unwrap(), Output::Table("v1"));
+        assert_eq!(
+            negotiate_output(Some("application/json")).unwrap(),
+            Output::Json
+        );
+        assert_eq!(negotiate_output(None).unwrap(), Output::Json);
+        assert_eq!(
+            negotiate_output(Some("application/json, */*")).unwrap(),
+            Output::Json
+        );
+        assert_eq!(
+            negotiate_output(Some("application/vnd.kubernetes.protobuf"))
+                .unwrap_err()
+                .code,
+            406
+        );
+        assert_eq!(
+            negotiate_output(Some("application/vnd.kubernetes.protobuf,application/json")).unwrap(),
+            Output::Json
+        );
+    }
+
+    #[test]
+    fn queries() {
+        let q = Query::parse(Some(
+            "fieldSelector=metadata.name%3Dx&watch=1&limit=500&labelSelector=a+in+(b)",
+        ));
+        assert_eq!(q.get("fieldSelector"), Some("metadata.name=x"));
+        assert_eq!(q.get("labelSelector"), Some("a in (b)"));
+        assert!(q.flag("watch"));
+        assert!(!q.flag("dryRun"));
+        assert!(!Query::parse(Some("watch=false")).flag("watch"));
+        assert_eq!(pct_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -1,0 +1,342 @@
+//! Request strategy as pure functions: what the server sets on create and keeps on update,
+//! generation bookkeeping, generateName, list documents and continue tokens.
+//!
+//! Follows k8s.io/apiserver/pkg/registry/rest/create.go (`BeforeCreate`, `FillObjectMetaSystemFields`),
+//! update.go (`BeforeUpdate`), apiextensions-apiserver pkg/registry/customresource/strategy.go
+//! (`PrepareForCreate`/`PrepareForUpdate`: status handling and generation), and
+//! k8s.io/apiserver/pkg/storage/continue.go (continue tokens).
+
+use base64::Engine;
+use crdplane_core::ApiError;
+use serde_json::{Map, Value, json};
+
+/// Upstream's name generator alphabet (k8s.io/apiserver/pkg/storage/names, utilrand.String).
+const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+/// Upstream's `maxGeneratedNameLength` is 63 - 5 random characters.
+const MAX_GENERATE_PREFIX: usize = 58;
+
+pub fn generate_name(prefix: &str) -> String {
+    use rand::Rng;
+    let prefix = if prefix.len() > MAX_GENERATE_PREFIX {
+        &prefix[..MAX_GENERATE_PREFIX]
+    } else {
+        prefix
+    };
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHANUMS[rng.random_range(0..ALPHANUMS.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
+    let m = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the object provided is not a JSON object"))?;
+    let meta = m
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if meta.is_null() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+}
+
+/// Options of one create.
+pub struct CreateParams<'a> {
+    /// Namespace of the URL ("" for cluster-scoped resources).
+    pub namespace: &'a str,
+    pub namespaced: bool,
+    pub uid: String,
+    pub now: String,
+    /// Status subresource enabled: the main endpoint drops `.status`.
+    pub drop_status: bool,
+}
+
+/// `BeforeCreate` + `PrepareForCreate`: namespace check, generateName, system fields.
+pub fn prepare_for_create(obj: &mut Value, p: &CreateParams<'_>) -> Result<(), ApiError> {
+    if p.drop_status
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    let meta = meta_mut(obj)?;
+    if p.namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() && ns != p.namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), Value::String(p.namespace.to_string()));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    let has_name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !has_name
+        && let Some(prefix) = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    {
+        let n = generate_name(prefix);
+        meta.insert("name".into(), Value::String(n));
+    }
+    meta.insert("uid".into(), Value::String(p.uid.clone()));
+    meta.insert("creationTimestamp".into(), Value::String(p.now.clone()));
+    meta.insert("generation".into(), json!(1));
+    for k in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        meta.remove(k);
+    }
+    Ok(())
+}
+
+/// `BeforeUpdate` + `PrepareForUpdate`: immutable system fields from `old`, status kept from
+/// `old` when the status subresource is on, generation +1 iff anything but metadata and
+/// status changed.
+pub fn prepare_for_update(
+    new: &mut Value,
+    old: &Value,
+    has_status_subresource: bool,
+) -> Result<(), ApiError> {
+    if has_status_subresource {
+        let m = new
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("the object provided is not a JSON object"))?;
+        match old.get("status") {
+            Some(s) => {
+                m.insert("status".into(), s.clone());
+            }
+            None => {
+                m.remove("status");
+            }
+        }
+    }
+    let changed = spec_changed(new, old);
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let meta = meta_mut(new)?;
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "namespace",
+    ] {
+        match old_meta.get(k) {
+            Some(v) => {
+                meta.insert(k.into(), v.clone());
+            }
+            None => {
+                meta.remove(k);
+            }
+        }
+    }
+    let generation = old_meta
+        .get("generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    meta.insert(
+        "generation".into(),
+        json!(if changed { generation + 1 } else { generation }),
+    );
+    meta.remove("selfLink");
+    Ok(())
+}
+
+/// Anything other than metadata and status differs (apiVersion and kind excluded too, since
+/// a version change alone is a conversion, not an edit).
+pub fn spec_changed(new: &Value, old: &Value) -> bool {
+    let skip = ["metadata", "status", "apiVersion", "kind"];
+    let (Some(n), Some(o)) = (new.as_object(), old.as_object()) else {
+        return new != old;
+    };
+    let nk = n.iter().filter(|(k, _)| !skip.contains(&k.as_str()));
+    let ok = o.iter().filter(|(k, _)| !skip.contains(&k.as_str()));
+    !nk.eq(ok)
+}
+
+/// The resourceVersion a client sent in an object, if any (0 when absent/empty).
+pub fn object_rv(obj: &Value) -> Result<u64, ApiError> {
+    match obj.pointer("/metadata/resourceVersion") {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::String(s)) if s.is_empty() => Ok(0),
+        Some(Value::String(s)) => s
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {s:?}"))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "invalid resourceVersion {other}"
+        ))),
+    }
+}
+
+/// A list document assembled from stored object bytes without re-encoding them.
+pub fn list_json(
+    api_version: &str,
+    list_kind: &str,
+    items: &[bytes::Bytes],
+    rv: u64,
+    cont: &str,
+    remaining: Option<u64>,
+) -> Vec<u8> {
+    let total: usize = items.iter().map(|i| i.len() + 1).sum();
+    let mut out = Vec::with_capacity(total + 200);
+    out.extend_from_slice(b"{\"apiVersion\":");
+    out.extend_from_slice(&serde_json::to_vec(api_version).expect("string"));
+    out.extend_from_slice(b",\"items\":[");
+    for (i, it) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(it);
+    }
+    out.extend_from_slice(b"],\"kind\":");
+    out.extend_from_slice(&serde_json::to_vec(list_kind).expect("string"));
+    out.extend_from_slice(b",\"metadata\":{");
+    if !cont.is_empty() {
+        out.extend_from_slice(b"\"continue\":");
+        out.extend_from_slice(&serde_json::to_vec(cont).expect("string"));
+        out.push(b',');
+        if let Some(r) = remaining {
+            out.extend_from_slice(format!("\"remainingItemCount\":{r},").as_bytes());
+        }
+    }
+    out.extend_from_slice(format!("\"resourceVersion\":\"{rv}\"}}}}").as_bytes());
+    out
+}
+
+/// A continue token: base64url (no padding) of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`,
+/// as upstream's `EncodeContinue`.
+pub fn encode_continue(start_after_key: &str, rv: u64) -> String {
+    let doc = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start_after_key}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&doc).expect("json"))
+}
+
+/// Decodes a continue token into (exclusive start key, rv). Errors use upstream's texts.
+pub fn decode_continue(token: &str) -> Result<(String, u64), ApiError> {
+    let bad = |m: &str| ApiError::bad_request(format!("continue key is not valid: {m}"));
+    if token.len() > 4096 {
+        return Err(bad("too long"));
+    }
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(token))
+        .map_err(|e| bad(&format!("illegal base64 data: {e}")))?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(&e.to_string()))?;
+    if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
+        return Err(bad("server does not recognize this encoded key"));
+    }
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    let start = start.strip_suffix('\u{0}').unwrap_or(start);
+    // Path cleaning as upstream: no traversal out of the resource's key space.
+    // Keys are "<namespace>/<name>" (namespace empty for cluster scope): one separator, no
+    // traversal, so a token can only move within the resource's own key space.
+    if start.matches('/').count() != 1 || start.contains("..") || start.ends_with('/') {
+        return Err(bad("invalid start key"));
+    }
+    Ok((start.to_string(), rv.max(0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(ns: &str) -> CreateParams<'_> {
+        CreateParams {
+            namespace: ns,
+            namespaced: true,
+            uid: "u".into(),
+            now: "2026-01-01T00:00:00Z".into(),
+            drop_status: false,
+        }
+    }
+
+    #[test]
+    fn create_sets_system_fields() {
+        let mut o = json!({"apiVersion":"g/v1","kind":"K","metadata":{"name":"a","resourceVersion":"5"},"spec":{}});
+        prepare_for_create(&mut o, &params("default")).unwrap();
+        assert_eq!(o["metadata"]["namespace"], "default");
+        assert_eq!(o["metadata"]["generation"], 1);
+        assert_eq!(o["metadata"]["uid"], "u");
+        assert!(o["metadata"].get("resourceVersion").is_none());
+        let mut bad = json!({"metadata":{"name":"a","namespace":"other"}});
+        assert_eq!(
+            prepare_for_create(&mut bad, &params("default"))
+                .unwrap_err()
+                .message,
+            "the namespace of the provided object does not match the namespace sent on the request"
+        );
+    }
+
+    #[test]
+    fn generate_name_and_status_drop() {
+        let mut o = json!({"metadata":{"generateName":"ct-"},"status":{"x":1}});
+        let mut p = params("d");
+        p.drop_status = true;
+        prepare_for_create(&mut o, &p).unwrap();
+        let n = o["metadata"]["name"].as_str().unwrap();
+        assert!(n.starts_with("ct-") && n.len() == 8, "{n}");
+        assert!(o.get("status").is_none());
+    }
+
+    #[test]
+    fn update_generation_and_status() {
+        let old = json!({"metadata":{"uid":"u","generation":3,"creationTimestamp":"t"},"spec":{"a":1},"status":{"s":1}});
+        let mut same =
+            json!({"metadata":{"uid":"evil","generation":9},"spec":{"a":1},"status":{"s":2}});
+        prepare_for_update(&mut same, &old, true).unwrap();
+        assert_eq!(same["metadata"]["generation"], 3);
+        assert_eq!(same["metadata"]["uid"], "u");
+        assert_eq!(
+            same["status"]["s"], 1,
+            "status kept from old with the subresource"
+        );
+        let mut changed = json!({"metadata":{},"spec":{"a":2}});
+        prepare_for_update(&mut changed, &old, false).unwrap();
+        assert_eq!(changed["metadata"]["generation"], 4);
+        let mut status_only = json!({"metadata":{},"spec":{"a":1},"status":{"s":5}});
+        prepare_for_update(&mut status_only, &old, false).unwrap();
+        assert_eq!(
+            status_only["metadata"]["generation"], 3,
+            "status changes do not bump generation"
+        );
+    }
+
+    #[test]
+    fn lists_and_tokens() {
+        let items = vec![
+            bytes::Bytes::from_static(b"{\"a\":1}"),
+            bytes::Bytes::from_static(b"{\"b\":2}"),
+        ];
+        let l: Value =
+            serde_json::from_slice(&list_json("g/v1", "KList", &items, 7, "tok", Some(3))).unwrap();
+        assert_eq!(
+            l,
+            json!({"apiVersion":"g/v1","items":[{"a":1},{"b":2}],"kind":"KList","metadata":{"continue":"tok","remainingItemCount":3,"resourceVersion":"7"}})
+        );
+        let l: Value = serde_json::from_slice(&list_json("v1", "L", &[], 0, "", None)).unwrap();
+        assert_eq!(l["metadata"], json!({"resourceVersion":"0"}));
+        let t = encode_continue("default/x", 12);
+        assert_eq!(decode_continue(&t).unwrap(), ("default/x".to_string(), 12));
+        assert!(decode_continue("!!!").is_err());
+        let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(br#"{"v":"x","rv":1,"start":"a"}"#);
+        assert!(decode_continue(&forged).is_err());
+    }
+}
