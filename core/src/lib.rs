@@ -11,6 +11,7 @@
 pub mod field;
 pub mod names;
 pub mod rvslot;
+pub mod selector;
 pub mod status;
 
 pub use field::{FieldError, FieldErrorType};
