@@ -155,3 +155,17 @@ mod version_order_tests {
         );
     }
 }
+
+/// Prints the line a service binary announces its bound address with (read by the launcher
+/// and the test harness, which start services on port 0): `listening on http://ADDR`.
+pub fn announce(addr: std::net::SocketAddr) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{addr}");
+    let _ = out.flush();
+}
+
+/// Parses an announcement line back into the URL.
+pub fn parse_announcement(line: &str) -> Option<&str> {
+    line.trim().strip_prefix("listening on ")
+}

@@ -51,11 +51,7 @@ pub fn crd_table(objs: &[Value], with_columns: bool, include: IncludeObject) -> 
 }
 
 fn include(req: &Req) -> IncludeObject {
-    match req.query.get("includeObject") {
-        Some("None") => IncludeObject::None,
-        Some("Object") => IncludeObject::Object,
-        _ => IncludeObject::Metadata,
-    }
+    crate::crs::include_object(req).unwrap_or(IncludeObject::Metadata)
 }
 
 fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>, ApiError> {

@@ -283,27 +283,11 @@ pub async fn admit(
         let errs: Vec<FieldError> = resp.errors.iter().map(field_error_from_proto).collect();
         return Err(ApiError::invalid(&crd.kind, &crd.group, name, &errs));
     }
-    let mut warnings = resp.warnings;
-    if !resp.unknown_fields.is_empty() {
-        match fv {
-            FieldValidation::Ignore => {}
-            FieldValidation::Warn => warnings.extend(
-                resp.unknown_fields
-                    .iter()
-                    .map(|f| format!("unknown field {}", crdplane_core::field::go_quote(f))),
-            ),
-            FieldValidation::Strict => {
-                let list: Vec<String> = resp
-                    .unknown_fields
-                    .iter()
-                    .map(|f| format!("unknown field {}", crdplane_core::field::go_quote(f)))
-                    .collect();
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    list.join(", ")
-                )));
-            }
-        }
+    // The validation service words the field warnings (`unknown field "spec.foo"`,
+    // `duplicate field "spec.a"`) for Warn and Strict; Strict turns them into a 400.
+    let warnings = resp.warnings;
+    if fv == FieldValidation::Strict && !warnings.is_empty() {
+        return Err(ApiError::bad_request(format!("strict decoding error: {}", warnings.join(", "))));
     }
     let out: Value = serde_json::from_slice(&resp.object)
         .map_err(|e| ApiError::internal(format!("validation returned invalid JSON: {e}")))?;
@@ -384,43 +368,31 @@ async fn for_version(
 
 // ---- handlers -----------------------------------------------------------------------------
 
-fn include_object(req: &Req) -> Result<IncludeObject, ApiError> {
-    match req.query.get("includeObject") {
-        None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
-        Some("None") => Ok(IncludeObject::None),
-        Some("Object") => Ok(IncludeObject::Object),
-        Some(o) => Err(ApiError::bad_request(format!(
-            "includeObject: Unsupported value: {}: supported values: \"Metadata\", \"None\", \"Object\"",
-            crdplane_core::field::go_quote(o)
-        ))),
-    }
+pub fn include_object(req: &Req) -> Result<IncludeObject, ApiError> {
+    IncludeObject::parse(req.query.get("includeObject").unwrap_or("")).map_err(ApiError::bad_request)
 }
 
-fn table_response(
-    req: &Req,
-    ver: &VersionInfo,
-    version: &'static str,
-    objs: &[Value],
-    rv: Option<u64>,
-    cont: &str,
-    remaining: Option<u64>,
-) -> Result<Response<Body>, ApiError> {
-    let include = include_object(req)?;
+fn table_response(req: &Req, ver: &VersionInfo, version: &'static str, objs: &[Value], rv: Option<u64>, cont: &str, remaining: Option<u64>) -> Result<Response<Body>, ApiError> {
     let meta = crate::table::ListMeta {
         resource_version: rv.map(|r| r.to_string()).unwrap_or_default(),
         continue_token: cont.to_string(),
         remaining_item_count: remaining.map(|r| r as i64),
     };
-    let mut t = ver.table.to_table(objs, include, &meta, chrono::Utc::now());
-    if version == "v1beta1"
-        && let Some(m) = t.as_object_mut()
-    {
-        m.insert("apiVersion".into(), json!("meta.k8s.io/v1beta1"));
-    }
-    Ok(json_response(
-        StatusCode::OK,
-        serde_json::to_vec(&t).expect("json"),
-    ))
+    let opts = crate::table::RenderOptions {
+        include_object: include_object(req)?,
+        with_columns: true,
+        api_version: table_api_version(version),
+        now: chrono::Utc::now(),
+    };
+    let t = match (objs, rv) {
+        ([one], None) => ver.table.object_to_table(one, &opts),
+        _ => ver.table.render(objs, &meta, &opts),
+    };
+    Ok(json_response(StatusCode::OK, serde_json::to_vec(&t).expect("json")))
+}
+
+pub fn table_api_version(v: &str) -> &'static str {
+    if v == "v1beta1" { crate::table::TABLE_API_VERSION_V1BETA1 } else { crate::table::TABLE_API_VERSION_V1 }
 }
 
 async fn get(

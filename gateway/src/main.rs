@@ -36,10 +36,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let a = Args::parse();
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
+    crdplane_core::names::announce(listener.local_addr()?);
     let cfg = crdplane_gateway::Config {
         registry_endpoint: a.registry,
         validation_endpoint: a.validation,

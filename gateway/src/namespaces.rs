@@ -387,11 +387,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
 }
 
 fn include(req: &Req) -> IncludeObject {
-    match req.query.get("includeObject") {
-        Some("None") => IncludeObject::None,
-        Some("Object") => IncludeObject::Object,
-        _ => IncludeObject::Metadata,
-    }
+    crate::crs::include_object(req).unwrap_or(IncludeObject::Metadata)
 }
 
 fn selectors(req: &Req) -> Result<(String, String), ApiError> {

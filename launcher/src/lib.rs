@@ -21,13 +21,6 @@ pub struct UpConfig {
     pub default_tenant: String,
 }
 
-/// A free loopback port (bound then released for a child to bind).
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The binaries of the stack live beside the launcher.
 pub fn sibling(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(name));
@@ -67,6 +60,45 @@ fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
         .create(true)
         .append(true)
         .open(dir.join(format!("{name}.log")))?)
+}
+
+/// Starts a crdplane service on port 0 and returns it with the URL it announced
+/// (`listening on http://ADDR`); the rest of its stdout goes to its log file.
+async fn spawn_service(name: &'static str, bin: &Path, args: &[String], logs: &Path, procs: &mut Vec<Proc>) -> anyhow::Result<String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let log = log_file(logs, name)?;
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log.try_clone()?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", bin.display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    procs.push(Proc { name, child });
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    // The first line that is an announcement (anything before it is copied to the log).
+    let mut log = tokio::fs::File::from_std(log);
+    let find = async {
+        while let Some(l) = lines.next_line().await? {
+            if let Some(url) = crdplane_core::names::parse_announcement(&l) {
+                return Ok::<_, std::io::Error>(Some(url.to_string()));
+            }
+            log.write_all(format!("{l}\n").as_bytes()).await?;
+        }
+        Ok(None)
+    };
+    let url = tokio::time::timeout(Duration::from_secs(60), find)
+        .await
+        .map_err(|_| anyhow::anyhow!("{name} did not start within 60s; see {}", logs.join(format!("{name}.log")).display()))??
+        .ok_or_else(|| anyhow::anyhow!("{name} exited during startup; see {}", logs.join(format!("{name}.log")).display()))?;
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = lines.next_line().await {
+            let _ = log.write_all(format!("{l}\n").as_bytes()).await;
+        }
+    });
+    Ok(url)
 }
 
 fn spawn(name: &'static str, bin: &Path, args: &[String], logs: &Path) -> anyhow::Result<Proc> {
@@ -156,61 +188,41 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         }
     };
 
-    let (sp, vp, rp) = (free_port()?, free_port()?, free_port()?);
-    let storage = format!("http://127.0.0.1:{sp}");
-    let validation = format!("http://127.0.0.1:{vp}");
-    let registry = format!("http://127.0.0.1:{rp}");
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    procs.push(spawn(
-        "storage",
-        &sibling("crdplane-storage"),
-        &s(&[
-            "--listen",
-            &format!("127.0.0.1:{sp}"),
-            "--redis-url",
-            &redis_url,
-        ]),
-        &logs,
-    )?);
-    procs.push(spawn(
-        "validation",
-        &sibling("crdplane-validation"),
-        &s(&["--listen", &format!("127.0.0.1:{vp}")]),
-        &logs,
-    )?);
-    procs.push(spawn(
-        "registry",
-        &sibling("crdplane-registry"),
-        &s(&[
-            "--listen",
-            &format!("127.0.0.1:{rp}"),
-            "--storage",
-            &storage,
-            "--validation",
-            &validation,
-        ]),
-        &logs,
-    )?);
-    procs.push(spawn(
-        "gateway",
-        &sibling("crdplane-gateway"),
-        &s(&[
-            "--listen",
-            &cfg.listen,
-            "--storage",
-            &storage,
-            "--validation",
-            &validation,
-            "--registry",
-            &registry,
-            "--default-tenant",
-            &cfg.default_tenant,
-        ]),
-        &logs,
-    )?);
+    let started = async {
+        let storage = spawn_service("storage", &sibling("crdplane-storage"), &s(&["--listen", "127.0.0.1:0", "--redis-url", &redis_url]), &logs, &mut procs).await?;
+        let validation = spawn_service("validation", &sibling("crdplane-validation"), &s(&["--listen", "127.0.0.1:0"]), &logs, &mut procs).await?;
+        let registry = spawn_service(
+            "registry",
+            &sibling("crdplane-registry"),
+            &s(&["--listen", "127.0.0.1:0", "--storage", &storage, "--validation", &validation]),
+            &logs,
+            &mut procs,
+        )
+        .await?;
+        spawn_service(
+            "gateway",
+            &sibling("crdplane-gateway"),
+            &s(&[
+                "--listen", &cfg.listen, "--storage", &storage, "--validation", &validation, "--registry", &registry, "--default-tenant",
+                &cfg.default_tenant,
+            ]),
+            &logs,
+            &mut procs,
+        )
+        .await
+    }
+    .await;
+    let gateway = match started {
+        Ok(g) => g,
+        Err(e) => {
+            shutdown(&mut procs).await;
+            return Err(e);
+        }
+    };
+    let listen = gateway.trim_start_matches("http://").to_string();
 
     let deadline = Instant::now() + Duration::from_secs(60);
-    let listen = cfg.listen.clone();
     loop {
         let l = listen.clone();
         if tokio::task::spawn_blocking(move || http_status(&l, "/readyz")).await? == Some(200) {
@@ -236,7 +248,7 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let server = format!("http://{}", cfg.listen);
+    let server = gateway.clone();
     let kubeconfig = cfg
         .kubeconfig
         .clone()
@@ -299,11 +311,5 @@ mod tests {
         let k = kubeconfig_yaml("http://127.0.0.1:6443");
         assert!(k.contains("server: http://127.0.0.1:6443"));
         assert!(k.contains("current-context: crdplane"));
-    }
-
-    #[test]
-    fn ports_are_free_and_distinct_enough() {
-        let a = free_port().unwrap();
-        assert!(a > 0);
     }
 }

@@ -99,6 +99,42 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Starts a service binary and returns the URL it announced (`listening on http://ADDR`).
+/// The child is pushed to `children` at once, so it is stopped even if startup fails later.
+pub fn spawn_service(children: &mut Vec<Child>, name: &str, args: &[&str]) -> anyhow::Result<String> {
+    use std::io::BufRead;
+    let mut child = Command::new(bin(name))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {name} from {}: {e} (build the workspace binaries first)", bin_dir().display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    children.push(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let mut first = None;
+        for l in lines.by_ref() {
+            let Ok(l) = l else { break };
+            if crdplane_core::names::parse_announcement(&l).is_some() {
+                first = Some(l);
+                break;
+            }
+        }
+        let _ = tx.send(first);
+        // Keep draining so the child never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .map_err(|_| anyhow::anyhow!("{name} did not announce its address"))?
+        .ok_or_else(|| anyhow::anyhow!("{name} exited before announcing its address"))?;
+    crdplane_core::names::parse_announcement(&line)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("{name} printed {line:?} instead of its address"))
+}
+
 /// The whole stack as real processes on one Redis.
 pub struct Stack {
     children: Vec<Child>,
@@ -112,76 +148,26 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Starts storage, validation, registry and gateway against `redis_url`.
+    /// Starts storage, validation, registry and gateway against `redis_url`, each on
+    /// `127.0.0.1:0`, in dependency order, reading each one's announced address.
     pub fn start(redis_url: &str) -> anyhow::Result<Self> {
-        let (sp, vp, rp, gp) = (free_port(), free_port(), free_port(), free_port());
-        let storage = format!("http://127.0.0.1:{sp}");
-        let validation = format!("http://127.0.0.1:{vp}");
-        let registry = format!("http://127.0.0.1:{rp}");
-        let gateway = format!("http://127.0.0.1:{gp}");
-        let spawn = |name: &str, args: &[&str]| -> anyhow::Result<Child> {
-            Command::new(bin(name))
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "cannot start {name} from {}: {e} (build the workspace binaries first)",
-                        bin_dir().display()
-                    )
-                })
-        };
-        let mut children = vec![spawn(
-            "crdplane-storage",
-            &[
-                "--listen",
-                &format!("127.0.0.1:{sp}"),
-                "--redis-url",
-                redis_url,
-            ],
-        )?];
-        children.push(spawn(
-            "crdplane-validation",
-            &["--listen", &format!("127.0.0.1:{vp}")],
-        )?);
-        children.push(spawn(
+        let mut children = Vec::new();
+        let storage = spawn_service(&mut children, "crdplane-storage", &["--listen", "127.0.0.1:0", "--redis-url", redis_url])?;
+        let validation = spawn_service(&mut children, "crdplane-validation", &["--listen", "127.0.0.1:0"])?;
+        let registry = spawn_service(
+            &mut children,
             "crdplane-registry",
-            &[
-                "--listen",
-                &format!("127.0.0.1:{rp}"),
-                "--storage",
-                &storage,
-                "--validation",
-                &validation,
-            ],
-        )?);
-        children.push(spawn(
+            &["--listen", "127.0.0.1:0", "--storage", &storage, "--validation", &validation],
+        )?;
+        let gateway = spawn_service(
+            &mut children,
             "crdplane-gateway",
-            &[
-                "--listen",
-                &format!("127.0.0.1:{gp}"),
-                "--storage",
-                &storage,
-                "--validation",
-                &validation,
-                "--registry",
-                &registry,
-            ],
-        )?);
+            &["--listen", "127.0.0.1:0", "--storage", &storage, "--validation", &validation, "--registry", &registry],
+        )?;
         let home = tempfile::tempdir()?;
         let kubeconfig = home.path().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_yaml(&gateway, "crdplane"))?;
-        let s = Self {
-            children,
-            gateway,
-            storage,
-            validation,
-            registry,
-            redis: None,
-            kubeconfig,
-            home,
-        };
+        let s = Self { children, gateway, storage, validation, registry, redis: None, kubeconfig, home };
         s.wait_ready(Duration::from_secs(60))?;
         Ok(s)
     }
@@ -297,13 +283,15 @@ pub fn http_request(
     let ct = content_type
         .map(|c| format!("Content-Type: {c}\r\n"))
         .unwrap_or_default();
-    write!(
+    // A server may answer (e.g. 413) and close before the whole body is written: still read
+    // its response.
+    let _ = write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{ct}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )?;
+    );
     let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
+    let _ = s.read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf).into_owned();
     let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));

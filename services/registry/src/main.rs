@@ -1,1 +1,48 @@
-fn main() {}
+//! The registry service binary: `crdplane-registry --listen ADDR --storage URL --validation URL`.
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(name = "crdplane-registry", about = "crdplane registry service (gRPC)")]
+struct Args {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "CRDPLANE_REGISTRY_LISTEN",
+        default_value = "127.0.0.1:7002"
+    )]
+    listen: String,
+    /// Storage service endpoint.
+    #[arg(
+        long,
+        env = "CRDPLANE_STORAGE",
+        default_value = "http://127.0.0.1:7001"
+    )]
+    storage: String,
+    /// Validation service endpoint ("" disables schema checks).
+    #[arg(
+        long,
+        env = "CRDPLANE_VALIDATION",
+        default_value = "http://127.0.0.1:7003"
+    )]
+    validation: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let args = Args::parse();
+    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    tracing::info!(addr = %listener.local_addr()?, "registry listening");
+    crdplane_core::names::announce(listener.local_addr()?);
+    crdplane_registry::serve(
+        crdplane_registry::Config {
+            storage_endpoint: args.storage,
+            validation_endpoint: args.validation,
+        },
+        listener,
+    )
+    .await
+}

@@ -44,7 +44,9 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
                 .max_decoding_message_size(64 << 20)
                 .max_encoding_message_size(256 << 20),
         )
-        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+        // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by
+        // serve_with_incoming, and Nagle + delayed ACK cost ~40 ms per call.
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)))
         .await?;
     Ok(())
 }

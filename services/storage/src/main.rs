@@ -26,10 +26,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let a = Args::parse();
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
+    crdplane_core::names::announce(listener.local_addr()?);
     crdplane_storage::serve(
         crdplane_storage::Config {
             redis_url: a.redis_url,

@@ -1,0 +1,360 @@
+//! HTTP target: the gateway, spoken to as a Kubernetes API server over plaintext HTTP/1.1
+//! with keep-alive (hyper-util's pooled legacy client; each worker holds at most one
+//! connection at a time, so the pool settles at one connection per worker).
+//!
+//! Setup (not timed): create the CronTab CRD with its schema (`409 AlreadyExists` is fine),
+//! wait until `GET /apis/stable.example.com/v1` answers 200 and the collection lists, ensure
+//! the namespace, and pre-create the working set for get/update/list.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode, header};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::config::{Config, Op};
+use crate::objects::{self, CronTabSpec};
+
+/// How long setup waits for the CRD to be served.
+const SETUP_WAIT: Duration = Duration::from_secs(30);
+/// Largest response body the tool reads (bigger bodies count as an error).
+const MAX_RESPONSE: usize = 256 * 1024 * 1024;
+
+pub struct HttpTarget {
+    client: Client<HttpConnector, Full<Bytes>>,
+    /// `http://host:port[/clusters/<tenant>]`
+    base: String,
+    /// `<base>/apis/stable.example.com/v1/namespaces/<ns>/crontabs`
+    collection: String,
+    namespace: String,
+    object_size: usize,
+    list_limit: u32,
+}
+
+/// Error key for a non-2xx response: `http 409 AlreadyExists` (reason from a Status body).
+pub fn status_key(status: StatusCode, body: &[u8]) -> String {
+    let reason = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(str::to_string))
+        .filter(|r| !r.is_empty() && r.len() <= 64);
+    match reason {
+        Some(r) => format!("http {} {r}", status.as_u16()),
+        None => format!("http {}", status.as_u16()),
+    }
+}
+
+/// Paths for a base URL, tenant and namespace.
+pub fn paths(endpoint: &str, tenant: Option<&str>, namespace: &str) -> (String, String) {
+    let base = match tenant {
+        Some(t) => format!("{endpoint}/clusters/{t}"),
+        None => endpoint.to_string(),
+    };
+    let collection = format!(
+        "{base}/apis/{}/{}/namespaces/{namespace}/{}",
+        objects::GROUP,
+        objects::VERSION,
+        objects::RESOURCE
+    );
+    (base, collection)
+}
+
+impl HttpTarget {
+    pub fn new(cfg: &Config) -> HttpTarget {
+        let mut conn = HttpConnector::new();
+        conn.set_nodelay(true);
+        conn.set_connect_timeout(Some(Duration::from_secs(5)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(cfg.concurrency)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(conn);
+        let (base, collection) = paths(&cfg.endpoint, cfg.tenant.as_deref(), &cfg.namespace);
+        HttpTarget {
+            client,
+            base,
+            collection,
+            namespace: cfg.namespace.clone(),
+            object_size: cfg.object_size,
+            list_limit: cfg.list_limit,
+        }
+    }
+
+    /// Sends one request and reads the whole response body.
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::ACCEPT, "application/json")
+            .header(header::USER_AGENT, "crdplane-load/0.1");
+        let body = match body {
+            Some(v) => {
+                b = b.header(header::CONTENT_TYPE, "application/json");
+                Full::new(Bytes::from(v))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let req = b
+            .body(body)
+            .map_err(|e| Failure::new("bad request", e.to_string()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| Failure::new("transport", error_chain(&e)))?;
+        let status = resp.status();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| Failure::new("transport body", e.to_string()))?
+            .to_bytes();
+        Ok((status, body))
+    }
+
+    async fn expect_2xx(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, Failure> {
+        let (status, body) = self.send(method, uri, body).await?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(Failure::with_body(status_key(status, &body), &body))
+        }
+    }
+
+    fn object(&self, name: &str, seq: u64, resource_version: Option<&str>) -> Vec<u8> {
+        let obj = objects::crontab(&CronTabSpec {
+            name,
+            namespace: &self.namespace,
+            seq,
+            size: self.object_size,
+            server_fields: false,
+            resource_version,
+        });
+        serde_json::to_vec(&obj).unwrap_or_default()
+    }
+
+    /// The current resourceVersion of an object (an untimed GET before its first update).
+    pub async fn read_rv(&self, name: &str) -> Result<String, Failure> {
+        let body = self
+            .expect_2xx(Method::GET, &format!("{}/{name}", self.collection), None)
+            .await?;
+        resource_version_of(&body)
+    }
+
+    /// One timed operation. `name` is the object's name (unused for list); `rv` is the
+    /// resourceVersion an update is conditioned on. Returns the object's new
+    /// resourceVersion after an update.
+    pub async fn op(
+        &self,
+        op: Op,
+        name: &str,
+        seq: u64,
+        rv: Option<&str>,
+    ) -> Result<Option<String>, Failure> {
+        match op {
+            Op::Create => {
+                self.expect_2xx(
+                    Method::POST,
+                    &self.collection,
+                    Some(self.object(name, seq, None)),
+                )
+                .await?;
+                Ok(None)
+            }
+            Op::Get => {
+                self.expect_2xx(Method::GET, &format!("{}/{name}", self.collection), None)
+                    .await?;
+                Ok(None)
+            }
+            // Custom resources refuse unconditional updates (upstream customresource
+            // strategy: AllowUnconditionalUpdate() is false), so a PUT carries the
+            // resourceVersion the worker last saw, as client-go's Update does.
+            Op::Update => {
+                let body = self
+                    .expect_2xx(
+                        Method::PUT,
+                        &format!("{}/{name}", self.collection),
+                        Some(self.object(name, seq, rv)),
+                    )
+                    .await?;
+                resource_version_of(&body).map(Some)
+            }
+            Op::List => {
+                let uri = if self.list_limit > 0 {
+                    format!("{}?limit={}", self.collection, self.list_limit)
+                } else {
+                    self.collection.clone()
+                };
+                self.expect_2xx(Method::GET, &uri, None).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Creates a working-set object; an existing one (409) is fine.
+    pub async fn ensure_object(&self, name: &str, seq: u64) -> Result<(), Failure> {
+        let (status, body) = self
+            .send(
+                Method::POST,
+                &self.collection,
+                Some(self.object(name, seq, None)),
+            )
+            .await?;
+        if status.is_success() || status == StatusCode::CONFLICT {
+            Ok(())
+        } else {
+            Err(Failure::with_body(status_key(status, &body), &body))
+        }
+    }
+
+    /// Creates the CRD (if missing) and the namespace, and waits until the resource is served.
+    pub async fn setup(&self) -> anyhow::Result<()> {
+        let crd_url = format!(
+            "{}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            self.base
+        );
+        let crd = serde_json::to_vec(&objects::crontab_crd())?;
+        let (status, body) = self
+            .send(Method::POST, &crd_url, Some(crd))
+            .await
+            .map_err(|f| anyhow::anyhow!("creating the CRD: {}: {}", f.key, f.body))?;
+        match status {
+            s if s.is_success() => eprintln!("setup: created CRD {}", objects::CRD_NAME),
+            StatusCode::CONFLICT => eprintln!("setup: CRD {} already exists", objects::CRD_NAME),
+            s => anyhow::bail!(
+                "creating the CRD failed: {s}: {}",
+                crate::stats::truncate_body(&body)
+            ),
+        }
+        let group_url = format!("{}/apis/{}/{}", self.base, objects::GROUP, objects::VERSION);
+        self.wait_200(&group_url).await?;
+
+        let ns_url = format!("{}/api/v1/namespaces", self.base);
+        let ns = serde_json::to_vec(&json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}
+        }))?;
+        match self.send(Method::POST, &ns_url, Some(ns)).await {
+            Ok((s, _)) if s.is_success() || s == StatusCode::CONFLICT => {}
+            Ok((s, body)) => eprintln!(
+                "setup: warning: creating namespace {} answered {s}: {}",
+                self.namespace,
+                crate::stats::truncate_body(&body)
+            ),
+            Err(f) => eprintln!("setup: warning: creating namespace: {}: {}", f.key, f.body),
+        }
+        self.wait_200(&format!("{}?limit=1", self.collection))
+            .await?;
+        Ok(())
+    }
+
+    async fn wait_200(&self, url: &str) -> anyhow::Result<()> {
+        let until = Instant::now() + SETUP_WAIT;
+        loop {
+            let last = match self.send(Method::GET, url, None).await {
+                Ok((StatusCode::OK, _)) => return Ok(()),
+                Ok((s, body)) => format!("{s}: {}", crate::stats::truncate_body(&body)),
+                Err(f) => format!("{}: {}", f.key, f.body),
+            };
+            if Instant::now() >= until {
+                anyhow::bail!("GET {url} did not answer 200 within {SETUP_WAIT:?}; last: {last}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// `metadata.resourceVersion` of an object in a response body.
+pub fn resource_version_of(body: &[u8]) -> Result<String, Failure> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "resourceVersion", default)]
+        resource_version: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Obj {
+        metadata: Meta,
+    }
+    match serde_json::from_slice::<Obj>(body) {
+        Ok(o) if !o.metadata.resource_version.is_empty() => Ok(o.metadata.resource_version),
+        _ => Err(Failure::with_body(
+            "no resourceVersion in response".into(),
+            body,
+        )),
+    }
+}
+
+/// An error with its sources, e.g. `client error (Connect): tcp connect error: Connection refused`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    let mut depth = 0;
+    while let Some(src) = cur {
+        if depth >= 8 {
+            break;
+        }
+        s.push_str(": ");
+        s.push_str(&src.to_string());
+        cur = src.source();
+        depth += 1;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_and_without_tenant() {
+        let (b, c) = paths("http://127.0.0.1:6443", None, "default");
+        assert_eq!(b, "http://127.0.0.1:6443");
+        assert_eq!(
+            c,
+            "http://127.0.0.1:6443/apis/stable.example.com/v1/namespaces/default/crontabs"
+        );
+        let (b, c) = paths("http://h:1", Some("acme"), "ns1");
+        assert_eq!(b, "http://h:1/clusters/acme");
+        assert_eq!(
+            c,
+            "http://h:1/clusters/acme/apis/stable.example.com/v1/namespaces/ns1/crontabs"
+        );
+    }
+
+    #[test]
+    fn resource_versions_are_read_from_objects() {
+        let body = br#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"a","resourceVersion":"42"},"spec":{"padding":"xx"}}"#;
+        assert_eq!(resource_version_of(body).unwrap(), "42");
+        let e = resource_version_of(br#"{"metadata":{"name":"a"}}"#).unwrap_err();
+        assert_eq!(e.key, "no resourceVersion in response");
+        assert!(resource_version_of(b"not json").is_err());
+    }
+
+    #[test]
+    fn status_keys_carry_the_reason() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"AlreadyExists","code":409}"#;
+        assert_eq!(
+            status_key(StatusCode::CONFLICT, body),
+            "http 409 AlreadyExists"
+        );
+        assert_eq!(
+            status_key(StatusCode::BAD_GATEWAY, b"upstream down"),
+            "http 502"
+        );
+        assert_eq!(
+            status_key(StatusCode::NOT_FOUND, br#"{"reason":""}"#),
+            "http 404"
+        );
+    }
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what crdplane needs beyond the Rust toolchain, on Debian:
+#   redis-server (always), and with --test: Debian's kubectl 1.20 (kubernetes-client),
+#   extracted into .tools/ so it can sit beside any other kubectl, and the Python
+#   `kubernetes` client.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_test=false
+[ "${1:-}" = "--test" ] && want_test=true
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+apt_updated=false
+apt_install() {
+  if ! $apt_updated; then $SUDO apt-get update -qq; apt_updated=true; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "installing redis-server" >&2
+  apt_install redis-server
+fi
+
+if $want_test; then
+  if [ ! -x .tools/kubectl-1.20/usr/bin/kubectl ]; then
+    echo "fetching Debian's kubectl 1.20 (kubernetes-client) into .tools/" >&2
+    if ! $apt_updated; then $SUDO apt-get update -qq; apt_updated=true; fi
+    tmp=$(mktemp -d); chmod 755 "$tmp"
+    (cd "$tmp" && apt-get download kubernetes-client >/dev/null)
+    mkdir -p .tools/kubectl-1.20
+    dpkg -x "$tmp"/kubernetes-client_*.deb .tools/kubectl-1.20
+    rm -rf "$tmp"
+  fi
+  if ! python3 -c 'import kubernetes' 2>/dev/null; then
+    echo "installing the Python kubernetes client" >&2
+    python3 -m pip install -q kubernetes 2>/dev/null || python3 -m pip install -q --break-system-packages kubernetes
+  fi
+fi

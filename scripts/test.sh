@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every crdplane test: unit tests, integration tests against real redis-server, and the
+# end-to-end tests with real kubectl (every version found, including Debian's 1.20), the
+# Python kubernetes client and kube-rs. Installs what is missing first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh --test
+# The end-to-end tests start the real service binaries: build them first.
+cargo build --workspace --bins
+cargo test --workspace

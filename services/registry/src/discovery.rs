@@ -1,0 +1,483 @@
+//! Discovery documents of one tenant, legacy and aggregated, built from one list of CRDs.
+//!
+//! The gateway serves `/apis`, `/apis/<group>`, `/apis/<group>/<version>` and the aggregated
+//! `apidiscovery.k8s.io/v2` form of `/apis` from the `DiscoveryResponse` built here, so both
+//! forms always agree. Follows apiextensions-apiserver
+//! `pkg/apiserver/customresource_discovery_controller.go` (established CRDs only, served
+//! versions, accepted names, `<plural>/status` and `<plural>/scale`), the version ordering of
+//! k8s.io/apimachinery `pkg/version/helpers.go` (`CompareKubeAwareVersionStrings`) and
+//! `storageversionhash.go` of k8s.io/apiserver `pkg/endpoints/discovery`. Pure functions.
+
+use crate::crd::{self, CrdView};
+use base64::Engine;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+const CR_VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+const SUB_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// `discovery.StorageVersionHash`: base64 of the first 8 bytes of sha256("group/version/kind").
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    let d = Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&d[..8])
+}
+
+/// Parses `v<major>[(alpha|beta)<minor>]`; None for non-kube-like versions.
+fn parse_kube_version(v: &str) -> Option<(u8, u64, u64)> {
+    let rest = v.strip_prefix('v')?;
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 || rest.starts_with('0') {
+        return None;
+    }
+    let major: u64 = rest[..digits].parse().ok()?;
+    let tail = &rest[digits..];
+    if tail.is_empty() {
+        return Some((2, major, 0));
+    }
+    let (level, num) = if let Some(n) = tail.strip_prefix("beta") {
+        (1, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (0, n)
+    } else {
+        return None;
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) || num.starts_with('0') {
+        return None;
+    }
+    Some((level, major, num.parse().ok()?))
+}
+
+/// `CompareKubeAwareVersionStrings` as a sort order: higher priority first.
+pub fn compare_versions(a: &str, b: &str) -> Ordering {
+    match (parse_kube_version(a), parse_kube_version(b)) {
+        (Some((la, ma, na)), Some((lb, mb, nb))) => {
+            // GA > beta > alpha, then higher major, then higher minor.
+            lb.cmp(&la).then(mb.cmp(&ma)).then(nb.cmp(&na))
+        }
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+/// One served resource in one group-version.
+struct Served<'a> {
+    crd: &'a CrdView,
+    version: &'a crd::Version,
+}
+
+fn legacy_resources(list: &[Served<'_>], group: &str, version: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for s in list {
+        let c = s.crd;
+        let n = &c.status.accepted_names;
+        let mut r = Map::new();
+        r.insert("name".into(), json!(n.plural));
+        r.insert("singularName".into(), json!(n.singular));
+        r.insert("namespaced".into(), json!(c.namespaced()));
+        r.insert("kind".into(), json!(n.kind));
+        r.insert("verbs".into(), json!(CR_VERBS));
+        if !n.short_names.is_empty() {
+            r.insert("shortNames".into(), json!(n.short_names));
+        }
+        if !n.categories.is_empty() {
+            r.insert("categories".into(), json!(n.categories));
+        }
+        if let Some(sv) = c.storage_version() {
+            r.insert(
+                "storageVersionHash".into(),
+                json!(storage_version_hash(group, &sv.name, &c.spec.names.kind)),
+            );
+        }
+        out.push(Value::Object(r));
+        let sub = s.version.subresources.as_ref();
+        if sub.is_some_and(|s| s.status.is_some()) {
+            out.push(json!({
+                "name": format!("{}/status", n.plural),
+                "singularName": "",
+                "namespaced": c.namespaced(),
+                "kind": n.kind,
+                "verbs": SUB_VERBS,
+            }));
+        }
+        if sub.is_some_and(|s| s.scale.is_some()) {
+            out.push(json!({
+                "name": format!("{}/scale", n.plural),
+                "singularName": "",
+                "namespaced": c.namespaced(),
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": SUB_VERBS,
+            }));
+        }
+    }
+    let _ = version;
+    out
+}
+
+fn aggregated_resources(list: &[Served<'_>], group: &str, version: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for s in list {
+        let c = s.crd;
+        let n = &c.status.accepted_names;
+        let mut r = Map::new();
+        r.insert("resource".into(), json!(n.plural));
+        r.insert(
+            "responseKind".into(),
+            json!({"group": group, "version": version, "kind": n.kind}),
+        );
+        r.insert(
+            "scope".into(),
+            json!(if c.namespaced() {
+                "Namespaced"
+            } else {
+                "Cluster"
+            }),
+        );
+        r.insert("singularResource".into(), json!(n.singular));
+        r.insert("verbs".into(), json!(CR_VERBS));
+        if !n.short_names.is_empty() {
+            r.insert("shortNames".into(), json!(n.short_names));
+        }
+        if !n.categories.is_empty() {
+            r.insert("categories".into(), json!(n.categories));
+        }
+        let mut subs = Vec::new();
+        let sub = s.version.subresources.as_ref();
+        if sub.is_some_and(|s| s.status.is_some()) {
+            subs.push(json!({
+                "subresource": "status",
+                "responseKind": {"group": group, "version": version, "kind": n.kind},
+                "verbs": SUB_VERBS,
+            }));
+        }
+        if sub.is_some_and(|s| s.scale.is_some()) {
+            subs.push(json!({
+                "subresource": "scale",
+                "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "verbs": SUB_VERBS,
+            }));
+        }
+        if !subs.is_empty() {
+            r.insert("subresources".into(), Value::Array(subs));
+        }
+        out.push(Value::Object(r));
+    }
+    out
+}
+
+/// The built-in `apiextensions.k8s.io/v1` resource list.
+fn apiextensions_legacy() -> Vec<Value> {
+    vec![
+        json!({
+            "name": crd::RESOURCE,
+            "singularName": "customresourcedefinition",
+            "namespaced": false,
+            "kind": crd::KIND,
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "shortNames": ["crd", "crds"],
+            "categories": ["api-extensions"],
+            // CRDs are stored as apiextensions.k8s.io/v1beta1 upstream; the hash names the
+            // storage version, so kube-apiserver serves the v1beta1 hash.
+            "storageVersionHash": storage_version_hash(crd::GROUP, "v1beta1", crd::KIND),
+        }),
+        json!({
+            "name": format!("{}/status", crd::RESOURCE),
+            "singularName": "",
+            "namespaced": false,
+            "kind": crd::KIND,
+            "verbs": SUB_VERBS,
+        }),
+    ]
+}
+
+fn apiextensions_aggregated() -> Value {
+    json!({
+        "resource": crd::RESOURCE,
+        "responseKind": {"group": crd::GROUP, "version": crd::VERSION, "kind": crd::KIND},
+        "scope": "Cluster",
+        "singularResource": "customresourcedefinition",
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        "shortNames": ["crd", "crds"],
+        "categories": ["api-extensions"],
+        "subresources": [{
+            "subresource": "status",
+            "responseKind": {"group": crd::GROUP, "version": crd::VERSION, "kind": crd::KIND},
+            "verbs": SUB_VERBS,
+        }],
+    })
+}
+
+/// The discovery documents of a tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Documents {
+    pub group_list: Value,
+    pub resource_lists: BTreeMap<String, Value>,
+    pub aggregated: Value,
+    pub etag: String,
+}
+
+/// Builds every discovery document from the tenant's CRDs.
+pub fn build(crds: &[CrdView]) -> Documents {
+    // group → version → served resources
+    let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<Served<'_>>>> = BTreeMap::new();
+    let mut sorted: Vec<&CrdView> = crds.iter().filter(|c| c.established()).collect();
+    sorted.sort_by(|a, b| {
+        a.status
+            .accepted_names
+            .plural
+            .cmp(&b.status.accepted_names.plural)
+    });
+    for c in sorted {
+        if c.spec.group == crd::GROUP {
+            continue;
+        }
+        for v in c.spec.versions.iter().filter(|v| v.served) {
+            groups
+                .entry(c.spec.group.as_str())
+                .or_default()
+                .entry(v.name.as_str())
+                .or_default()
+                .push(Served { crd: c, version: v });
+        }
+    }
+
+    let mut group_items = vec![json!({
+        "name": crd::GROUP,
+        "versions": [{"groupVersion": crd::API_VERSION, "version": crd::VERSION}],
+        "preferredVersion": {"groupVersion": crd::API_VERSION, "version": crd::VERSION},
+    })];
+    let mut resource_lists = BTreeMap::new();
+    resource_lists.insert(
+        crd::API_VERSION.to_string(),
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": crd::API_VERSION,
+               "resources": apiextensions_legacy()}),
+    );
+    let mut agg_items = vec![json!({
+        "metadata": {"name": crd::GROUP, "creationTimestamp": null},
+        "versions": [{"version": crd::VERSION, "resources": [apiextensions_aggregated()], "freshness": "Current"}],
+    })];
+
+    for (group, versions) in &groups {
+        let mut names: Vec<&str> = versions.keys().copied().collect();
+        names.sort_by(|a, b| compare_versions(a, b));
+        let gvs: Vec<Value> = names
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+            .collect();
+        group_items.push(json!({
+            "name": group,
+            "versions": gvs,
+            "preferredVersion": gvs[0],
+        }));
+        let mut agg_versions = Vec::new();
+        for v in &names {
+            let served = &versions[v];
+            let gv = format!("{group}/{v}");
+            resource_lists.insert(
+                gv.clone(),
+                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                       "resources": legacy_resources(served, group, v)}),
+            );
+            agg_versions.push(json!({
+                "version": v,
+                "resources": aggregated_resources(served, group, v),
+                "freshness": "Current",
+            }));
+        }
+        agg_items.push(json!({
+            "metadata": {"name": group, "creationTimestamp": null},
+            "versions": agg_versions,
+        }));
+    }
+
+    let group_list = json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_items});
+    let aggregated = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+                            "metadata": {}, "items": agg_items});
+    let mut h = Sha256::new();
+    h.update(group_list.to_string().as_bytes());
+    for (k, v) in &resource_lists {
+        h.update(k.as_bytes());
+        h.update(v.to_string().as_bytes());
+    }
+    h.update(aggregated.to_string().as_bytes());
+    let etag = hex(&h.finalize()[..16]);
+    Documents {
+        group_list,
+        resource_lists,
+        aggregated,
+        etag,
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::CrdView;
+
+    fn established(v: Value) -> CrdView {
+        let mut c = CrdView::from_value(&v).unwrap();
+        c.status.accepted_names = c.spec.names.clone();
+        c.status.conditions.push(crate::crd::Condition {
+            type_: "Established".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+        c
+    }
+
+    fn crontab() -> CrdView {
+        established(
+            json!({"metadata": {"name": "crontabs.stable.example.com"}, "spec": {
+            "group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "listKind": "CronTabList",
+                      "shortNames": ["ct"], "categories": ["all"]},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false},
+                {"name": "v1", "served": true, "storage": true,
+                 "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}}},
+                {"name": "v2alpha1", "served": false, "storage": false}]}}),
+        )
+    }
+
+    #[test]
+    fn version_priority_matches_upstream_example() {
+        let mut v = vec![
+            "foo10",
+            "v1",
+            "v10",
+            "v11alpha2",
+            "v12alpha1",
+            "v2",
+            "v3beta1",
+            "v10beta3",
+            "v11beta2",
+            "foo1",
+        ];
+        v.sort_by(|a, b| compare_versions(a, b));
+        assert_eq!(
+            v,
+            vec![
+                "v10",
+                "v2",
+                "v1",
+                "v11beta2",
+                "v10beta3",
+                "v3beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "foo1",
+                "foo10"
+            ]
+        );
+    }
+
+    #[test]
+    fn storage_version_hash_is_upstreams() {
+        // The value kube-apiserver serves for customresourcedefinitions (storage version
+        // v1beta1), and what this crate publishes for it.
+        assert_eq!(
+            storage_version_hash(
+                "apiextensions.k8s.io",
+                "v1beta1",
+                "CustomResourceDefinition"
+            ),
+            "jfWCUB31mvA="
+        );
+        let d = build(&[]);
+        assert_eq!(
+            d.resource_lists["apiextensions.k8s.io/v1"]["resources"][0]["storageVersionHash"],
+            "jfWCUB31mvA="
+        );
+    }
+
+    #[test]
+    fn legacy_and_aggregated_agree() {
+        let d = build(&[crontab()]);
+        let groups = d.group_list["groups"].as_array().unwrap();
+        assert_eq!(groups[0]["name"], "apiextensions.k8s.io");
+        assert_eq!(groups[1]["name"], "stable.example.com");
+        assert_eq!(groups[1]["preferredVersion"]["version"], "v1");
+        assert_eq!(groups[1]["versions"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            groups[1]["versions"][1]["groupVersion"],
+            "stable.example.com/v1beta1"
+        );
+
+        let v1 = &d.resource_lists["stable.example.com/v1"];
+        let res = v1["resources"].as_array().unwrap();
+        assert_eq!(res.len(), 3);
+        assert_eq!(res[0]["name"], "crontabs");
+        assert_eq!(res[0]["singularName"], "crontab");
+        assert_eq!(res[0]["namespaced"], true);
+        assert_eq!(res[0]["shortNames"], json!(["ct"]));
+        assert_eq!(res[0]["categories"], json!(["all"]));
+        assert_eq!(res[0]["verbs"], json!(CR_VERBS));
+        assert_eq!(
+            res[0]["storageVersionHash"],
+            storage_version_hash("stable.example.com", "v1", "CronTab")
+        );
+        assert_eq!(res[1]["name"], "crontabs/status");
+        assert_eq!(res[2]["name"], "crontabs/scale");
+        assert_eq!(res[2]["group"], "autoscaling");
+        assert_eq!(res[2]["kind"], "Scale");
+        // v1beta1 has no subresources; v2alpha1 is not served.
+        assert_eq!(
+            d.resource_lists["stable.example.com/v1beta1"]["resources"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(!d.resource_lists.contains_key("stable.example.com/v2alpha1"));
+        let crdl = &d.resource_lists["apiextensions.k8s.io/v1"]["resources"];
+        assert_eq!(crdl[0]["shortNames"], json!(["crd", "crds"]));
+        assert_eq!(crdl[1]["name"], "customresourcedefinitions/status");
+
+        let items = d.aggregated["items"].as_array().unwrap();
+        assert_eq!(d.aggregated["apiVersion"], "apidiscovery.k8s.io/v2");
+        assert_eq!(items[1]["metadata"]["name"], "stable.example.com");
+        let av = &items[1]["versions"][0];
+        assert_eq!(av["version"], "v1");
+        assert_eq!(av["freshness"], "Current");
+        let r = &av["resources"][0];
+        assert_eq!(r["resource"], "crontabs");
+        assert_eq!(r["scope"], "Namespaced");
+        assert_eq!(r["singularResource"], "crontab");
+        assert_eq!(r["shortNames"], json!(["ct"]));
+        assert_eq!(r["categories"], json!(["all"]));
+        assert_eq!(
+            r["responseKind"],
+            json!({"group": "stable.example.com", "version": "v1", "kind": "CronTab"})
+        );
+        assert_eq!(r["subresources"][1]["responseKind"]["kind"], "Scale");
+    }
+
+    #[test]
+    fn unestablished_crds_are_not_served_and_etag_changes() {
+        let mut c = crontab();
+        let with = build(std::slice::from_ref(&c));
+        c.status.conditions.clear();
+        let without = build(&[c]);
+        assert_eq!(without.group_list["groups"].as_array().unwrap().len(), 1);
+        assert!(!without.resource_lists.contains_key("stable.example.com/v1"));
+        assert_ne!(with.etag, without.etag);
+        assert_eq!(build(&[]).etag, without.etag);
+    }
+}

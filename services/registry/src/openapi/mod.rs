@@ -1,0 +1,403 @@
+//! OpenAPI documents for the served CRDs: what `/openapi/v2` and `/openapi/v3` return.
+//!
+//! The registry keeps the Established CRDs; whenever they change it calls these pure
+//! functions to rebuild the documents, and the gateway serves the results:
+//!
+//! - [`build_v2`]: one self-contained Swagger 2.0 document with a definition (plus the
+//!   `<Kind>List` definition and the CR endpoints) for every served CR version, and the
+//!   built-in `apiextensions.k8s.io/v1` CustomResourceDefinition endpoints/definitions.
+//!   Follows apiextensions-apiserver `pkg/controller/openapi/builder/builder.go` and
+//!   `pkg/controller/openapi/v2/conversion.go`.
+//! - [`encode_v2_protobuf`]: that document as a gnostic `openapi.v2.Document` message,
+//!   served for `Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf`
+//!   (kubectl 1.20 refuses to `apply`/`create`/`explain` without it).
+//! - [`build_v3_index`] / [`build_v3_group_version`]: the OpenAPI 3.0 discovery index and
+//!   per group-version documents (kube-openapi `pkg/handler3/handler.go`), used by
+//!   kubectl ≥ 1.27 `explain` and field-validation detection; [`build_v3_documents`]
+//!   builds all of them at once for caching, with their [`compute_etag`] hashes.
+//!
+//! Serving notes (kube-openapi `pkg/handler`): the protobuf body is sent with
+//! `Content-Type: application/com.github.proto-openapi.spec.v2.v1.0+protobuf` even when
+//! the deprecated `…spec.v2@v1.0+protobuf` form was requested (kubectl 1.20's client
+//! rejects the `@` form with `mime: unexpected content after media subtype`), and the
+//! ETag of every document is [`compute_etag`] of its JSON bytes.
+//!
+//! The built-in definitions (ObjectMeta, ListMeta, Status, DeleteOptions, Patch, Scale,
+//! WatchEvent, the CRD types, ...) and the CRD paths come from `fixtures/builtin_v2.json`,
+//! a slice of the upstream Kubernetes 1.34 `/openapi/v2` document regenerated with
+//! `fixtures/gen_builtin.py`. Every `$ref` in the produced documents resolves inside the
+//! same document (kubectl fails with `unknown model in reference` otherwise).
+//!
+//! Input bounds: CRD schemas deeper than `MAX_DEPTH` (96 schema levels) are cut off; CRDs that
+//! lack group/kind/plural are skipped. Nothing here panics on malformed input.
+
+mod convert_v3;
+mod paths;
+pub mod proto;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha512};
+
+use paths::KindInfo;
+use schema::Flavor;
+
+/// `info.version` of the published documents (the Kubernetes version we mirror).
+pub const KUBERNETES_VERSION: &str = "v1.34.0";
+
+const BUILTIN_JSON: &str = include_str!("fixtures/builtin_v2.json");
+const APIEXTENSIONS_GV: (&str, &str) = ("apiextensions.k8s.io", "v1");
+
+/// The parsed built-in fixture (`{definitions, parameters, paths, securityDefinitions,
+/// security}`); `Null` only if the embedded file were corrupt (a unit test guards that).
+fn builtin() -> &'static Value {
+    static CELL: OnceLock<Value> = OnceLock::new();
+    CELL.get_or_init(|| serde_json::from_str(BUILTIN_JSON).unwrap_or(Value::Null))
+}
+
+fn builtin_map(key: &str) -> Map<String, Value> {
+    builtin()
+        .get(key)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// One served version of a CRD, as needed for publishing.
+struct ServedVersion<'a> {
+    name: &'a str,
+    schema: Option<&'a Value>,
+    status: bool,
+    scale: bool,
+}
+
+/// The parts of an `apiextensions.k8s.io/v1` CRD the documents are built from.
+struct CrdInfo<'a> {
+    name: &'a str,
+    group: &'a str,
+    kind: &'a str,
+    list_kind: String,
+    plural: &'a str,
+    namespaced: bool,
+    preserve_unknown: bool,
+    versions: Vec<ServedVersion<'a>>,
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    v.pointer(ptr)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+impl<'a> CrdInfo<'a> {
+    fn parse(crd: &'a Value) -> Option<Self> {
+        let group = str_at(crd, "/spec/group")?;
+        let kind = str_at(crd, "/spec/names/kind")?;
+        let plural = str_at(crd, "/spec/names/plural")?;
+        let list_kind = str_at(crd, "/spec/names/listKind")
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{kind}List"));
+        let versions = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(|vs| {
+                vs.iter()
+                    .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+                    .filter_map(|v| {
+                        Some(ServedVersion {
+                            name: str_at(v, "/name")?,
+                            schema: v
+                                .pointer("/schema/openAPIV3Schema")
+                                .filter(|s| s.is_object()),
+                            status: v
+                                .pointer("/subresources/status")
+                                .is_some_and(|s| !s.is_null()),
+                            scale: v
+                                .pointer("/subresources/scale")
+                                .is_some_and(|s| !s.is_null()),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(CrdInfo {
+            name: str_at(crd, "/metadata/name").unwrap_or(""),
+            group,
+            kind,
+            list_kind,
+            plural,
+            namespaced: crd.pointer("/spec/scope").and_then(Value::as_str) != Some("Cluster"),
+            preserve_unknown: crd
+                .pointer("/spec/preserveUnknownFields")
+                .and_then(Value::as_bool)
+                == Some(true),
+            versions,
+        })
+    }
+}
+
+/// Parsed CRDs, ordered by name so the documents do not depend on input order.
+fn parse_all(crds: &[Value]) -> Vec<CrdInfo<'_>> {
+    let mut out: Vec<CrdInfo<'_>> = crds.iter().filter_map(CrdInfo::parse).collect();
+    out.sort_by(|a, b| {
+        a.name
+            .cmp(b.name)
+            .then(a.group.cmp(b.group))
+            .then(a.plural.cmp(b.plural))
+    });
+    out
+}
+
+/// Definition name of a CR kind, as the apiserver's `DefinitionNamer` spells it for a
+/// type it does not know: the group's dot-separated parts reversed, then version and
+/// kind (`stable.example.com/v1, CronTab` → `com.example.stable.v1.CronTab`).
+pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+    let mut parts: Vec<&str> = group.split('.').collect();
+    parts.reverse();
+    format!("{}.{version}.{kind}", parts.join("."))
+}
+
+/// Everything one CR version contributes to a document.
+struct Contribution {
+    definitions: Vec<(String, Value)>,
+    paths: Vec<(String, Value)>,
+}
+
+fn contribution(crd: &CrdInfo<'_>, v: &ServedVersion<'_>, flavor: Flavor) -> Contribution {
+    let def = definition_name(crd.group, v.name, crd.kind);
+    let list_def = definition_name(crd.group, v.name, &crd.list_kind);
+    let kind_schema = schema::kind_schema(
+        v.schema,
+        crd.preserve_unknown,
+        flavor,
+        crd.group,
+        v.name,
+        crd.kind,
+    );
+    let list_schema = schema::list_schema(
+        flavor,
+        &def,
+        crd.group,
+        v.name,
+        crd.kind,
+        &crd.list_kind,
+        crd.plural,
+    );
+    let info = KindInfo {
+        group: crd.group,
+        version: v.name,
+        kind: crd.kind,
+        plural: crd.plural,
+        namespaced: crd.namespaced,
+        status: v.status,
+        scale: v.scale,
+        def: &def,
+        list_def: &list_def,
+    };
+    let paths = info.paths();
+    Contribution {
+        definitions: vec![(def.clone(), kind_schema), (list_def, list_schema)],
+        paths,
+    }
+}
+
+/// The complete Swagger 2.0 document for `/openapi/v2`.
+pub fn build_v2(crds: &[Value]) -> Value {
+    let mut definitions = builtin_map("definitions");
+    let mut paths = builtin_map("paths");
+    for crd in parse_all(crds) {
+        for v in &crd.versions {
+            let c = contribution(&crd, v, Flavor::V2);
+            for (name, d) in c.definitions {
+                definitions.entry(name).or_insert(d);
+            }
+            for (p, item) in c.paths {
+                paths.entry(p).or_insert(item);
+            }
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION},
+        "paths": paths,
+        "definitions": definitions,
+        "parameters": builtin_map("parameters"),
+        "securityDefinitions": builtin_map("securityDefinitions"),
+        "security": builtin().get("security").cloned().unwrap_or_else(|| json!([])),
+    })
+}
+
+/// Encodes a Swagger 2.0 JSON document (from [`build_v2`]) as the gnostic
+/// `openapi.v2.Document` protobuf message.
+pub fn encode_v2_protobuf(doc: &Value) -> Vec<u8> {
+    proto::encode_document(doc)
+}
+
+/// The group-versions with a v3 document: `apiextensions.k8s.io/v1` plus every served
+/// CR group-version.
+fn group_versions(crds: &[CrdInfo<'_>]) -> BTreeSet<(String, String)> {
+    let mut gvs = BTreeSet::new();
+    gvs.insert((
+        APIEXTENSIONS_GV.0.to_string(),
+        APIEXTENSIONS_GV.1.to_string(),
+    ));
+    for crd in crds {
+        for v in &crd.versions {
+            gvs.insert((crd.group.to_string(), v.name.to_string()));
+        }
+    }
+    gvs
+}
+
+/// kube-openapi's `computeETag` (pkg/handler and pkg/handler3): uppercase hex SHA-512 of
+/// the served JSON bytes. Upstream uses it as the `ETag` of `/openapi/v2` (computed over
+/// the JSON form, also for protobuf responses), of `/openapi/v3` and of every
+/// group-version document, and as the `hash` query value in the v3 index.
+pub fn compute_etag(json: &[u8]) -> String {
+    let digest = Sha512::digest(json);
+    let mut s = String::with_capacity(128);
+    for b in digest {
+        s.push_str(&format!("{b:02X}"));
+    }
+    s
+}
+
+/// [`compute_etag`] of a document serialised with `serde_json::to_vec` (identical to
+/// `Value::to_string()`); the server must serve exactly those bytes for the index hash
+/// to match.
+pub fn v3_etag(doc: &Value) -> String {
+    compute_etag(&serde_json::to_vec(doc).unwrap_or_default())
+}
+
+/// All OpenAPI v3 documents at once, for callers that cache them: the index and, per
+/// `apis/<g>/<v>` key, the group-version document with its JSON bytes and hash.
+pub struct V3Documents {
+    pub index: Value,
+    pub group_versions: BTreeMap<String, V3GroupVersion>,
+}
+
+/// One cached `/openapi/v3/apis/<g>/<v>` document.
+pub struct V3GroupVersion {
+    pub json: Vec<u8>,
+    /// [`compute_etag`] of `json`; the `hash` in the index and the upstream ETag.
+    pub hash: String,
+}
+
+/// Builds the index and every group-version document in one pass (each document is
+/// built once; [`build_v3_index`] alone has to build them all to hash them anyway).
+pub fn build_v3_documents(crds: &[Value]) -> V3Documents {
+    let parsed = parse_all(crds);
+    let mut paths = Map::new();
+    let mut docs = BTreeMap::new();
+    for (g, v) in group_versions(&parsed) {
+        if let Some(doc) = build_gv(&parsed, &g, &v) {
+            let key = format!("apis/{g}/{v}");
+            let json = serde_json::to_vec(&doc).unwrap_or_default();
+            let hash = compute_etag(&json);
+            let url = format!("/openapi/v3/{key}?hash={hash}");
+            paths.insert(key.clone(), json!({ "serverRelativeURL": url }));
+            docs.insert(key, V3GroupVersion { json, hash });
+        }
+    }
+    V3Documents {
+        index: json!({ "paths": paths }),
+        group_versions: docs,
+    }
+}
+
+/// `/openapi/v3`: `{"paths": {"apis/<g>/<v>": {"serverRelativeURL":
+/// "/openapi/v3/apis/<g>/<v>?hash=<HASH>"}}}`.
+pub fn build_v3_index(crds: &[Value]) -> Value {
+    build_v3_documents(crds).index
+}
+
+/// `/openapi/v3/apis/<group>/<version>`; `None` if nothing is served there.
+pub fn build_v3_group_version(crds: &[Value], group: &str, version: &str) -> Option<Value> {
+    build_gv(&parse_all(crds), group, version)
+}
+
+fn build_gv(crds: &[CrdInfo<'_>], group: &str, version: &str) -> Option<Value> {
+    let mut schemas: BTreeMap<String, Value> = BTreeMap::new();
+    let mut paths = Map::new();
+    let builtin_defs = builtin().get("definitions");
+    let builtin_gv = (group, version) == APIEXTENSIONS_GV;
+    if builtin_gv {
+        let prefix = format!("/apis/{group}/{version}/");
+        for (p, item) in builtin()
+            .get("paths")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if p.starts_with(&prefix) {
+                paths.insert(p.clone(), convert_v3::path_item(item));
+            }
+        }
+    }
+    for crd in crds.iter().filter(|c| c.group == group) {
+        for v in crd.versions.iter().filter(|v| v.name == version) {
+            let c = contribution(crd, v, Flavor::V3);
+            for (name, d) in c.definitions {
+                schemas.entry(name).or_insert(d);
+            }
+            for (p, item) in c.paths {
+                paths
+                    .entry(p)
+                    .or_insert_with(|| convert_v3::path_item(&item));
+            }
+        }
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    // Close over references into the built-in definitions.
+    let mut pending: Vec<String> = Vec::new();
+    convert_v3::collect_refs(&Value::Object(paths.clone()), &mut pending);
+    for s in schemas.values() {
+        convert_v3::collect_refs(s, &mut pending);
+    }
+    while let Some(name) = pending.pop() {
+        if schemas.contains_key(&name) {
+            continue;
+        }
+        if let Some(d) = builtin_defs.and_then(|b| b.get(&name)) {
+            let d = convert_v3::rewrite_refs(d);
+            convert_v3::collect_refs(&d, &mut pending);
+            schemas.insert(name, d);
+        }
+    }
+    let (title, ver) = if builtin_gv {
+        ("Kubernetes", KUBERNETES_VERSION)
+    } else {
+        ("Kubernetes CRD Swagger", "v0.1.0")
+    };
+    let mut components = Map::new();
+    components.insert(
+        "schemas".into(),
+        Value::Object(schemas.into_iter().collect()),
+    );
+    let mut doc = json!({
+        "openapi": "3.0.0",
+        "info": {"title": title, "version": ver},
+        "paths": paths,
+    });
+    if builtin_gv {
+        components.insert(
+            "securitySchemes".into(),
+            json!({"BearerToken": {
+                "type": "apiKey",
+                "description": "Bearer Token authentication",
+                "name": "authorization",
+                "in": "header",
+            }}),
+        );
+        doc["security"] = json!([{"BearerToken": []}]);
+    }
+    doc["components"] = Value::Object(components);
+    Some(doc)
+}

@@ -1,0 +1,703 @@
+//! Structure tests for the published OpenAPI documents, using the CronTab CRD from the
+//! spec ("Extend the Kubernetes API with CustomResourceDefinitions" / "Validation").
+
+use prost::Message;
+use serde_json::{Value, json};
+
+use super::proto::{self, non_body_parameter, parameter, parameters_item};
+use super::*;
+
+const CRONTAB: &str = "com.example.stable.v1.CronTab";
+const CRONTAB_LIST: &str = "com.example.stable.v1.CronTabList";
+
+fn crontab_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {
+            "group": "stable.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab",
+                      "listKind": "CronTabList", "shortNames": ["ct"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas"}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "CronTab runs an image on a schedule",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "required": ["cronSpec", "image"],
+                            "properties": {
+                                "cronSpec": {"type": "string",
+                                    "pattern": "^(\\d+|\\*)(/\\d+)?(\\s+(\\d+|\\*)(/\\d+)?){4}$",
+                                    "description": "cron schedule", "example": "* * * * */5"},
+                                "image": {"type": "string"},
+                                "replicas": {"type": "integer", "minimum": 1, "maximum": 10,
+                                             "default": 1},
+                                "port": {"x-kubernetes-int-or-string": true},
+                                "note": {"type": "string", "nullable": true},
+                                "mode": {"type": "string", "enum": ["a", "b"],
+                                         "oneOf": [{"pattern": "^a"}, {"pattern": "^b"}]},
+                                "tags": {"type": "array", "items": {"type": "string"},
+                                         "x-kubernetes-list-type": "set"},
+                                "labels": {"type": "object",
+                                           "additionalProperties": {"type": "string"}},
+                                "template": {"type": "object",
+                                             "x-kubernetes-embedded-resource": true,
+                                             "properties": {"spec": {"type": "object",
+                                                 "x-kubernetes-preserve-unknown-fields": true}}},
+                                "raw": {"type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": true,
+                                        "properties": {"a": {"type": "string"}}}
+                            },
+                            "x-kubernetes-validations": [{"rule": "self.image != ''"}]
+                        },
+                        "status": {"type": "object",
+                                   "properties": {"replicas": {"type": "integer"}}}
+                    }
+                }}
+            }, {
+                "name": "v1beta1", "served": false, "storage": false,
+                "schema": {"openAPIV3Schema": {"type": "object"}}
+            }]
+        }
+    })
+}
+
+fn cluster_crd() -> Value {
+    json!({
+        "metadata": {"name": "widgets.example.io"},
+        "spec": {
+            "group": "example.io",
+            "scope": "Cluster",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                              "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
+/// Resolves a local JSON pointer reference (`#/a/b`) inside `doc`.
+fn resolve<'a>(doc: &'a Value, r: &str) -> Option<&'a Value> {
+    let ptr = r.strip_prefix('#')?;
+    doc.pointer(ptr)
+}
+
+/// Walks every `$ref` in `doc`; returns the ones that do not resolve.
+fn dangling_refs(doc: &Value) -> Vec<String> {
+    fn go(doc: &Value, v: &Value, out: &mut Vec<String>, seen: &mut usize) {
+        match v {
+            Value::Object(m) => {
+                if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                    *seen += 1;
+                    if resolve(doc, r).is_none() {
+                        out.push(r.to_string());
+                    }
+                }
+                for x in m.values() {
+                    go(doc, x, out, seen);
+                }
+            }
+            Value::Array(a) => {
+                for x in a {
+                    go(doc, x, out, seen);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen = 0;
+    go(doc, doc, &mut out, &mut seen);
+    assert!(seen > 50, "expected many references, saw {seen}");
+    out
+}
+
+#[test]
+fn builtin_fixture_parses() {
+    let b = builtin();
+    assert!(
+        b.get("definitions")
+            .and_then(Value::as_object)
+            .is_some_and(|d| d.len() > 30)
+    );
+    assert!(
+        b.pointer("/paths/~1apis~1apiextensions.k8s.io~1v1~1customresourcedefinitions")
+            .is_some()
+    );
+}
+
+#[test]
+fn definition_names_follow_upstream_namer() {
+    assert_eq!(
+        definition_name("stable.example.com", "v1", "CronTab"),
+        CRONTAB
+    );
+    assert_eq!(
+        definition_name("my-group.io", "v2beta1", "X"),
+        "io.my-group.v2beta1.X"
+    );
+}
+
+#[test]
+fn v2_has_crontab_definitions_with_gvk() {
+    let doc = build_v2(&[crontab_crd()]);
+    assert_eq!(doc["swagger"], "2.0");
+    assert_eq!(
+        doc["info"],
+        json!({"title": "Kubernetes", "version": "v1.34.0"})
+    );
+    let d = &doc["definitions"][CRONTAB];
+    assert_eq!(
+        d["x-kubernetes-group-version-kind"],
+        json!([{"group": "stable.example.com", "kind": "CronTab", "version": "v1"}])
+    );
+    assert_eq!(d["type"], "object");
+    assert_eq!(d["description"], "CronTab runs an image on a schedule");
+    assert_eq!(
+        d["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert_eq!(d["properties"]["apiVersion"]["type"], "string");
+    assert_eq!(d["properties"]["kind"]["type"], "string");
+    let spec = &d["properties"]["spec"];
+    assert_eq!(spec["properties"]["replicas"]["maximum"], 10);
+    assert_eq!(spec["properties"]["replicas"]["default"], 1);
+    assert_eq!(
+        spec["properties"]["cronSpec"]["description"],
+        "cron schedule"
+    );
+    // Not part of a structural schema: dropped.
+    assert!(spec["properties"]["cronSpec"].get("example").is_none());
+    assert_eq!(
+        spec["x-kubernetes-validations"][0]["rule"],
+        "self.image != ''"
+    );
+    assert_eq!(spec["properties"]["tags"]["x-kubernetes-list-type"], "set");
+    assert_eq!(
+        spec["properties"]["labels"]["additionalProperties"]["type"],
+        "string"
+    );
+
+    let list = &doc["definitions"][CRONTAB_LIST];
+    assert_eq!(list["description"], "CronTabList is a list of CronTab");
+    assert_eq!(list["required"], json!(["items"]));
+    assert_eq!(
+        list["properties"]["items"]["items"]["$ref"],
+        format!("#/definitions/{CRONTAB}")
+    );
+    assert_eq!(
+        list["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
+    );
+    assert_eq!(
+        list["x-kubernetes-group-version-kind"][0]["kind"],
+        "CronTabList"
+    );
+    // Unserved versions are not published.
+    assert!(
+        doc["definitions"]
+            .get("com.example.stable.v1beta1.CronTab")
+            .is_none()
+    );
+    // The CRD type itself is there for `kubectl explain crd`.
+    assert_eq!(
+        doc["definitions"]["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"]
+            ["x-kubernetes-group-version-kind"][0]["kind"],
+        "CustomResourceDefinition"
+    );
+}
+
+#[test]
+fn v2_conversion_follows_to_structural_openapi_v2() {
+    let doc = build_v2(&[crontab_crd()]);
+    let spec = &doc["definitions"][CRONTAB]["properties"]["spec"];
+    let p = &spec["properties"];
+    // Junctors dropped.
+    assert!(p["mode"].get("oneOf").is_none());
+    assert_eq!(p["mode"]["enum"], json!(["a", "b"]));
+    // int-or-string: no type and, in v2, no anyOf.
+    assert!(p["port"].get("anyOf").is_none());
+    assert!(p["port"].get("type").is_none());
+    assert_eq!(p["port"]["x-kubernetes-int-or-string"], true);
+    // nullable: type and nullable removed.
+    assert!(p["note"].get("type").is_none());
+    assert!(p["note"].get("nullable").is_none());
+    // preserve-unknown-fields objects lose properties and type.
+    assert!(p["raw"].get("properties").is_none());
+    assert!(p["raw"].get("type").is_none());
+    // embedded resources get apiVersion/kind/metadata and require kind+apiVersion.
+    let t = &p["template"];
+    assert_eq!(
+        t["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert_eq!(t["required"], json!(["kind", "apiVersion"]));
+    assert!(t["properties"]["spec"].get("type").is_none());
+}
+
+#[test]
+fn nullable_property_is_no_longer_required_in_v2() {
+    let mut crd = crontab_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] =
+        json!(["note", "image"]);
+    let doc = build_v2(&[crd]);
+    assert_eq!(
+        doc["definitions"][CRONTAB]["properties"]["spec"]["required"],
+        json!(["image"])
+    );
+}
+
+#[test]
+fn root_preserve_unknown_fields_publishes_bare_object_in_v2_only() {
+    let doc = build_v2(&[cluster_crd()]);
+    let d = &doc["definitions"]["io.example.v1alpha1.Widget"];
+    assert_eq!(
+        d,
+        &json!({"type": "object", "x-kubernetes-group-version-kind":
+            [{"group": "example.io", "kind": "Widget", "version": "v1alpha1"}]})
+    );
+    let v3 = build_v3_group_version(&[cluster_crd()], "example.io", "v1alpha1").unwrap();
+    let d3 = &v3["components"]["schemas"]["io.example.v1alpha1.Widget"];
+    assert_eq!(d3["x-kubernetes-preserve-unknown-fields"], true);
+    assert_eq!(
+        d3["properties"]["metadata"]["$ref"],
+        "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+}
+
+#[test]
+fn v2_every_ref_resolves() {
+    let doc = build_v2(&[crontab_crd(), cluster_crd()]);
+    assert_eq!(dangling_refs(&doc), Vec::<String>::new());
+}
+
+#[test]
+fn v2_paths_namespaced() {
+    let doc = build_v2(&[crontab_crd()]);
+    let paths = &doc["paths"];
+    let all = &paths["/apis/stable.example.com/v1/crontabs"];
+    assert_eq!(
+        all["get"]["operationId"],
+        "listStableExampleComV1CronTabForAllNamespaces"
+    );
+    assert_eq!(all["get"]["x-kubernetes-action"], "list");
+    let coll = &paths["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs"];
+    assert_eq!(
+        coll["get"]["operationId"],
+        "listStableExampleComV1NamespacedCronTab"
+    );
+    assert_eq!(
+        coll["post"]["operationId"],
+        "createStableExampleComV1NamespacedCronTab"
+    );
+    assert_eq!(coll["post"]["description"], "create a CronTab");
+    assert_eq!(
+        coll["delete"]["operationId"],
+        "deleteStableExampleComV1CollectionNamespacedCronTab"
+    );
+    assert_eq!(coll["get"]["tags"], json!(["stableExampleCom_v1"]));
+    let item = &paths["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"];
+    for m in ["get", "put", "patch", "delete"] {
+        assert_eq!(
+            item[m]["x-kubernetes-group-version-kind"],
+            json!({"group": "stable.example.com", "kind": "CronTab", "version": "v1"}),
+            "{m}"
+        );
+    }
+    assert_eq!(
+        item["patch"]["description"],
+        "partially update the specified CronTab"
+    );
+    assert_eq!(
+        item["patch"]["consumes"],
+        json!([
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml"
+        ])
+    );
+    // kubectl --dry-run=server looks for an inline dryRun query parameter on PATCH.
+    let names: Vec<&str> = item["patch"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.get("name").and_then(Value::as_str))
+        .collect();
+    assert!(names.contains(&"dryRun"), "{names:?}");
+    assert!(names.contains(&"fieldValidation"), "{names:?}");
+    // Shared parameters are hoisted to the path item, sorted by name.
+    let shared: Vec<Value> = item["parameters"].as_array().unwrap().clone();
+    assert_eq!(shared[0]["name"], "name");
+    assert_eq!(shared[0]["description"], "name of the CronTab");
+    assert_eq!(shared[1]["name"], "namespace");
+    assert_eq!(shared[2]["$ref"], "#/parameters/pretty-tJGM1-ng");
+    assert_eq!(
+        item["get"]["responses"]["200"]["schema"]["$ref"],
+        format!("#/definitions/{CRONTAB}")
+    );
+    assert!(item["get"]["responses"]["401"].is_object());
+    let st = &paths["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}/status"];
+    assert_eq!(
+        st["patch"]["operationId"],
+        "patchStableExampleComV1NamespacedCronTabStatus"
+    );
+    assert_eq!(
+        st["get"]["description"],
+        "read status of the specified CronTab"
+    );
+    let sc = &paths["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}/scale"];
+    assert_eq!(
+        sc["get"]["responses"]["200"]["schema"]["$ref"],
+        "#/definitions/io.k8s.api.autoscaling.v1.Scale"
+    );
+}
+
+#[test]
+fn v2_paths_cluster_scoped() {
+    let doc = build_v2(&[cluster_crd()]);
+    let item = &doc["paths"]["/apis/example.io/v1alpha1/widgets/{name}"];
+    assert_eq!(item["get"]["operationId"], "readExampleIoV1alpha1Widget");
+    assert!(
+        doc["paths"]
+            .get("/apis/example.io/v1alpha1/widgets/{name}/status")
+            .is_none()
+    );
+    let names: Vec<&str> = item["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.get("name").and_then(Value::as_str))
+        .collect();
+    assert!(!names.contains(&"namespace"));
+    assert_eq!(
+        doc["paths"]["/apis/example.io/v1alpha1/widgets"]["post"]["description"],
+        "create a Widget"
+    );
+}
+
+#[test]
+fn malformed_crds_are_skipped_without_panic() {
+    let junk = vec![
+        json!(null),
+        json!({"spec": {"group": "g"}}),
+        json!({"spec": {"group": "a.b", "names": {"kind": "K", "plural": "ks"},
+                        "versions": [{"name": "v1", "served": true,
+                                      "schema": {"openAPIV3Schema": {"properties": 5}}}]}}),
+    ];
+    let doc = build_v2(&junk);
+    assert!(doc["definitions"].get("b.a.v1.K").is_some());
+    assert_eq!(dangling_refs(&doc), Vec::<String>::new());
+    let _ = encode_v2_protobuf(&doc);
+    let _ = build_v3_index(&junk);
+}
+
+#[test]
+fn deep_schema_is_bounded() {
+    let mut s = json!({"type": "string"});
+    // 150 levels (300 JSON nesting levels) exceeds MAX_DEPTH; serde_json's parser
+    // already refuses documents nested deeper than 128, so real input is shallower.
+    for _ in 0..150 {
+        s = json!({"type": "object", "properties": {"a": s}});
+    }
+    let mut crd = crontab_crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = s;
+    let doc = build_v2(&[crd.clone()]);
+    let bytes = encode_v2_protobuf(&doc);
+    assert!(!bytes.is_empty());
+    let v3 = build_v3_group_version(&[crd], "stable.example.com", "v1").unwrap();
+    // The published schema is cut off at MAX_DEPTH.
+    let mut node = &v3["components"]["schemas"][CRONTAB];
+    let mut depth = 0;
+    while let Some(next) = node.pointer("/properties/a") {
+        node = next;
+        depth += 1;
+    }
+    assert!(depth <= schema::MAX_DEPTH + 1, "{depth}");
+    assert!(depth >= schema::MAX_DEPTH - 1, "{depth}");
+}
+
+#[test]
+fn protobuf_roundtrip_keeps_definitions_and_extensions() {
+    let doc = build_v2(&[crontab_crd()]);
+    let bytes = encode_v2_protobuf(&doc);
+    let decoded = proto::Document::decode(bytes.as_slice()).expect("decodes");
+    assert_eq!(decoded.swagger, "2.0");
+    assert_eq!(decoded.info.as_ref().unwrap().version, "v1.34.0");
+    let defs = &decoded.definitions.as_ref().unwrap().additional_properties;
+    assert_eq!(defs.len(), doc["definitions"].as_object().unwrap().len());
+    let ct = defs
+        .iter()
+        .find(|d| d.name == CRONTAB)
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        ct.r#type.as_ref().unwrap().value,
+        vec!["object".to_string()]
+    );
+    let gvk = ct
+        .vendor_extension
+        .iter()
+        .find(|e| e.name == "x-kubernetes-group-version-kind")
+        .unwrap();
+    let yaml = &gvk.value.as_ref().unwrap().yaml;
+    let parsed: Value = serde_json::from_str(yaml.trim()).unwrap();
+    assert_eq!(
+        parsed,
+        json!([{"group": "stable.example.com", "kind": "CronTab", "version": "v1"}])
+    );
+    let props = &ct.properties.as_ref().unwrap().additional_properties;
+    let meta = props
+        .iter()
+        .find(|p| p.name == "metadata")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        meta.r#ref,
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    let spec = props
+        .iter()
+        .find(|p| p.name == "spec")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    let sp = &spec.properties.as_ref().unwrap().additional_properties;
+    let replicas = sp
+        .iter()
+        .find(|p| p.name == "replicas")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(replicas.maximum, 10.0);
+    assert_eq!(replicas.default.as_ref().unwrap().yaml, "1\n");
+    let labels = sp
+        .iter()
+        .find(|p| p.name == "labels")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    match labels
+        .additional_properties
+        .as_ref()
+        .unwrap()
+        .oneof
+        .as_ref()
+        .unwrap()
+    {
+        proto::additional_properties_item::Oneof::Schema(s) => {
+            assert_eq!(s.r#type.as_ref().unwrap().value, vec!["string".to_string()])
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let tags = sp
+        .iter()
+        .find(|p| p.name == "tags")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(tags.items.as_ref().unwrap().schema.len(), 1);
+
+    // The PATCH of the CR item path carries the GVK and an inline dryRun query param
+    // (what cli-runtime's dry-run verifier looks for).
+    let paths = &decoded.paths.as_ref().unwrap().path;
+    let item = paths
+        .iter()
+        .find(|p| p.name == "/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    let patch = item.patch.as_ref().unwrap();
+    let ext = patch
+        .vendor_extension
+        .iter()
+        .find(|e| e.name == "x-kubernetes-group-version-kind")
+        .unwrap();
+    let gvk: Value = serde_json::from_str(ext.value.as_ref().unwrap().yaml.trim()).unwrap();
+    assert_eq!(gvk["kind"], "CronTab");
+    let has_dry_run = patch.parameters.iter().any(|p| match &p.oneof {
+        Some(parameters_item::Oneof::Parameter(proto::Parameter {
+            oneof: Some(parameter::Oneof::NonBodyParameter(nb)),
+        })) => matches!(&nb.oneof,
+            Some(non_body_parameter::Oneof::QueryParameterSubSchema(q)) if q.name == "dryRun"),
+        _ => false,
+    });
+    assert!(has_dry_run);
+    // Path-level path parameters decode as PathParameterSubSchema.
+    assert!(item.parameters.iter().any(|p| matches!(&p.oneof,
+        Some(parameters_item::Oneof::Parameter(proto::Parameter {
+            oneof: Some(parameter::Oneof::NonBodyParameter(proto::NonBodyParameter {
+                oneof: Some(non_body_parameter::Oneof::PathParameterSubSchema(pp)) })) }))
+        if pp.name == "namespace" && pp.required)));
+    // Shared parameter references stay references.
+    assert!(item.parameters.iter().any(|p| matches!(&p.oneof,
+        Some(parameters_item::Oneof::JsonReference(r)) if r.r#ref == "#/parameters/pretty-tJGM1-ng")));
+    let top = &decoded.parameters.as_ref().unwrap().additional_properties;
+    assert!(top.iter().any(|p| p.name == "pretty-tJGM1-ng"));
+    // Responses.
+    let get = item.get.as_ref().unwrap();
+    let codes: Vec<&str> = get
+        .responses
+        .as_ref()
+        .unwrap()
+        .response_code
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(codes, vec!["200", "401"]);
+}
+
+#[test]
+fn v3_index_lists_group_versions_with_sha512_hash() {
+    let crds = [crontab_crd(), cluster_crd()];
+    let idx = build_v3_index(&crds);
+    let paths = idx["paths"].as_object().unwrap();
+    let keys: Vec<&String> = paths.keys().collect();
+    assert_eq!(
+        keys,
+        vec![
+            "apis/apiextensions.k8s.io/v1",
+            "apis/example.io/v1alpha1",
+            "apis/stable.example.com/v1"
+        ]
+    );
+    let doc = build_v3_group_version(&crds, "stable.example.com", "v1").unwrap();
+    let hash = v3_etag(&doc);
+    assert_eq!(hash.len(), 128);
+    assert!(
+        hash.chars()
+            .all(|c| c.is_ascii_digit() || ('A'..='F').contains(&c))
+    );
+    assert_eq!(
+        paths["apis/stable.example.com/v1"]["serverRelativeURL"],
+        format!("/openapi/v3/apis/stable.example.com/v1?hash={hash}")
+    );
+    // Hash changes when the schema changes.
+    let mut changed = crontab_crd();
+    changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!("x");
+    let doc2 = build_v3_group_version(&[changed], "stable.example.com", "v1").unwrap();
+    assert_ne!(v3_etag(&doc2), hash);
+}
+
+#[test]
+fn v3_group_version_document() {
+    let crds = [crontab_crd()];
+    assert!(build_v3_group_version(&crds, "stable.example.com", "v1beta1").is_none());
+    assert!(build_v3_group_version(&crds, "nope.example.com", "v1").is_none());
+    let doc = build_v3_group_version(&crds, "stable.example.com", "v1").unwrap();
+    assert_eq!(doc["openapi"], "3.0.0");
+    assert_eq!(dangling_refs(&doc), Vec::<String>::new());
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for n in [
+        CRONTAB,
+        CRONTAB_LIST,
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+        "io.k8s.api.autoscaling.v1.Scale",
+    ] {
+        assert!(schemas.contains_key(n), "{n}");
+    }
+    // The CRD types belong to the apiextensions document only.
+    assert!(
+        !schemas
+            .keys()
+            .any(|k| k.contains("CustomResourceDefinition"))
+    );
+    let ct = &schemas[CRONTAB];
+    assert_eq!(ct["x-kubernetes-group-version-kind"][0]["kind"], "CronTab");
+    let p = &ct["properties"]["spec"]["properties"];
+    // v3 keeps junctors and nullable, and unfolds int-or-string.
+    assert_eq!(
+        p["mode"]["oneOf"],
+        json!([{"pattern": "^a"}, {"pattern": "^b"}])
+    );
+    assert_eq!(p["note"]["nullable"], true);
+    assert_eq!(p["note"]["type"], "string");
+    assert_eq!(
+        p["port"]["anyOf"],
+        json!([{"type": "integer"}, {"type": "string"}])
+    );
+    assert_eq!(p["raw"]["properties"]["a"]["type"], "string");
+    let item = &doc["paths"]["/apis/stable.example.com/v1/namespaces/{namespace}/crontabs/{name}"];
+    let patch = &item["patch"];
+    assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "CronTab");
+    let params = patch["parameters"].as_array().unwrap();
+    let fv = params
+        .iter()
+        .find(|p| p["name"] == "fieldValidation")
+        .unwrap();
+    assert_eq!(fv["in"], "query");
+    assert_eq!(fv["schema"]["type"], "string");
+    assert_eq!(
+        patch["requestBody"]["content"]["application/merge-patch+json"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+    );
+    assert_eq!(patch["requestBody"]["required"], true);
+    assert_eq!(
+        item["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+        format!("#/components/schemas/{CRONTAB}")
+    );
+    assert!(item["get"].get("produces").is_none());
+    // Path-level parameters are inlined (no #/parameters in v3).
+    assert!(
+        item["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.get("$ref").is_none())
+    );
+}
+
+#[test]
+fn v3_apiextensions_document() {
+    let doc = build_v3_group_version(&[], "apiextensions.k8s.io", "v1").unwrap();
+    assert_eq!(doc["info"]["title"], "Kubernetes");
+    assert_eq!(dangling_refs(&doc), Vec::<String>::new());
+    let crd = &doc["components"]["schemas"]["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"];
+    assert_eq!(
+        crd["x-kubernetes-group-version-kind"][0]["kind"],
+        "CustomResourceDefinition"
+    );
+    let item = &doc["paths"]["/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"];
+    assert_eq!(item["patch"]["x-kubernetes-action"], "patch");
+    assert!(
+        item["patch"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation")
+    );
+}
+
+#[test]
+fn v3_documents_match_individual_builders() {
+    let crds = [crontab_crd(), cluster_crd()];
+    let all = build_v3_documents(&crds);
+    assert_eq!(all.index, build_v3_index(&crds));
+    let gv = &all.group_versions["apis/stable.example.com/v1"];
+    let doc = build_v3_group_version(&crds, "stable.example.com", "v1").unwrap();
+    assert_eq!(gv.json, doc.to_string().into_bytes());
+    assert_eq!(gv.hash, v3_etag(&doc));
+    assert_eq!(gv.hash, compute_etag(&gv.json));
+    // sha512("") in kube-openapi's uppercase form.
+    assert!(
+        compute_etag(b"")
+            .starts_with("CF83E1357EEFB8BDF1542850D66D8007D620E4050B5715DC83F4A921D36CE9CE")
+    );
+}

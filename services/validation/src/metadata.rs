@@ -1,0 +1,713 @@
+//! ObjectMeta, apiVersion/kind and embedded-resource checks for custom resources.
+//!
+//! Runs in [`crate::admit`] before the schema passes. Follows
+//! k8s.io/apimachinery pkg/api/validation/objectmeta.go (`ValidateObjectMetaAccessor`,
+//! `ValidateObjectMetaAccessorUpdate`, `ValidateAnnotations`, `ValidateOwnerReferences`,
+//! `ValidateFinalizers`), pkg/apis/meta/v1/validation/validation.go (`ValidateLabels`),
+//! pkg/util/validation/validation.go (name and label texts), the type checks of
+//! k8s.io/apiextensions-apiserver pkg/registry/customresource/validator.go
+//! (`ValidateTypeMeta`) and pkg/apiserver/schema/objectmeta/validation.go (embedded resources).
+
+use crate::structural::Schema;
+use crdplane_core::FieldError;
+use regex::Regex;
+use serde_json::{Map, Value};
+use std::sync::LazyLock;
+
+/// Total size limit of all annotation keys and values (`TotalAnnotationSizeLimitB`).
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+
+fn anchored(f: &str) -> Regex {
+    Regex::new(&format!("^{f}$")).unwrap_or_else(|_| unreachable!("static regex"))
+}
+
+static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1123_LABEL_FMT));
+static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1123_SUBDOMAIN_FMT));
+static DNS1035_LABEL: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1035_LABEL_FMT));
+static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| anchored(QUALIFIED_NAME_FMT));
+static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| anchored(LABEL_VALUE_FMT));
+
+/// `validation.RegexError`.
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{fmt}')");
+    }
+    let mut s = format!("{msg} (e.g. ");
+    for (i, e) in examples.iter().enumerate() {
+        if i > 0 {
+            s.push_str(" or ");
+        }
+        s.push_str(&format!("'{e}', "));
+    }
+    s.push_str(&format!("regex used for validation is '{fmt}')"));
+    s
+}
+
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// `IsDNS1123Subdomain`.
+pub fn is_dns1123_subdomain(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > 253 {
+        errs.push(max_len_error(253));
+    }
+    if !DNS1123_SUBDOMAIN.is_match(v) {
+        errs.push(regex_error(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1123Label`.
+pub fn is_dns1123_label(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !DNS1123_LABEL.is_match(v) {
+        errs.push(regex_error(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1035Label`.
+pub fn is_dns1035_label(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !DNS1035_LABEL.is_match(v) {
+        errs.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
+        ));
+    }
+    errs
+}
+
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/// `IsQualifiedName`.
+pub fn is_qualified_name(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = v.split('/').collect();
+    let name = match parts.len() {
+        1 => parts[0],
+        2 => {
+            let prefix = parts[0];
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                for m in is_dns1123_subdomain(prefix) {
+                    errs.push(format!("prefix part {m}"));
+                }
+            }
+            parts[1]
+        }
+        _ => {
+            errs.push(format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(
+                    QUALIFIED_NAME_ERR,
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push(format!("name part {}", max_len_error(63)));
+    }
+    if !QUALIFIED_NAME.is_match(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                QUALIFIED_NAME_ERR,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+/// `IsValidLabelValue`.
+pub fn is_valid_label_value(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !LABEL_VALUE.is_match(v) {
+        errs.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
+/// `NameIsDNSSubdomain(name, prefix)`: a generateName prefix may end in '-'.
+pub fn name_is_dns_subdomain(name: &str, prefix: bool) -> Vec<String> {
+    let n = if prefix {
+        mask_trailing_dash(name)
+    } else {
+        name.to_string()
+    };
+    is_dns1123_subdomain(&n)
+}
+
+fn mask_trailing_dash(name: &str) -> String {
+    if name.len() > 1 && name.ends_with('-') {
+        format!("{}a", &name[..name.len() - 1])
+    } else {
+        name.to_string()
+    }
+}
+
+/// `path.ValidatePathSegmentName` (used for embedded resources).
+pub fn validate_path_segment_name(name: &str, prefix: bool) -> Vec<String> {
+    let mut errs = Vec::new();
+    if !prefix {
+        for illegal in [".", ".."] {
+            if name == illegal {
+                errs.push(format!("may not be '{illegal}'"));
+            }
+        }
+    }
+    for illegal in ["/", "%"] {
+        if name.contains(illegal) {
+            errs.push(format!("may not contain '{illegal}'"));
+        }
+    }
+    errs
+}
+
+fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> &'a str {
+    m.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn string_map(v: Option<&Value>) -> Vec<(String, String)> {
+    match v {
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `ValidateLabels`.
+pub fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    for (k, v) in string_map(labels) {
+        for m in is_qualified_name(&k) {
+            errs.push(FieldError::invalid(path, Value::String(k.clone()), m));
+        }
+        for m in is_valid_label_value(&v) {
+            errs.push(FieldError::invalid(path, Value::String(v.clone()), m));
+        }
+    }
+}
+
+/// `ValidateAnnotations`.
+pub fn validate_annotations(ann: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    let mut total = 0usize;
+    for (k, v) in string_map(ann) {
+        for m in is_qualified_name(&k.to_lowercase()) {
+            errs.push(FieldError::invalid(path, Value::String(k.clone()), m));
+        }
+        total += k.len() + v.len();
+    }
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+        errs.push(FieldError::too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT));
+    }
+}
+
+fn validate_owner_references(refs: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(Value::Array(list)) = refs else {
+        return;
+    };
+    let mut first_controller = String::new();
+    for r in list {
+        let empty = Map::new();
+        let m = r.as_object().unwrap_or(&empty);
+        let api_version = str_field(m, "apiVersion");
+        let kind = str_field(m, "kind");
+        let version = api_version.rsplit('/').next().unwrap_or("");
+        if version.is_empty() || api_version.matches('/').count() > 1 {
+            errs.push(FieldError::invalid(
+                format!("{path}.apiVersion"),
+                Value::String(api_version.into()),
+                "version must not be empty",
+            ));
+        }
+        if kind.is_empty() {
+            errs.push(FieldError::invalid(
+                format!("{path}.kind"),
+                Value::String(kind.into()),
+                "kind must not be empty",
+            ));
+        }
+        let name = str_field(m, "name");
+        if name.is_empty() {
+            errs.push(FieldError::invalid(
+                format!("{path}.name"),
+                Value::String(name.into()),
+                "name must not be empty",
+            ));
+        }
+        let uid = str_field(m, "uid");
+        if uid.is_empty() {
+            errs.push(FieldError::invalid(
+                format!("{path}.uid"),
+                Value::String(uid.into()),
+                "uid must not be empty",
+            ));
+        }
+        if m.get("controller").and_then(Value::as_bool) == Some(true) {
+            let cur = format!("{kind}/{name}");
+            if first_controller.is_empty() {
+                first_controller = cur;
+            } else {
+                errs.push(FieldError::invalid(
+                    path,
+                    Value::Array(list.clone()),
+                    format!(
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {first_controller} and {cur}"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+fn validate_finalizers(fin: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(Value::Array(list)) = fin else {
+        return;
+    };
+    let (mut orphan, mut delete) = (false, false);
+    for f in list {
+        let s = f.as_str().unwrap_or("");
+        for m in is_qualified_name(s) {
+            errs.push(FieldError::invalid(path, Value::String(s.into()), m));
+        }
+        orphan |= s == "orphan";
+        delete |= s == "foregroundDeletion";
+    }
+    if orphan && delete {
+        errs.push(FieldError::invalid(
+            path,
+            Value::Array(list.clone()),
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        ));
+    }
+}
+
+/// `ValidateObjectMetaAccessor(meta, namespaced, NameIsDNSSubdomain, "metadata")` on create.
+pub fn validate_object_meta(meta: &Map<String, Value>, namespaced: bool) -> Vec<FieldError> {
+    validate_object_meta_with(meta, namespaced, "metadata", name_is_dns_subdomain)
+}
+
+fn validate_object_meta_with(
+    meta: &Map<String, Value>,
+    namespaced: bool,
+    path: &str,
+    name_fn: fn(&str, bool) -> Vec<String>,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let gen_name = str_field(meta, "generateName");
+    if !gen_name.is_empty() {
+        for m in name_fn(gen_name, true) {
+            errs.push(FieldError::invalid(
+                format!("{path}.generateName"),
+                Value::String(gen_name.into()),
+                m,
+            ));
+        }
+    }
+    let name = str_field(meta, "name");
+    if name.is_empty() {
+        errs.push(FieldError::required(
+            format!("{path}.name"),
+            "name or generateName is required",
+        ));
+    } else {
+        for m in name_fn(name, false) {
+            errs.push(FieldError::invalid(
+                format!("{path}.name"),
+                Value::String(name.into()),
+                m,
+            ));
+        }
+    }
+    let ns = str_field(meta, "namespace");
+    if namespaced {
+        if ns.is_empty() {
+            errs.push(FieldError::required(format!("{path}.namespace"), ""));
+        } else {
+            for m in is_dns1123_label(ns) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.namespace"),
+                    Value::String(ns.into()),
+                    m,
+                ));
+            }
+        }
+    } else if !ns.is_empty() {
+        errs.push(FieldError::forbidden(
+            format!("{path}.namespace"),
+            "not allowed on this type",
+        ));
+    }
+    if let Some(g) = meta.get("generation").and_then(Value::as_i64)
+        && g < 0
+    {
+        errs.push(FieldError::invalid(
+            format!("{path}.generation"),
+            Value::from(g),
+            "must be greater than or equal to 0",
+        ));
+    }
+    validate_common(meta, path, &mut errs);
+    errs
+}
+
+fn validate_common(meta: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+    validate_labels(meta.get("labels"), &format!("{path}.labels"), errs);
+    validate_annotations(
+        meta.get("annotations"),
+        &format!("{path}.annotations"),
+        errs,
+    );
+    validate_owner_references(
+        meta.get("ownerReferences"),
+        &format!("{path}.ownerReferences"),
+        errs,
+    );
+    validate_finalizers(meta.get("finalizers"), &format!("{path}.finalizers"), errs);
+}
+
+/// `ValidateObjectMetaAccessorUpdate(new, old, "metadata")` (without the resourceVersion
+/// presence check, which the gateway's update path owns).
+pub fn validate_object_meta_update(
+    new: &Map<String, Value>,
+    old: &Map<String, Value>,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let path = "metadata";
+    let ng = new.get("generation").and_then(Value::as_i64).unwrap_or(0);
+    let og = old.get("generation").and_then(Value::as_i64).unwrap_or(0);
+    if ng < og {
+        errs.push(FieldError::invalid(
+            format!("{path}.generation"),
+            Value::from(ng),
+            "must not be decremented",
+        ));
+    }
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        let nv = new.get(f).cloned().unwrap_or(Value::Null);
+        let ov = old.get(f).cloned().unwrap_or(Value::Null);
+        let norm = |v: &Value| match v {
+            Value::String(s) if s.is_empty() => Value::Null,
+            other => other.clone(),
+        };
+        if norm(&nv) != norm(&ov) {
+            let shown = if nv.is_null() {
+                Value::String(String::new())
+            } else {
+                nv
+            };
+            errs.push(FieldError::invalid(
+                format!("{path}.{f}"),
+                shown,
+                "field is immutable",
+            ));
+        }
+    }
+    validate_common(new, path, &mut errs);
+    errs
+}
+
+/// `ValidateTypeMeta`: kind and apiVersion must be the served ones.
+pub fn validate_type_meta(obj: &Value, api_version: &str, kind: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let k = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if k != kind {
+        errs.push(FieldError::invalid(
+            "kind",
+            Value::String(k.into()),
+            format!("must be {kind}"),
+        ));
+    }
+    let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if av != api_version {
+        errs.push(FieldError::invalid(
+            "apiVersion",
+            Value::String(av.into()),
+            format!("must be {api_version}"),
+        ));
+    }
+    errs
+}
+
+// ---------------------------------------------------------------------------------------
+// Embedded resources (pkg/apiserver/schema/objectmeta/validation.go)
+
+/// Validates every `x-kubernetes-embedded-resource` object below the root.
+pub fn validate_embedded(schema: &Schema, obj: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut p = path.to_string();
+    embedded_walk(schema, obj, &mut p, &mut errs, 0, true);
+    errs
+}
+
+fn embedded_walk(
+    s: &Schema,
+    x: &Value,
+    p: &mut String,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+    root: bool,
+) {
+    if depth > 512 || !s.has_embedded {
+        return;
+    }
+    match x {
+        Value::Object(m) => {
+            if s.embedded && !root {
+                validate_embedded_resource(m, p, errs);
+            }
+            for (k, v) in m {
+                let sub = s.property(k).or_else(|| s.additional_schema());
+                if let Some(sub) = sub {
+                    let l = p.len();
+                    if !p.is_empty() {
+                        p.push('.');
+                    }
+                    p.push_str(k);
+                    embedded_walk(sub, v, p, errs, depth + 1, false);
+                    p.truncate(l);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = s.items.as_deref() {
+                for (i, v) in a.iter().enumerate() {
+                    let l = p.len();
+                    p.push_str(&format!("[{i}]"));
+                    embedded_walk(items, v, p, errs, depth + 1, false);
+                    p.truncate(l);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn join(p: &str, k: &str) -> String {
+    if p.is_empty() {
+        k.to_string()
+    } else {
+        format!("{p}.{k}")
+    }
+}
+
+fn validate_embedded_resource(m: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
+    if !m.contains_key("apiVersion") {
+        errs.push(FieldError::required(
+            join(p, "apiVersion"),
+            "must not be empty",
+        ));
+    }
+    if !m.contains_key("kind") {
+        errs.push(FieldError::required(join(p, "kind"), "must not be empty"));
+    }
+    for (k, v) in m {
+        match k.as_str() {
+            "apiVersion" => match v.as_str() {
+                None => errs.push(FieldError::invalid(
+                    join(p, "apiVersion"),
+                    v.clone(),
+                    "must be a string",
+                )),
+                Some("") => errs.push(FieldError::invalid(
+                    join(p, "apiVersion"),
+                    v.clone(),
+                    "must not be empty",
+                )),
+                Some(av) => {
+                    if av.matches('/').count() > 1 || av.starts_with('/') || av.ends_with('/') {
+                        errs.push(FieldError::invalid(
+                            join(p, "apiVersion"),
+                            v.clone(),
+                            format!("unexpected GroupVersion string: {av}"),
+                        ));
+                    }
+                }
+            },
+            "kind" => match v.as_str() {
+                None => errs.push(FieldError::invalid(
+                    join(p, "kind"),
+                    v.clone(),
+                    "must be a string",
+                )),
+                Some("") => errs.push(FieldError::invalid(
+                    join(p, "kind"),
+                    v.clone(),
+                    "must not be empty",
+                )),
+                Some(kind) => {
+                    let e = is_dns1035_label(&kind.to_lowercase());
+                    if !e.is_empty() {
+                        errs.push(FieldError::invalid(
+                            join(p, "kind"),
+                            v.clone(),
+                            format!(
+                                "may have mixed case, but should otherwise match: {}",
+                                e.join(",")
+                            ),
+                        ));
+                    }
+                }
+            },
+            "metadata" => match v {
+                Value::Object(meta) => {
+                    let mut meta = meta.clone();
+                    if str_field(&meta, "name").is_empty() {
+                        meta.insert("name".into(), Value::String("fakename".into()));
+                    }
+                    let ns = !str_field(&meta, "namespace").is_empty();
+                    errs.extend(validate_object_meta_with(
+                        &meta,
+                        ns,
+                        &join(p, "metadata"),
+                        validate_path_segment_name,
+                    ));
+                }
+                other => errs.push(FieldError::invalid(
+                    join(p, "metadata"),
+                    other.clone(),
+                    "expected object",
+                )),
+            },
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta_errs(meta: Value, namespaced: bool) -> Vec<String> {
+        validate_object_meta(meta.as_object().unwrap(), namespaced)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    // Cases follow staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta_test.go
+    #[test]
+    fn object_meta_create() {
+        assert_eq!(
+            meta_errs(json!({"name": "Bad_Name", "namespace": "default"}), true),
+            vec![
+                "metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
+        );
+        assert_eq!(
+            meta_errs(json!({}), true),
+            vec![
+                "metadata.name: Required value: name or generateName is required",
+                "metadata.namespace: Required value"
+            ]
+        );
+        assert_eq!(
+            meta_errs(json!({"name": "a", "namespace": "x"}), false),
+            vec!["metadata.namespace: Forbidden: not allowed on this type"]
+        );
+        assert!(
+            meta_errs(
+                json!({"generateName": "foo-", "name": "foo-abcde", "namespace": "d"}),
+                true
+            )
+            .is_empty()
+        );
+        let big = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT);
+        assert_eq!(
+            meta_errs(json!({"name": "a", "annotations": {"k": big}}), false),
+            vec!["metadata.annotations: Too long: may not be more than 262144 bytes"]
+        );
+        assert_eq!(
+            meta_errs(
+                json!({"name": "a", "labels": {"a/b/c": "v", "ok": "bad value"}}),
+                false
+            ),
+            vec![
+                "metadata.labels: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "metadata.labels: Invalid value: \"bad value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+            ]
+        );
+    }
+
+    #[test]
+    fn type_meta_and_update() {
+        let errs: Vec<String> = validate_type_meta(
+            &json!({"apiVersion": "x/v1", "kind": "X"}),
+            "stable.example.com/v1",
+            "CronTab",
+        )
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "kind: Invalid value: \"X\": must be CronTab",
+                "apiVersion: Invalid value: \"x/v1\": must be stable.example.com/v1"
+            ]
+        );
+        let old = json!({"name": "a", "uid": "1", "generation": 2});
+        let new = json!({"name": "b", "uid": "1", "generation": 1});
+        let errs: Vec<String> =
+            validate_object_meta_update(new.as_object().unwrap(), old.as_object().unwrap())
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "metadata.generation: Invalid value: 1: must not be decremented",
+                "metadata.name: Invalid value: \"b\": field is immutable"
+            ]
+        );
+    }
+}

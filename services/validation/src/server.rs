@@ -1,0 +1,351 @@
+//! The gRPC `Validation` service: a bounded cache of compiled schemas and the four RPCs.
+//!
+//! Compiled schemas are keyed by `SchemaRef` (tenant, CRD uid, generation, version) and
+//! deduplicated by the SHA-256 of the schema JSON, so identical schemas loaded by many tenants
+//! share one tree. The cache is bounded (least-recently-used entry evicted). `Admit` and
+//! `Normalize` answer NOT_FOUND when the `SchemaRef` is not loaded; the caller then sends
+//! `LoadSchema` with the CRD and retries. CPU-heavy work runs on the blocking pool.
+
+use crate::admit::{self, AdmitInput, FieldValidation, Operation};
+use crate::convert::to_proto_list;
+use crate::crd_schema;
+use crate::structural::{self, Schema};
+use crdplane_core::{ApiError, Reason};
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::validation_server::{Validation, ValidationServer};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, Weak};
+use tonic::{Request, Response, Status};
+
+/// Service configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Maximum number of (tenant, crd uid, generation, version) entries kept.
+    pub cache_capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cache_capacity: 4096,
+        }
+    }
+}
+
+/// Maximum size of a CRD or object accepted over gRPC (matches the 3 MiB request limit with
+/// headroom for old objects).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+type Key = (String, String, i64, String);
+
+struct Entry {
+    schema: Arc<Schema>,
+    last_used: AtomicU64,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    by_ref: HashMap<Key, Entry>,
+    by_hash: HashMap<[u8; 32], Weak<Schema>>,
+}
+
+/// Bounded cache of compiled schemas.
+pub struct SchemaCache {
+    inner: RwLock<CacheInner>,
+    tick: AtomicU64,
+    capacity: usize,
+}
+
+impl SchemaCache {
+    pub fn new(capacity: usize) -> Self {
+        SchemaCache {
+            inner: RwLock::new(CacheInner::default()),
+            tick: AtomicU64::new(0),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn key(r: &pb::SchemaRef) -> Key {
+        (
+            r.tenant.clone(),
+            r.crd_uid.clone(),
+            r.generation,
+            r.version.clone(),
+        )
+    }
+
+    /// The compiled schema for `r`, if loaded.
+    pub fn get(&self, r: &pb::SchemaRef) -> Option<Arc<Schema>> {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let e = inner.by_ref.get(&Self::key(r))?;
+        e.last_used
+            .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        Some(e.schema.clone())
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_ref
+            .len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Loads `schema_json` under `r`: compiles it unless an identical schema is already
+    /// compiled (for any tenant). Idempotent.
+    pub fn load(
+        &self,
+        r: &pb::SchemaRef,
+        schema_json: &serde_json::Value,
+    ) -> Result<Arc<Schema>, structural::CompileError> {
+        let key = Self::key(r);
+        if let Some(s) = self.get(r) {
+            return Ok(s);
+        }
+        let hash: [u8; 32] =
+            Sha256::digest(serde_json::to_vec(schema_json).unwrap_or_default()).into();
+        let shared = {
+            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            inner.by_hash.get(&hash).and_then(Weak::upgrade)
+        };
+        let schema = match shared {
+            Some(s) => s,
+            None => Arc::new(structural::compile(schema_json)?),
+        };
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.by_ref.len() >= self.capacity && !inner.by_ref.contains_key(&key) {
+            if let Some(victim) = inner
+                .by_ref
+                .iter()
+                .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
+                .map(|(k, _)| k.clone())
+            {
+                inner.by_ref.remove(&victim);
+            }
+            inner.by_hash.retain(|_, w| w.strong_count() > 0);
+        }
+        inner.by_hash.insert(hash, Arc::downgrade(&schema));
+        inner.by_ref.insert(
+            key,
+            Entry {
+                schema: schema.clone(),
+                last_used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed)),
+            },
+        );
+        Ok(schema)
+    }
+}
+
+/// The tonic service implementation.
+pub struct ValidationService {
+    cache: Arc<SchemaCache>,
+}
+
+impl ValidationService {
+    pub fn new(config: &Config) -> Self {
+        ValidationService {
+            cache: Arc::new(SchemaCache::new(config.cache_capacity)),
+        }
+    }
+
+    /// The schema cache (for tests and metrics).
+    pub fn cache(&self) -> Arc<SchemaCache> {
+        self.cache.clone()
+    }
+}
+
+fn bad_request(msg: impl Into<String>) -> Status {
+    ApiError::bad_request(msg).to_grpc()
+}
+
+fn internal(e: impl std::fmt::Display) -> Status {
+    ApiError::internal(e).to_grpc()
+}
+
+fn not_loaded(r: &pb::SchemaRef) -> Status {
+    ApiError::new(
+        Reason::NotFound,
+        format!(
+            "schema for CRD uid {:?} generation {} version {:?} of tenant {:?} is not loaded",
+            r.crd_uid, r.generation, r.version, r.tenant
+        ),
+    )
+    .to_grpc()
+}
+
+#[tonic::async_trait]
+impl Validation for ValidationService {
+    async fn validate_crd(
+        &self,
+        request: Request<pb::ValidateCrdRequest>,
+    ) -> Result<Response<pb::ValidationResult>, Status> {
+        let req = request.into_inner();
+        let result = tokio::task::spawn_blocking(move || -> Result<_, Status> {
+            let crd: serde_json::Value = serde_json::from_slice(&req.crd_json)
+                .map_err(|e| bad_request(format!("invalid CRD JSON: {e}")))?;
+            let old: Option<serde_json::Value> = if req.old_crd_json.is_empty() {
+                None
+            } else {
+                Some(
+                    serde_json::from_slice(&req.old_crd_json)
+                        .map_err(|e| bad_request(format!("invalid old CRD JSON: {e}")))?,
+                )
+            };
+            Ok(crd_schema::validate_crd(&crd, old.as_ref()))
+        })
+        .await
+        .map_err(internal)??;
+        Ok(Response::new(pb::ValidationResult {
+            errors: to_proto_list(&result.errors),
+            warnings: result.warnings,
+        }))
+    }
+
+    async fn load_schema(
+        &self,
+        request: Request<pb::LoadSchemaRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let req = request.into_inner();
+        let r = req
+            .schema
+            .ok_or_else(|| bad_request("schema reference is required"))?;
+        if self.cache.get(&r).is_some() {
+            return Ok(Response::new(pb::Empty {}));
+        }
+        let cache = self.cache.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), Status> {
+            let crd: serde_json::Value = serde_json::from_slice(&req.crd_json)
+                .map_err(|e| bad_request(format!("invalid CRD JSON: {e}")))?;
+            let empty = serde_json::json!({});
+            // A version without a schema (only possible for legacy CRDs) prunes everything
+            // except apiVersion/kind/metadata, like an empty structural schema upstream.
+            let schema = match structural::crd_version_schema(&crd, &r.version) {
+                Some(s) => s,
+                None => {
+                    let has_version = crd
+                        .pointer("/spec/versions")
+                        .and_then(serde_json::Value::as_array)
+                        .is_some_and(|vs| {
+                            vs.iter().any(|v| {
+                                v.get("name").and_then(serde_json::Value::as_str)
+                                    == Some(r.version.as_str())
+                            })
+                        });
+                    if !has_version {
+                        return Err(bad_request(format!("CRD has no version {:?}", r.version)));
+                    }
+                    &empty
+                }
+            };
+            cache
+                .load(&r, schema)
+                .map_err(|e| bad_request(format!("cannot compile schema: {e}")))?;
+            Ok(())
+        })
+        .await
+        .map_err(internal)??;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn admit(
+        &self,
+        request: Request<pb::AdmitRequest>,
+    ) -> Result<Response<pb::AdmitResponse>, Status> {
+        let req = request.into_inner();
+        let r = req
+            .schema
+            .clone()
+            .ok_or_else(|| bad_request("schema reference is required"))?;
+        let schema = self.cache.get(&r).ok_or_else(|| not_loaded(&r))?;
+        let small = req.object.len() + req.old_object.len() < 64 * 1024;
+        let run = move || {
+            let operation = match pb::admit_request::Operation::try_from(req.operation) {
+                Ok(pb::admit_request::Operation::Update) => Operation::Update,
+                _ => Operation::Create,
+            };
+            let field_validation =
+                match pb::admit_request::FieldValidation::try_from(req.field_validation) {
+                    Ok(pb::admit_request::FieldValidation::Ignore) => FieldValidation::Ignore,
+                    Ok(pb::admit_request::FieldValidation::Strict) => FieldValidation::Strict,
+                    _ => FieldValidation::Warn,
+                };
+            let input = AdmitInput {
+                operation,
+                object: &req.object,
+                old_object: if req.old_object.is_empty() {
+                    None
+                } else {
+                    Some(&req.old_object)
+                },
+                field_validation,
+                subresource: &req.subresource,
+                api_version: &req.api_version,
+                kind: &req.kind,
+                namespaced: req.namespaced,
+            };
+            let out = admit::admit(&schema, &input);
+            pb::AdmitResponse {
+                object: if out.errors.is_empty() {
+                    serde_json::to_vec(&out.object).unwrap_or_default().into()
+                } else {
+                    Default::default()
+                },
+                errors: to_proto_list(&out.errors),
+                warnings: out.warnings,
+                unknown_fields: out.unknown_fields,
+            }
+        };
+        // Small objects are cheaper inline than a hop to the blocking pool.
+        let resp = if small {
+            run()
+        } else {
+            tokio::task::spawn_blocking(run).await.map_err(internal)?
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn normalize(
+        &self,
+        request: Request<pb::NormalizeRequest>,
+    ) -> Result<Response<pb::NormalizeResponse>, Status> {
+        let req = request.into_inner();
+        let r = req
+            .schema
+            .clone()
+            .ok_or_else(|| bad_request("schema reference is required"))?;
+        let schema = self.cache.get(&r).ok_or_else(|| not_loaded(&r))?;
+        let objects = tokio::task::spawn_blocking(move || {
+            req.objects
+                .iter()
+                .map(|o| bytes::Bytes::from(admit::normalize(&schema, o)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(internal)?;
+        Ok(Response::new(pb::NormalizeResponse { objects }))
+    }
+}
+
+/// Serves the `Validation` gRPC service on `listener` until the process ends.
+pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+    let svc = ValidationServer::new(ValidationService::new(&config))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    tonic::transport::Server::builder()
+        .add_service(svc)
+        // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by
+        // serve_with_incoming, and Nagle + delayed ACK cost ~40 ms per call.
+        .serve_with_incoming(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+        )
+        .await?;
+    Ok(())
+}
