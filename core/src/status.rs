@@ -168,7 +168,8 @@ pub struct ApiError {
     pub reason: Reason,
     pub code: u16,
     pub message: String,
-    pub details: Option<StatusDetails>,
+    /// Boxed: keeps `Result<_, ApiError>` small on every hot path.
+    pub details: Option<Box<StatusDetails>>,
 }
 
 impl ApiError {
@@ -181,7 +182,7 @@ impl ApiError {
         }
     }
     fn with_details(mut self, d: StatusDetails) -> Self {
-        self.details = Some(d);
+        self.details = Some(Box::new(d));
         self
     }
     fn gr_details(gr: &GroupResource, name: &str) -> StatusDetails {
@@ -347,7 +348,7 @@ impl ApiError {
             status: "Failure".into(),
             message: self.message.clone(),
             reason: self.reason.as_str().into(),
-            details: self.details.clone(),
+            details: self.details.as_deref().cloned(),
             code: self.code,
         }
     }
@@ -362,7 +363,7 @@ impl ApiError {
             reason,
             code: s.code,
             message: s.message,
-            details: s.details,
+            details: s.details.map(Box::new),
         })
     }
 

@@ -287,7 +287,10 @@ pub async fn admit(
     // `duplicate field "spec.a"`) for Warn and Strict; Strict turns them into a 400.
     let warnings = resp.warnings;
     if fv == FieldValidation::Strict && !warnings.is_empty() {
-        return Err(ApiError::bad_request(format!("strict decoding error: {}", warnings.join(", "))));
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            warnings.join(", ")
+        )));
     }
     let out: Value = serde_json::from_slice(&resp.object)
         .map_err(|e| ApiError::internal(format!("validation returned invalid JSON: {e}")))?;
@@ -369,10 +372,19 @@ async fn for_version(
 // ---- handlers -----------------------------------------------------------------------------
 
 pub fn include_object(req: &Req) -> Result<IncludeObject, ApiError> {
-    IncludeObject::parse(req.query.get("includeObject").unwrap_or("")).map_err(ApiError::bad_request)
+    IncludeObject::parse(req.query.get("includeObject").unwrap_or(""))
+        .map_err(ApiError::bad_request)
 }
 
-fn table_response(req: &Req, ver: &VersionInfo, version: &'static str, objs: &[Value], rv: Option<u64>, cont: &str, remaining: Option<u64>) -> Result<Response<Body>, ApiError> {
+fn table_response(
+    req: &Req,
+    ver: &VersionInfo,
+    version: &'static str,
+    objs: &[Value],
+    rv: Option<u64>,
+    cont: &str,
+    remaining: Option<u64>,
+) -> Result<Response<Body>, ApiError> {
     let meta = crate::table::ListMeta {
         resource_version: rv.map(|r| r.to_string()).unwrap_or_default(),
         continue_token: cont.to_string(),
@@ -388,11 +400,18 @@ fn table_response(req: &Req, ver: &VersionInfo, version: &'static str, objs: &[V
         ([one], None) => ver.table.object_to_table(one, &opts),
         _ => ver.table.render(objs, &meta, &opts),
     };
-    Ok(json_response(StatusCode::OK, serde_json::to_vec(&t).expect("json")))
+    Ok(json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&t).expect("json"),
+    ))
 }
 
 pub fn table_api_version(v: &str) -> &'static str {
-    if v == "v1beta1" { crate::table::TABLE_API_VERSION_V1BETA1 } else { crate::table::TABLE_API_VERSION_V1 }
+    if v == "v1beta1" {
+        crate::table::TABLE_API_VERSION_V1BETA1
+    } else {
+        crate::table::TABLE_API_VERSION_V1
+    }
 }
 
 async fn get(

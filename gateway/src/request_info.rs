@@ -102,36 +102,26 @@ pub fn parse(
         watch_prefix = true;
         cur = &cur[1..];
     }
-    if cur.first() == Some(&"namespaces") {
-        if cur.len() > 1 {
-            info.namespace = cur[1].to_string();
-            // /namespaces/{ns} itself addresses the namespace object.
-            if cur.len() > 2 {
-                cur = &cur[2..];
-            } else {
-                info.resource = "namespaces".into();
-                info.name = cur[1].to_string();
-                cur = &[];
-            }
+    // Upstream: after /namespaces/{ns}, another segment that is not a namespace
+    // subresource (status, finalize) starts the namespaced resource path.
+    if cur.first() == Some(&"namespaces") && cur.len() > 1 {
+        info.namespace = cur[1].to_string();
+        if cur.len() > 2 && !matches!(cur[2], "status" | "finalize") {
+            cur = &cur[2..];
         }
     }
-    if info.resource.is_empty() {
-        match cur.len() {
-            0 => {}
-            1 => info.resource = cur[0].to_string(),
-            2 => {
-                info.resource = cur[0].to_string();
-                info.name = cur[1].to_string();
-            }
-            _ => {
-                info.resource = cur[0].to_string();
-                info.name = cur[1].to_string();
-                info.subresource = cur[2..].join("/");
-            }
+    match cur.len() {
+        0 => {}
+        1 => info.resource = cur[0].to_string(),
+        2 => {
+            info.resource = cur[0].to_string();
+            info.name = cur[1].to_string();
         }
-    } else if cur.len() > 0 {
-        // /namespaces/{ns}/{subresource} of the namespace object (e.g. status, finalize).
-        info.subresource = cur.join("/");
+        _ => {
+            info.resource = cur[0].to_string();
+            info.name = cur[1].to_string();
+            info.subresource = cur[2..].join("/");
+        }
     }
     // A namespace object addressed as /api/v1/namespaces/{name}: namespace field is not set.
     if info.resource == "namespaces" && info.api_group.is_empty() {

@@ -64,7 +64,13 @@ fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
 
 /// Starts a crdplane service on port 0 and returns it with the URL it announced
 /// (`listening on http://ADDR`); the rest of its stdout goes to its log file.
-async fn spawn_service(name: &'static str, bin: &Path, args: &[String], logs: &Path, procs: &mut Vec<Proc>) -> anyhow::Result<String> {
+async fn spawn_service(
+    name: &'static str,
+    bin: &Path,
+    args: &[String],
+    logs: &Path,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<String> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let log = log_file(logs, name)?;
     let mut child = Command::new(bin)
@@ -91,8 +97,18 @@ async fn spawn_service(name: &'static str, bin: &Path, args: &[String], logs: &P
     };
     let url = tokio::time::timeout(Duration::from_secs(60), find)
         .await
-        .map_err(|_| anyhow::anyhow!("{name} did not start within 60s; see {}", logs.join(format!("{name}.log")).display()))??
-        .ok_or_else(|| anyhow::anyhow!("{name} exited during startup; see {}", logs.join(format!("{name}.log")).display()))?;
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{name} did not start within 60s; see {}",
+                logs.join(format!("{name}.log")).display()
+            )
+        })??
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{name} exited during startup; see {}",
+                logs.join(format!("{name}.log")).display()
+            )
+        })?;
     tokio::spawn(async move {
         while let Ok(Some(l)) = lines.next_line().await {
             let _ = log.write_all(format!("{l}\n").as_bytes()).await;
@@ -190,12 +206,33 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
 
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let started = async {
-        let storage = spawn_service("storage", &sibling("crdplane-storage"), &s(&["--listen", "127.0.0.1:0", "--redis-url", &redis_url]), &logs, &mut procs).await?;
-        let validation = spawn_service("validation", &sibling("crdplane-validation"), &s(&["--listen", "127.0.0.1:0"]), &logs, &mut procs).await?;
+        let storage = spawn_service(
+            "storage",
+            &sibling("crdplane-storage"),
+            &s(&["--listen", "127.0.0.1:0", "--redis-url", &redis_url]),
+            &logs,
+            &mut procs,
+        )
+        .await?;
+        let validation = spawn_service(
+            "validation",
+            &sibling("crdplane-validation"),
+            &s(&["--listen", "127.0.0.1:0"]),
+            &logs,
+            &mut procs,
+        )
+        .await?;
         let registry = spawn_service(
             "registry",
             &sibling("crdplane-registry"),
-            &s(&["--listen", "127.0.0.1:0", "--storage", &storage, "--validation", &validation]),
+            &s(&[
+                "--listen",
+                "127.0.0.1:0",
+                "--storage",
+                &storage,
+                "--validation",
+                &validation,
+            ]),
             &logs,
             &mut procs,
         )
@@ -204,7 +241,15 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
             "gateway",
             &sibling("crdplane-gateway"),
             &s(&[
-                "--listen", &cfg.listen, "--storage", &storage, "--validation", &validation, "--registry", &registry, "--default-tenant",
+                "--listen",
+                &cfg.listen,
+                "--storage",
+                &storage,
+                "--validation",
+                &validation,
+                "--registry",
+                &registry,
+                "--default-tenant",
                 &cfg.default_tenant,
             ]),
             &logs,

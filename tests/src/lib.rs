@@ -101,14 +101,23 @@ pub fn free_port() -> u16 {
 
 /// Starts a service binary and returns the URL it announced (`listening on http://ADDR`).
 /// The child is pushed to `children` at once, so it is stopped even if startup fails later.
-pub fn spawn_service(children: &mut Vec<Child>, name: &str, args: &[&str]) -> anyhow::Result<String> {
+pub fn spawn_service(
+    children: &mut Vec<Child>,
+    name: &str,
+    args: &[&str],
+) -> anyhow::Result<String> {
     use std::io::BufRead;
     let mut child = Command::new(bin(name))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {name} from {}: {e} (build the workspace binaries first)", bin_dir().display()))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot start {name} from {}: {e} (build the workspace binaries first)",
+                bin_dir().display()
+            )
+        })?;
     let stdout = child.stdout.take().expect("piped stdout");
     children.push(child);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -152,22 +161,55 @@ impl Stack {
     /// `127.0.0.1:0`, in dependency order, reading each one's announced address.
     pub fn start(redis_url: &str) -> anyhow::Result<Self> {
         let mut children = Vec::new();
-        let storage = spawn_service(&mut children, "crdplane-storage", &["--listen", "127.0.0.1:0", "--redis-url", redis_url])?;
-        let validation = spawn_service(&mut children, "crdplane-validation", &["--listen", "127.0.0.1:0"])?;
+        let storage = spawn_service(
+            &mut children,
+            "crdplane-storage",
+            &["--listen", "127.0.0.1:0", "--redis-url", redis_url],
+        )?;
+        let validation = spawn_service(
+            &mut children,
+            "crdplane-validation",
+            &["--listen", "127.0.0.1:0"],
+        )?;
         let registry = spawn_service(
             &mut children,
             "crdplane-registry",
-            &["--listen", "127.0.0.1:0", "--storage", &storage, "--validation", &validation],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--storage",
+                &storage,
+                "--validation",
+                &validation,
+            ],
         )?;
         let gateway = spawn_service(
             &mut children,
             "crdplane-gateway",
-            &["--listen", "127.0.0.1:0", "--storage", &storage, "--validation", &validation, "--registry", &registry],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--storage",
+                &storage,
+                "--validation",
+                &validation,
+                "--registry",
+                &registry,
+            ],
         )?;
         let home = tempfile::tempdir()?;
         let kubeconfig = home.path().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_yaml(&gateway, "crdplane"))?;
-        let s = Self { children, gateway, storage, validation, registry, redis: None, kubeconfig, home };
+        let s = Self {
+            children,
+            gateway,
+            storage,
+            validation,
+            registry,
+            redis: None,
+            kubeconfig,
+            home,
+        };
         s.wait_ready(Duration::from_secs(60))?;
         Ok(s)
     }

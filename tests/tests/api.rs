@@ -21,7 +21,8 @@ struct Api {
 
 impl Api {
     fn call(&self, method: &str, path: &str, ct: Option<&str>, body: Option<&str>) -> (u16, Value) {
-        let (code, text) = http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
+        let (code, text) =
+            http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
         let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
         (code, v)
     }
@@ -29,7 +30,12 @@ impl Api {
         self.call("GET", path, None, None)
     }
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.call("POST", path, Some("application/json"), Some(&body.to_string()))
+        self.call(
+            "POST",
+            path,
+            Some("application/json"),
+            Some(&body.to_string()),
+        )
     }
 }
 
@@ -40,12 +46,25 @@ fn crontab(name: &str, replicas: i64) -> Value {
 const CTS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
 fn setup(stack: &Stack, tenant: &str) -> Api {
-    let api = Api { base: format!("{}/clusters/{tenant}", stack.gateway) };
-    let (code, body) = api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some("application/json"), Some(CRD));
+    let api = Api {
+        base: format!("{}/clusters/{tenant}", stack.gateway),
+    };
+    let (code, body) = api.call(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some("application/json"),
+        Some(CRD),
+    );
     assert_eq!(code, 201, "{body}");
     // Established is reported in the same write (single logical server).
-    let conds = body["status"]["conditions"].as_array().cloned().unwrap_or_default();
-    let established = conds.iter().find(|c| c["type"] == "Established").expect("Established condition");
+    let conds = body["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let established = conds
+        .iter()
+        .find(|c| c["type"] == "Established")
+        .expect("Established condition");
     assert_eq!(established["status"], "True");
     assert_eq!(established["reason"], "InitialNamesAccepted");
     api
@@ -59,94 +78,202 @@ fn custom_resource_lifecycle_and_upstream_errors() {
     let (code, created) = api.post(CTS, &crontab("a", 1));
     assert_eq!(code, 201, "{created}");
     let m = &created["metadata"];
-    assert_eq!((m["namespace"].as_str(), m["generation"].as_i64()), (Some("default"), Some(1)));
+    assert_eq!(
+        (m["namespace"].as_str(), m["generation"].as_i64()),
+        (Some("default"), Some(1))
+    );
     assert!(m["uid"].as_str().is_some_and(|u| u.len() == 36) && m["creationTimestamp"].is_string());
     let rv = m["resourceVersion"].as_str().unwrap().to_string();
 
     let (code, e) = api.post(CTS, &crontab("a", 1));
-    assert_eq!((code, e["reason"].as_str(), e["message"].as_str()), (409, Some("AlreadyExists"), Some("crontabs.stable.example.com \"a\" already exists")));
-    assert_eq!(e["details"], json!({"name":"a","group":"stable.example.com","kind":"crontabs"}));
+    assert_eq!(
+        (code, e["reason"].as_str(), e["message"].as_str()),
+        (
+            409,
+            Some("AlreadyExists"),
+            Some("crontabs.stable.example.com \"a\" already exists")
+        )
+    );
+    assert_eq!(
+        e["details"],
+        json!({"name":"a","group":"stable.example.com","kind":"crontabs"})
+    );
 
     let (code, e) = api.get(&format!("{CTS}/nope"));
-    assert_eq!((code, e["message"].as_str()), (404, Some("crontabs.stable.example.com \"nope\" not found")));
+    assert_eq!(
+        (code, e["message"].as_str()),
+        (404, Some("crontabs.stable.example.com \"nope\" not found"))
+    );
 
     // generateName
     let mut g = crontab("", 1);
     g["metadata"] = json!({"generateName": "gen-"});
     let (code, gen_obj) = api.post(CTS, &g);
     assert_eq!(code, 201);
-    assert!(gen_obj["metadata"]["name"].as_str().unwrap().starts_with("gen-"));
+    assert!(
+        gen_obj["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("gen-")
+    );
 
     // Create in a namespace that does not exist.
-    let (code, e) = api.post("/apis/stable.example.com/v1/namespaces/nope/crontabs", &crontab("x", 1));
-    assert_eq!((code, e["message"].as_str()), (404, Some("namespaces \"nope\" not found")));
+    let (code, e) = api.post(
+        "/apis/stable.example.com/v1/namespaces/nope/crontabs",
+        &crontab("x", 1),
+    );
+    assert_eq!(
+        (code, e["message"].as_str()),
+        (404, Some("namespaces \"nope\" not found"))
+    );
 
     // Update: stale resourceVersion → 409 with upstream's text; missing → 422.
     let mut upd = created.clone();
     upd["spec"]["replicas"] = json!(2);
-    let (code, updated) = api.call("PUT", &format!("{CTS}/a"), Some("application/json"), Some(&upd.to_string()));
+    let (code, updated) = api.call(
+        "PUT",
+        &format!("{CTS}/a"),
+        Some("application/json"),
+        Some(&upd.to_string()),
+    );
     assert_eq!(code, 200, "{updated}");
     assert_eq!(updated["metadata"]["generation"], 2);
-    assert_ne!(updated["metadata"]["resourceVersion"].as_str(), Some(rv.as_str()));
-    let (code, e) = api.call("PUT", &format!("{CTS}/a"), Some("application/json"), Some(&upd.to_string()));
+    assert_ne!(
+        updated["metadata"]["resourceVersion"].as_str(),
+        Some(rv.as_str())
+    );
+    let (code, e) = api.call(
+        "PUT",
+        &format!("{CTS}/a"),
+        Some("application/json"),
+        Some(&upd.to_string()),
+    );
     assert_eq!(code, 409);
     assert_eq!(
         e["message"],
         "Operation cannot be fulfilled on crontabs.stable.example.com \"a\": the object has been modified; please apply your changes to the latest version and try again"
     );
     let mut no_rv = upd.clone();
-    no_rv["metadata"].as_object_mut().unwrap().remove("resourceVersion");
-    let (code, e) = api.call("PUT", &format!("{CTS}/a"), Some("application/json"), Some(&no_rv.to_string()));
-    assert_eq!((code, e["message"].as_str()), (422, Some("crontabs.stable.example.com \"a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update")));
+    no_rv["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let (code, e) = api.call(
+        "PUT",
+        &format!("{CTS}/a"),
+        Some("application/json"),
+        Some(&no_rv.to_string()),
+    );
+    assert_eq!(
+        (code, e["message"].as_str()),
+        (
+            422,
+            Some(
+                "crontabs.stable.example.com \"a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+            )
+        )
+    );
 
     // Patches: merge and JSON patch; other types 415 with upstream's message.
-    let (code, p) = api.call("PATCH", &format!("{CTS}/a"), Some("application/merge-patch+json"), Some(r#"{"spec":{"image":"img2"}}"#));
+    let (code, p) = api.call(
+        "PATCH",
+        &format!("{CTS}/a"),
+        Some("application/merge-patch+json"),
+        Some(r#"{"spec":{"image":"img2"}}"#),
+    );
     assert_eq!((code, p["spec"]["image"].as_str()), (200, Some("img2")));
-    let (code, p) = api.call("PATCH", &format!("{CTS}/a"), Some("application/json-patch+json"), Some(r#"[{"op":"replace","path":"/spec/replicas","value":7}]"#));
+    let (code, p) = api.call(
+        "PATCH",
+        &format!("{CTS}/a"),
+        Some("application/json-patch+json"),
+        Some(r#"[{"op":"replace","path":"/spec/replicas","value":7}]"#),
+    );
     assert_eq!((code, p["spec"]["replicas"].as_i64()), (200, Some(7)));
-    let (code, e) = api.call("PATCH", &format!("{CTS}/a"), Some("application/strategic-merge-patch+json"), Some("{}"));
+    let (code, e) = api.call(
+        "PATCH",
+        &format!("{CTS}/a"),
+        Some("application/strategic-merge-patch+json"),
+        Some("{}"),
+    );
     assert_eq!(code, 415);
     assert_eq!(e["reason"], "UnsupportedMediaType");
     assert!(e["message"].as_str().unwrap().starts_with("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"));
 
     // Schema validation through a patch: 422 Invalid with a cause per field.
-    let (code, e) = api.call("PATCH", &format!("{CTS}/a"), Some("application/merge-patch+json"), Some(r#"{"spec":{"replicas":15}}"#));
+    let (code, e) = api.call(
+        "PATCH",
+        &format!("{CTS}/a"),
+        Some("application/merge-patch+json"),
+        Some(r#"{"spec":{"replicas":15}}"#),
+    );
     assert_eq!(code, 422);
-    assert_eq!(e["message"], "CronTab.stable.example.com \"a\" is invalid: spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10");
-    assert_eq!(e["details"]["causes"][0], json!({"reason":"FieldValueInvalid","message":"Invalid value: 15: spec.replicas in body should be less than or equal to 10","field":"spec.replicas"}));
+    assert_eq!(
+        e["message"],
+        "CronTab.stable.example.com \"a\" is invalid: spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10"
+    );
+    assert_eq!(
+        e["details"]["causes"][0],
+        json!({"reason":"FieldValueInvalid","message":"Invalid value: 15: spec.replicas in body should be less than or equal to 10","field":"spec.replicas"})
+    );
 
     // apiVersion/kind must match the endpoint.
     let mut wrong = crontab("w", 1);
     wrong["kind"] = json!("Other");
     let (code, e) = api.post(CTS, &wrong);
     assert_eq!(code, 422, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("kind: Invalid value: \"Other\": must be CronTab"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("kind: Invalid value: \"Other\": must be CronTab"),
+        "{e}"
+    );
 
     // Lists: fieldSelector on the name (kubectl delete's wait), labels, paging.
     let (code, l) = api.get(&format!("{CTS}?fieldSelector=metadata.name%3Da"));
     assert_eq!(code, 200);
-    assert_eq!((l["kind"].as_str(), l["items"].as_array().unwrap().len()), (Some("CronTabList"), 1));
+    assert_eq!(
+        (l["kind"].as_str(), l["items"].as_array().unwrap().len()),
+        (Some("CronTabList"), 1)
+    );
     let (code, e) = api.get(&format!("{CTS}?fieldSelector=spec.image%3Dx"));
-    assert_eq!((code, e["message"].as_str()), (400, Some("field label not supported: spec.image")));
+    assert_eq!(
+        (code, e["message"].as_str()),
+        (400, Some("field label not supported: spec.image"))
+    );
     for i in 0..5 {
         api.post(CTS, &crontab(&format!("p{i}"), 1));
     }
     let (_, page) = api.get(&format!("{CTS}?limit=3"));
     assert_eq!(page["items"].as_array().unwrap().len(), 3);
-    let cont = page["metadata"]["continue"].as_str().expect("continue token").to_string();
+    let cont = page["metadata"]["continue"]
+        .as_str()
+        .expect("continue token")
+        .to_string();
     assert_eq!(page["metadata"]["remainingItemCount"], 4);
     let (_, rest) = api.get(&format!("{CTS}?limit=3&continue={cont}"));
     assert_eq!(rest["items"].as_array().unwrap().len(), 3);
-    let (_, rest2) = api.get(&format!("{CTS}?limit=3&continue={}", rest["metadata"]["continue"].as_str().unwrap()));
+    let (_, rest2) = api.get(&format!(
+        "{CTS}?limit=3&continue={}",
+        rest["metadata"]["continue"].as_str().unwrap()
+    ));
     assert_eq!(rest2["items"].as_array().unwrap().len(), 1);
     assert!(rest2["metadata"].get("continue").is_none());
     let (code, _) = api.get(&format!("{CTS}?continue=garbage"));
     assert_eq!(code, 400);
 
     // Table output with the CRD's printer columns and PartialObjectMetadata rows.
-    let (code, t) = api.call_accept(&format!("{CTS}?fieldSelector=metadata.name%3Da"), "application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+    let (code, t) = api.call_accept(
+        &format!("{CTS}?fieldSelector=metadata.name%3Da"),
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    );
     assert_eq!(code, 200);
-    let names: Vec<&str> = t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["Name", "Spec", "Replicas", "Age"]);
     assert_eq!(t["rows"][0]["cells"][0], "a");
     assert_eq!(t["rows"][0]["cells"][2], 7);
@@ -154,21 +281,35 @@ fn custom_resource_lifecycle_and_upstream_errors() {
 
     // Delete returns a Success Status; a second delete is 404.
     let (code, s) = api.call("DELETE", &format!("{CTS}/a"), None, None);
-    assert_eq!((code, s["status"].as_str(), s["details"]["kind"].as_str()), (200, Some("Success"), Some("crontabs")));
+    assert_eq!(
+        (code, s["status"].as_str(), s["details"]["kind"].as_str()),
+        (200, Some("Success"), Some("crontabs"))
+    );
     let (code, _) = api.call("DELETE", &format!("{CTS}/a"), None, None);
     assert_eq!(code, 404);
 
     // Bodies over 3 MiB: 413 with upstream's text.
     let big = format!("{{\"x\":\"{}\"}}", "a".repeat(3 * 1024 * 1024 + 10));
     let (code, e) = api.call("POST", CTS, Some("application/json"), Some(&big));
-    assert_eq!((code, e["message"].as_str()), (413, Some("Request entity too large: limit is 3145728")));
+    assert_eq!(
+        (code, e["message"].as_str()),
+        (413, Some("Request entity too large: limit is 3145728"))
+    );
 
     // Unknown paths: upstream's generic 404.
     let (code, e) = api.get("/apis/nope.example.com/v1/things");
-    assert_eq!((code, e["message"].as_str()), (404, Some("the server could not find the requested resource")));
+    assert_eq!(
+        (code, e["message"].as_str()),
+        (
+            404,
+            Some("the server could not find the requested resource")
+        )
+    );
 
     // Tenants are isolated: another tenant has no crontabs endpoint.
-    let other = Api { base: format!("{}/clusters/other", stack.gateway) };
+    let other = Api {
+        base: format!("{}/clusters/other", stack.gateway),
+    };
     assert_eq!(other.get(CTS).0, 404);
 }
 
@@ -179,7 +320,11 @@ impl Api {
         let rest = url.strip_prefix("http://").unwrap();
         let (host, p) = rest.split_once('/').unwrap();
         let mut s = std::net::TcpStream::connect(host).unwrap();
-        write!(s, "GET /{p} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "GET /{p} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut buf = String::new();
         s.read_to_string(&mut buf).unwrap();
         let code = buf[9..12].parse().unwrap();
@@ -197,55 +342,140 @@ fn discovery_openapi_namespaces_and_health() {
     let (code, v) = api.get("/version");
     assert_eq!((code, v["major"].as_str()), (200, Some("1")));
     let (_, groups) = api.get("/apis");
-    let names: Vec<&str> = groups["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"stable.example.com") && names.contains(&"apiextensions.k8s.io"), "{names:?}");
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"stable.example.com") && names.contains(&"apiextensions.k8s.io"),
+        "{names:?}"
+    );
     let (code, g) = api.get("/apis/stable.example.com");
-    assert_eq!((code, g["kind"].as_str(), g["preferredVersion"]["version"].as_str()), (200, Some("APIGroup"), Some("v1")));
+    assert_eq!(
+        (
+            code,
+            g["kind"].as_str(),
+            g["preferredVersion"]["version"].as_str()
+        ),
+        (200, Some("APIGroup"), Some("v1"))
+    );
     let (_, rl) = api.get("/apis/stable.example.com/v1");
-    let ct = rl["resources"].as_array().unwrap().iter().find(|r| r["name"] == "crontabs").expect("crontabs");
+    let ct = rl["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "crontabs")
+        .expect("crontabs");
     assert_eq!(ct["singularName"], "crontab");
     assert_eq!(ct["namespaced"], true);
     assert_eq!(ct["kind"], "CronTab");
     assert_eq!(ct["shortNames"], json!(["ct"]));
     assert_eq!(ct["categories"], json!(["all"]));
-    let verbs: Vec<&str> = ct["verbs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    for v in ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"] {
+    let verbs: Vec<&str> = ct["verbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for v in [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ] {
         assert!(verbs.contains(&v), "{verbs:?}");
     }
     let (_, ext) = api.get("/apis/apiextensions.k8s.io/v1");
-    assert!(ext["resources"].as_array().unwrap().iter().any(|r| r["name"] == "customresourcedefinitions"));
+    assert!(
+        ext["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "customresourcedefinitions")
+    );
     let (_, core) = api.get("/api/v1");
-    assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "namespaces"));
+    assert!(
+        core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "namespaces")
+    );
 
     // OpenAPI v2 (JSON): a definition per served version with its GVK.
     let (code, doc) = api.get("/openapi/v2");
     assert_eq!(code, 200);
     let defs = doc["definitions"].as_object().unwrap();
-    let (_, def) = defs.iter().find(|(k, _)| k.ends_with(".v1.CronTab")).expect("CronTab definition");
-    assert_eq!(def["x-kubernetes-group-version-kind"][0], json!({"group":"stable.example.com","kind":"CronTab","version":"v1"}));
+    let (_, def) = defs
+        .iter()
+        .find(|(k, _)| k.ends_with(".v1.CronTab"))
+        .expect("CronTab definition");
+    assert_eq!(
+        def["x-kubernetes-group-version-kind"][0],
+        json!({"group":"stable.example.com","kind":"CronTab","version":"v1"})
+    );
     // OpenAPI v3 index and document.
     let (code, idx) = api.get("/openapi/v3");
     assert_eq!(code, 200);
-    let url = idx["paths"]["apis/stable.example.com/v1"]["serverRelativeURL"].as_str().expect("v3 path").to_string();
+    let url = idx["paths"]["apis/stable.example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("v3 path")
+        .to_string();
     let (code, v3) = api.get(&url);
     assert_eq!(code, 200);
-    assert!(v3["components"]["schemas"].as_object().unwrap().keys().any(|k| k.ends_with(".v1.CronTab")));
+    assert!(
+        v3["components"]["schemas"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.ends_with(".v1.CronTab"))
+    );
 
     // Namespaces: the three defaults, create/get/delete, and cascade of custom resources.
     let (_, nss) = api.get("/api/v1/namespaces");
-    let ns_names: Vec<&str> = nss["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
+    let ns_names: Vec<&str> = nss["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(ns_names, ["default", "kube-public", "kube-system"]);
-    let (code, ns) = api.post("/api/v1/namespaces", &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}));
-    assert_eq!((code, ns["status"]["phase"].as_str()), (201, Some("Active")));
-    let (code, e) = api.post("/api/v1/namespaces", &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"Bad_Name"}}));
+    let (code, ns) = api.post(
+        "/api/v1/namespaces",
+        &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}),
+    );
+    assert_eq!(
+        (code, ns["status"]["phase"].as_str()),
+        (201, Some("Active"))
+    );
+    let (code, e) = api.post(
+        "/api/v1/namespaces",
+        &json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"Bad_Name"}}),
+    );
     assert_eq!(code, 422);
     assert!(e["message"].as_str().unwrap().starts_with("Namespace \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label"));
-    assert_eq!(api.post("/apis/stable.example.com/v1/namespaces/team-a/crontabs", &crontab("c", 1)).0, 201);
+    assert_eq!(
+        api.post(
+            "/apis/stable.example.com/v1/namespaces/team-a/crontabs",
+            &crontab("c", 1)
+        )
+        .0,
+        201
+    );
     let (code, _) = api.call("DELETE", "/api/v1/namespaces/team-a", None, None);
     assert_eq!(code, 200);
     assert_eq!(api.get("/api/v1/namespaces/team-a").0, 404);
     let (_, all) = api.get("/apis/stable.example.com/v1/crontabs");
-    assert!(all["items"].as_array().unwrap().is_empty(), "namespace deletion removed its custom resources");
+    assert!(
+        all["items"].as_array().unwrap().is_empty(),
+        "namespace deletion removed its custom resources"
+    );
     // Recreating the namespace does not bring them back.
     api.post("/api/v1/namespaces", &json!({"metadata":{"name":"team-a"}}));
     let (_, l) = api.get("/apis/stable.example.com/v1/namespaces/team-a/crontabs");
@@ -253,10 +483,20 @@ fn discovery_openapi_namespaces_and_health() {
 
     // Deleting the CRD deletes its objects and unserves the endpoint; recreating starts empty.
     assert_eq!(api.post(CTS, &crontab("keep", 1)).0, 201);
-    let (code, _) = api.call("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com", None, None);
+    let (code, _) = api.call(
+        "DELETE",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com",
+        None,
+        None,
+    );
     assert_eq!(code, 200);
     assert_eq!(api.get(CTS).0, 404);
-    let (code, _) = api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some("application/json"), Some(CRD));
+    let (code, _) = api.call(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some("application/json"),
+        Some(CRD),
+    );
     assert_eq!(code, 201);
     let (_, l) = api.get(CTS);
     assert!(l["items"].as_array().unwrap().is_empty(), "{l}");

@@ -18,7 +18,10 @@ fn up(data: &std::path::Path) -> (Child, String) {
     let out = child.stdout.take().unwrap();
     let mut lines = std::io::BufReader::new(out).lines();
     let gateway = loop {
-        let line = lines.next().expect("launcher printed its gateway").expect("read");
+        let line = lines
+            .next()
+            .expect("launcher printed its gateway")
+            .expect("read");
         if let Some(url) = line.trim().strip_prefix("gateway:") {
             break url.trim().to_string();
         }
@@ -28,9 +31,16 @@ fn up(data: &std::path::Path) -> (Child, String) {
 }
 
 fn stop(mut child: Child) {
-    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
     let status = child.wait().unwrap();
-    assert!(status.success(), "launcher exits cleanly on SIGTERM: {status}");
+    assert!(
+        status.success(),
+        "launcher exits cleanly on SIGTERM: {status}"
+    );
 }
 
 #[test]
@@ -41,26 +51,60 @@ fn objects_survive_a_restart_on_the_same_data_dir() {
     let crd = json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
         "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
         "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
-    let (code, _) = http_request("POST", &format!("{gw}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"), Some("application/json"), Some(&crd.to_string())).unwrap();
+    let (code, _) = http_request(
+        "POST",
+        &format!("{gw}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+        Some("application/json"),
+        Some(&crd.to_string()),
+    )
+    .unwrap();
     assert_eq!(code, 201);
     let ct = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"durable"},"spec":{"image":"x"}});
-    let (code, body) = http_request("POST", &format!("{gw}/apis/stable.example.com/v1/namespaces/default/crontabs"), Some("application/json"), Some(&ct.to_string())).unwrap();
+    let (code, body) = http_request(
+        "POST",
+        &format!("{gw}/apis/stable.example.com/v1/namespaces/default/crontabs"),
+        Some("application/json"),
+        Some(&ct.to_string()),
+    )
+    .unwrap();
     assert_eq!(code, 201, "{body}");
     let before: Value = serde_json::from_str(&body).unwrap();
     stop(launcher);
-    assert!(http_get(&format!("{gw}/readyz")).is_err(), "gateway stopped with the launcher");
+    assert!(
+        http_get(&format!("{gw}/readyz")).is_err(),
+        "gateway stopped with the launcher"
+    );
 
     let (launcher, gw) = up(data.path());
-    let (code, body) = http_get(&format!("{gw}/apis/stable.example.com/v1/namespaces/default/crontabs/durable")).unwrap();
+    let (code, body) = http_get(&format!(
+        "{gw}/apis/stable.example.com/v1/namespaces/default/crontabs/durable"
+    ))
+    .unwrap();
     assert_eq!(code, 200, "{body}");
     let after: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(after, before, "same object, same uid and resourceVersion after restart");
+    assert_eq!(
+        after, before,
+        "same object, same uid and resourceVersion after restart"
+    );
     // And the revision counter continues: a new write gets a higher resourceVersion.
-    let ct2 = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"second"}});
-    let (code, body) = http_request("POST", &format!("{gw}/apis/stable.example.com/v1/namespaces/default/crontabs"), Some("application/json"), Some(&ct2.to_string())).unwrap();
+    let ct2 =
+        json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"second"}});
+    let (code, body) = http_request(
+        "POST",
+        &format!("{gw}/apis/stable.example.com/v1/namespaces/default/crontabs"),
+        Some("application/json"),
+        Some(&ct2.to_string()),
+    )
+    .unwrap();
     assert_eq!(code, 201);
     let second: Value = serde_json::from_str(&body).unwrap();
-    let rv = |v: &Value| v["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap();
+    let rv = |v: &Value| {
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
     assert!(rv(&second) > rv(&before));
     stop(launcher);
 }

@@ -46,7 +46,9 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         )
         // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by
         // serve_with_incoming, and Nagle + delayed ACK cost ~40 ms per call.
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)))
+        .serve_with_incoming(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+        )
         .await?;
     Ok(())
 }

@@ -39,10 +39,13 @@ pub fn parse_event(payload: &[u8]) -> Option<LiveEvent> {
 
 pub const BUFFER: usize = 4096;
 
+/// A subscribed channel's broadcast sender, and whether Redis confirmed the subscription.
+type Channel = (broadcast::Sender<Arc<Bytes>>, bool);
+
 pub struct Hub {
     sink: Mutex<PubSubSink>,
     /// channel → (sender, subscription confirmed by Redis).
-    channels: std::sync::Mutex<HashMap<String, (broadcast::Sender<Arc<Bytes>>, bool)>>,
+    channels: std::sync::Mutex<HashMap<String, Channel>>,
 }
 
 impl Hub {
