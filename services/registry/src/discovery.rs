@@ -12,7 +12,6 @@ use crate::crd::{self, CrdView};
 use base64::Engine;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 const CR_VERBS: &[&str] = &[
@@ -33,43 +32,9 @@ pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(&d[..8])
 }
 
-/// Parses `v<major>[(alpha|beta)<minor>]`; None for non-kube-like versions.
-fn parse_kube_version(v: &str) -> Option<(u8, u64, u64)> {
-    let rest = v.strip_prefix('v')?;
-    let digits = rest.chars().take_while(char::is_ascii_digit).count();
-    if digits == 0 || rest.starts_with('0') {
-        return None;
-    }
-    let major: u64 = rest[..digits].parse().ok()?;
-    let tail = &rest[digits..];
-    if tail.is_empty() {
-        return Some((2, major, 0));
-    }
-    let (level, num) = if let Some(n) = tail.strip_prefix("beta") {
-        (1, n)
-    } else if let Some(n) = tail.strip_prefix("alpha") {
-        (0, n)
-    } else {
-        return None;
-    };
-    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) || num.starts_with('0') {
-        return None;
-    }
-    Some((level, major, num.parse().ok()?))
-}
-
-/// `CompareKubeAwareVersionStrings` as a sort order: higher priority first.
-pub fn compare_versions(a: &str, b: &str) -> Ordering {
-    match (parse_kube_version(a), parse_kube_version(b)) {
-        (Some((la, ma, na)), Some((lb, mb, nb))) => {
-            // GA > beta > alpha, then higher major, then higher minor.
-            lb.cmp(&la).then(mb.cmp(&ma)).then(nb.cmp(&na))
-        }
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => a.cmp(b),
-    }
-}
+/// `CompareKubeAwareVersionStrings` as a sort order (higher priority first): the one
+/// implementation in crdplane-core, shared with the gateway.
+pub use crdplane_core::names::compare_kube_versions as compare_versions;
 
 /// One served resource in one group-version.
 struct Served<'a> {
