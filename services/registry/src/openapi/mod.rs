@@ -23,10 +23,11 @@
 //! ETag of every document is [`compute_etag`] of its JSON bytes.
 //!
 //! The built-in definitions (ObjectMeta, ListMeta, Status, DeleteOptions, Patch, Scale,
-//! WatchEvent, the CRD types, ...) and the CRD paths come from `fixtures/builtin_v2.json`,
-//! a slice of the upstream Kubernetes 1.34 `/openapi/v2` document regenerated with
-//! `fixtures/gen_builtin.py`. Every `$ref` in the produced documents resolves inside the
-//! same document (kubectl fails with `unknown model in reference` otherwise).
+//! WatchEvent, a shallow CustomResourceDefinition) and the CRD paths come from
+//! `fixtures/builtin_v2.json`, written for crdplane: Kubernetes' type and field names and
+//! types (the API contract), our own short descriptions. Every `$ref` in the produced
+//! documents resolves inside the same document (kubectl fails with `unknown model in
+//! reference` otherwise).
 //!
 //! Input bounds: CRD schemas deeper than `MAX_DEPTH` (96 schema levels) are cut off; CRDs that
 //! lack group/kind/plural are skipped. Nothing here panics on malformed input.

@@ -206,7 +206,7 @@ impl KindInfo<'_> {
         let (op_id, tag) = self.operation_id(&op_name);
 
         let mut params: Vec<Value> = Vec::new();
-        params.push(json!({"$ref": "#/parameters/pretty-tJGM1-ng"}));
+        params.push(json!({"$ref": "#/parameters/pretty"}));
         if self.namespaced && r.op_name.is_none() {
             params.push(json!({
                 "description": "object name and auth scope, such as for teams and projects",
@@ -238,14 +238,14 @@ impl KindInfo<'_> {
             "put" | "patch" => params.extend(crd_query_params(CRD_ITEM, "put")),
             "post" => params.extend(crd_query_params(CRD_COLLECTION, "post")),
             "delete" => {
-                params.push(json!({"$ref": "#/parameters/body-2Y1dVQaQ"}));
+                params.push(json!({"$ref": "#/parameters/body-delete"}));
                 params.extend(crd_query_params(CRD_ITEM, "delete"));
             }
             _ => {}
         }
         match r.action {
             "post" | "put" => params.push(body_param(r.sample, true)),
-            "patch" => params.push(json!({"$ref": "#/parameters/body-78PwaGsr"})),
+            "patch" => params.push(json!({"$ref": "#/parameters/body-patch"})),
             _ => {}
         }
 

