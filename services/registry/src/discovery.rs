@@ -25,6 +25,17 @@ const CR_VERBS: &[&str] = &[
     "watch",
 ];
 const SUB_VERBS: &[&str] = &["get", "patch", "update"];
+/// Verbs of a CRD whose Terminating condition is True: no create, no update
+/// (`customresource_discovery_controller.go`).
+const TERMINATING_VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "watch"];
+
+fn verbs(c: &CrdView) -> &'static [&'static str] {
+    if c.is_condition_true("Terminating") {
+        TERMINATING_VERBS
+    } else {
+        CR_VERBS
+    }
+}
 
 /// `discovery.StorageVersionHash`: base64 of the first 8 bytes of sha256("group/version/kind").
 pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
@@ -52,7 +63,7 @@ fn legacy_resources(list: &[Served<'_>], group: &str, version: &str) -> Vec<Valu
         r.insert("singularName".into(), json!(n.singular));
         r.insert("namespaced".into(), json!(c.namespaced()));
         r.insert("kind".into(), json!(n.kind));
-        r.insert("verbs".into(), json!(CR_VERBS));
+        r.insert("verbs".into(), json!(verbs(c)));
         if !n.short_names.is_empty() {
             r.insert("shortNames".into(), json!(n.short_names));
         }
@@ -112,7 +123,7 @@ fn aggregated_resources(list: &[Served<'_>], group: &str, version: &str) -> Vec<
             }),
         );
         r.insert("singularResource".into(), json!(n.singular));
-        r.insert("verbs".into(), json!(CR_VERBS));
+        r.insert("verbs".into(), json!(verbs(c)));
         if !n.short_names.is_empty() {
             r.insert("shortNames".into(), json!(n.short_names));
         }
@@ -432,6 +443,26 @@ mod tests {
             json!({"group": "stable.example.com", "version": "v1", "kind": "CronTab"})
         );
         assert_eq!(r["subresources"][1]["responseKind"]["kind"], "Scale");
+    }
+
+    #[test]
+    fn terminating_crds_lose_create_and_update_verbs() {
+        let mut c = crontab();
+        c.status.conditions.push(crate::crd::Condition {
+            type_: "Terminating".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+        let d = build(&[c]);
+        let want = json!(["delete", "deletecollection", "get", "list", "watch"]);
+        assert_eq!(
+            d.resource_lists["stable.example.com/v1"]["resources"][0]["verbs"],
+            want
+        );
+        assert_eq!(
+            d.aggregated["items"][1]["versions"][0]["resources"][0]["verbs"],
+            want
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!
 //! Modules: [`crd`] (decoding, defaults, typed view), [`validate`] (static CRD validation),
 //! [`naming`] (accepted names, NamesAccepted/Established), [`discovery`] (documents),
+//! [`lifecycle`] (background deletion of a deleted CRD's instances and of a deleted
+//! namespace's custom resources, resumed from a durable queue after restarts),
 //! [`openapi`] (OpenAPI documents), [`cache`] (per-tenant snapshots), [`service`] (the RPCs).
 
 // `ApiError` (crdplane-core) is the edge error carried to the gateway unchanged; it is large
@@ -17,6 +19,7 @@
 pub mod cache;
 pub mod crd;
 pub mod discovery;
+pub mod lifecycle;
 pub mod naming;
 pub mod openapi;
 pub mod service;
@@ -57,6 +60,9 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     };
     let svc = RegistryService::new(storage, validation);
     let watcher = tokio::spawn(svc.clone().watch_changes());
+    // Background deletion controllers (CRD finalizer, namespace content), resumed from the
+    // durable work queue at startup.
+    let lifecycle = tokio::spawn(svc.clone().run_lifecycle());
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<RegistryServer<RegistryService>>()
@@ -72,5 +78,6 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         .await
         .context("registry gRPC server");
     watcher.abort();
+    lifecycle.abort();
     result
 }

@@ -41,6 +41,8 @@ struct Inner {
     storage: StorageClient<Channel>,
     validation: Option<ValidationClient<Channel>>,
     cache: Cache,
+    /// Deletion workers running in this replica (`lifecycle`).
+    running: crate::lifecycle::Running,
     /// CRD writes of one tenant are serialized within this replica (striped by tenant), so
     /// two concurrent creates cannot both claim the same name: names are computed from a
     /// list taken under the lock. Across replicas the race upstream also has remains.
@@ -171,6 +173,7 @@ impl RegistryService {
                 storage,
                 validation,
                 cache: Cache::default(),
+                running: Default::default(),
                 write_locks: (0..WRITE_LOCK_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
@@ -186,8 +189,31 @@ impl RegistryService {
         self.inner.write_locks[i].lock().await
     }
 
-    fn storage(&self) -> StorageClient<Channel> {
+    pub(crate) fn storage(&self) -> StorageClient<Channel> {
         self.inner.storage.clone()
+    }
+
+    pub(crate) fn cache(&self) -> &Cache {
+        &self.inner.cache
+    }
+
+    pub(crate) fn running(&self) -> &crate::lifecycle::Running {
+        &self.inner.running
+    }
+
+    pub(crate) fn crd_key(&self, tenant: &str, name: &str) -> pb::ObjectKey {
+        crd_key(tenant, name)
+    }
+
+    /// Every CRD of the tenant, straight from storage (for the lifecycle controllers).
+    pub(crate) async fn crds_of(&self, tenant: &str) -> ApiResult<Vec<Value>> {
+        self.list_all(tenant).await
+    }
+
+    /// Names freed by a deleted CRD go to the CRDs of its group that wanted them.
+    pub(crate) async fn reconcile_names(&self, tenant: &str, group: &str) {
+        let _guard = self.write_lock(tenant).await;
+        self.reconcile_group(tenant, group).await;
     }
 
     /// Follows the storage `Changes` feed for CRDs forever, dropping tenants' snapshots.
@@ -540,6 +566,37 @@ impl RegistryService {
         let others = self.snapshot(&req.tenant).await?;
         naming::apply(&mut view, &mut v, &others.views, &now);
         let names_changed = view.status.accepted_names != old_view.status.accepted_names;
+        // store.go ShouldDeleteDuringUpdate: a CRD being deleted whose last finalizer is
+        // removed (e.g. `kubectl patch crd … -p '{"metadata":{"finalizers":[]}}'`) is
+        // deleted by that update.
+        let being_deleted = old
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null());
+        let no_finalizers = v
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(|f| f.is_empty());
+        if being_deleted && no_finalizers {
+            if req.dry_run {
+                return Ok(pb::CrdObject {
+                    json: serde_json::to_vec(&v).map_err(ApiError::internal)?.into(),
+                    resource_version: old_rv,
+                });
+            }
+            let o = self
+                .storage()
+                .delete(pb::DeleteRequest {
+                    key: Some(crd_key(&req.tenant, &name)),
+                    expected_resource_version: old_rv,
+                    dry_run: false,
+                })
+                .await
+                .map_err(ApiError::from)?
+                .into_inner();
+            self.inner.cache.invalidate(&req.tenant);
+            self.reconcile_group(&req.tenant, &view.spec.group).await;
+            return Ok(crd_object(o));
+        }
         let out = self
             .write_update(&req.tenant, &name, &v, old_rv, req.dry_run)
             .await?;
@@ -574,9 +631,70 @@ impl RegistryService {
             .await
     }
 
+    /// DELETE of a CRD (`etcd.go` `REST.Delete`): the first request marks the CRD —
+    /// `deletionTimestamp`, finalizer `customresourcecleanup.apiextensions.k8s.io`,
+    /// condition Terminating/InstanceDeletionPending — and returns it; the finalizer
+    /// controller (`lifecycle`) deletes the instances in the background and then the CRD.
+    /// Later requests follow the generic store: the object is returned while finalizers
+    /// remain, deleted when none do.
     pub async fn delete(&self, req: pb::CrdDeleteRequest) -> ApiResult<pb::CrdObject> {
         let _guard = self.write_lock(&req.tenant).await;
         let (cur, cur_rv) = self.get_stored(&req.tenant, &req.name).await?;
+        let terminating = cur
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null());
+        if !terminating {
+            if req.expected_resource_version != 0 && req.expected_resource_version != cur_rv {
+                return Err(ApiError::conflict(
+                    &crd::group_resource(),
+                    &req.name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {cur_rv}",
+                        req.expected_resource_version
+                    ),
+                ));
+            }
+            let work = crate::lifecycle::Work::Crd {
+                tenant: req.tenant.clone(),
+                name: req.name.clone(),
+            };
+            if !req.dry_run {
+                crate::lifecycle::enqueue(&mut self.storage(), &work).await?;
+            }
+            let mut marked = cur.clone();
+            {
+                let m = crd::metadata_mut(&mut marked);
+                m.insert("deletionTimestamp".into(), now_timestamp().into());
+                let mut fins: Vec<Value> = m
+                    .get("finalizers")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if !fins
+                    .iter()
+                    .any(|f| f.as_str() == Some(crate::lifecycle::CLEANUP_FINALIZER))
+                {
+                    fins.push(crate::lifecycle::CLEANUP_FINALIZER.into());
+                }
+                m.insert("finalizers".into(), Value::Array(fins));
+            }
+            crate::lifecycle::set_terminating(
+                &mut marked,
+                "True",
+                "InstanceDeletionPending",
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            );
+            let out = self
+                .write_update(&req.tenant, &req.name, &marked, cur_rv, req.dry_run)
+                .await?;
+            if !req.dry_run {
+                // Recorded again after the mark: a worker that removed the entry between
+                // the first record and the mark sees it come back.
+                crate::lifecycle::enqueue(&mut self.storage(), &work).await?;
+                self.kick(work);
+            }
+            return Ok(out);
+        }
         if req.expected_resource_version != 0 && req.expected_resource_version != cur_rv {
             return Err(ApiError::conflict(
                 &crd::group_resource(),
@@ -587,52 +705,30 @@ impl RegistryService {
                 ),
             ));
         }
-        if req.dry_run {
+        let has_finalizers = cur
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if has_finalizers || req.dry_run {
             return Ok(pb::CrdObject {
                 json: serde_json::to_vec(&cur).map_err(ApiError::internal)?.into(),
                 resource_version: cur_rv,
             });
         }
         let view = CrdView::from_value(&cur)?;
-        // Upstream: finalizer `customresourcecleanup.apiextensions.k8s.io` + Terminating
-        // condition, then the finalizer controller deletes the instances. Here the cleanup
-        // runs inline: instances, the CRD, then a sweep for instances created meanwhile.
-        let cr_ref = pb::ResourceRef {
-            tenant: req.tenant.clone(),
-            group: view.spec.group.clone(),
-            resource: view.spec.names.plural.clone(),
-        };
-        self.delete_instances(&cr_ref).await?;
         let o = self
             .storage()
             .delete(pb::DeleteRequest {
                 key: Some(crd_key(&req.tenant, &req.name)),
-                expected_resource_version: req.expected_resource_version,
+                expected_resource_version: cur_rv,
                 dry_run: false,
             })
             .await
             .map_err(ApiError::from)?
             .into_inner();
         self.inner.cache.invalidate(&req.tenant);
-        if let Err(e) = self.delete_instances(&cr_ref).await {
-            tracing::warn!(error = %e, crd = %req.name, "post-delete instance sweep failed");
-        }
         self.reconcile_group(&req.tenant, &view.spec.group).await;
         Ok(crd_object(o))
-    }
-
-    async fn delete_instances(&self, r: &pb::ResourceRef) -> ApiResult<()> {
-        if r.group.is_empty() || r.resource.is_empty() {
-            return Ok(());
-        }
-        self.storage()
-            .delete_collection(pb::DeleteCollectionRequest {
-                resource: Some(r.clone()),
-                ..Default::default()
-            })
-            .await
-            .map_err(ApiError::from)?;
-        Ok(())
     }
 
     pub async fn get(&self, req: pb::CrdGetRequest) -> ApiResult<pb::CrdObject> {
@@ -658,6 +754,7 @@ impl RegistryService {
                 name: req.name,
                 label_selector: req.label_selector,
                 field_selector: req.field_selector,
+                ..Default::default()
             })
             .await
             .map_err(ApiError::from)?

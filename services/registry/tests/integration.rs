@@ -410,6 +410,29 @@ fn rival() -> Value {
     r
 }
 
+/// Waits (bounded) until the CRD is gone from storage.
+async fn wait_gone(s: &mut Stack, tenant: &str, name: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = s
+            .registry
+            .get_crd(pb::CrdGetRequest {
+                tenant: tenant.into(),
+                name: name.into(),
+            })
+            .await;
+        match r {
+            Err(e) if e.code() == tonic::Code::NotFound => return,
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "CRD {name} still there: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn resolve(s: &mut Stack, tenant: &str, plural: &str) -> Result<Value, ApiError> {
     s.registry
         .resolve(pb::ResolveRequest {
@@ -503,6 +526,7 @@ async fn name_conflicts_between_crds() {
         })
         .await
         .unwrap();
+    wait_gone(&mut s, "t1", "crontabs.stable.example.com").await;
     assert_eq!(
         resolve(&mut s, "t1", "crontabs").await.unwrap_err().code,
         404
@@ -697,6 +721,27 @@ async fn delete_cascades_to_custom_resources() {
         .into_inner();
     assert_eq!(list.items.len(), 3);
 
+    // One instance carries a finalizer: the CRD waits for it.
+    let held = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "held", "namespace": "default", "finalizers": ["example.com/hold"]}});
+    let (head, tail) = crdplane_core::rvslot::split(&held).unwrap();
+    let held_key = pb::ObjectKey {
+        resource: Some(cr_ref.clone()),
+        namespace: "default".into(),
+        name: "held".into(),
+    };
+    s.storage
+        .create(pb::CreateRequest {
+            key: Some(held_key.clone()),
+            object: Some(pb::ObjectWrite {
+                head: head.into(),
+                tail: tail.into(),
+            }),
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+
     let deleted = s
         .registry
         .delete_crd(pb::CrdDeleteRequest {
@@ -708,10 +753,115 @@ async fn delete_cascades_to_custom_resources() {
         .await
         .unwrap()
         .into_inner();
+    // The response is the CRD marked for deletion (etcd.go REST.Delete).
+    let d = obj(&deleted);
+    assert_eq!(d["metadata"]["name"], "crontabs.stable.example.com");
+    assert!(d["metadata"]["deletionTimestamp"].is_string());
     assert_eq!(
-        obj(&deleted)["metadata"]["name"],
-        "crontabs.stable.example.com"
+        d["metadata"]["finalizers"],
+        json!(["customresourcecleanup.apiextensions.k8s.io"])
     );
+    let t = condition(&d, "Terminating");
+    assert_eq!(
+        (&t["status"], &t["reason"], &t["message"]),
+        (
+            &json!("True"),
+            &json!("InstanceDeletionPending"),
+            &json!(
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"
+            )
+        )
+    );
+    assert_eq!(condition(&d, "Established")["status"], "True");
+
+    // The finalizer controller deletes what it can, marks the held object and waits.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let held_now = loop {
+        let list = s
+            .storage
+            .list(pb::ListRequest {
+                resource: Some(cr_ref.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if list.items.len() == 1 {
+            let v: Value = serde_json::from_slice(&list.items[0]).unwrap();
+            if v["metadata"]["deletionTimestamp"].is_string() {
+                break v;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "instances not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(held_now["metadata"]["name"], "held");
+    assert_eq!(held_now["metadata"]["deletionGracePeriodSeconds"], 0);
+    let waiting = obj(&s
+        .registry
+        .get_crd(pb::CrdGetRequest {
+            tenant: "t1".into(),
+            name: "crontabs.stable.example.com".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner());
+    let t = condition(&waiting, "Terminating");
+    assert_eq!(t["reason"], "InstanceDeletionInProgress");
+    assert_eq!(t["message"], "CustomResource deletion is in progress");
+    // A second DELETE returns the CRD unchanged while the finalizer holds it.
+    let again = obj(&s
+        .registry
+        .delete_crd(pb::CrdDeleteRequest {
+            tenant: "t1".into(),
+            name: "crontabs.stable.example.com".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner());
+    assert_eq!(
+        again["metadata"]["deletionTimestamp"],
+        d["metadata"]["deletionTimestamp"]
+    );
+    // Discovery drops create/update/patch while Terminating.
+    let disc = s
+        .registry
+        .discovery(pb::DiscoveryRequest {
+            tenant: "t1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rl: Value = serde_json::from_slice(&disc.resource_lists["stable.example.com/v1"]).unwrap();
+    assert_eq!(
+        rl["resources"][0]["verbs"],
+        json!(["delete", "deletecollection", "get", "list", "watch"])
+    );
+
+    // The finalizer goes (the object's owner removes it): the object and the CRD go.
+    let mut released = held_now.clone();
+    released["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("finalizers");
+    let (head, tail) = crdplane_core::rvslot::split(&released).unwrap();
+    s.storage
+        .update(pb::UpdateRequest {
+            key: Some(held_key),
+            object: Some(pb::ObjectWrite {
+                head: head.into(),
+                tail: tail.into(),
+            }),
+            expected_resource_version: 0,
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+    wait_gone(&mut s, "t1", "crontabs.stable.example.com").await;
     let list = s
         .storage
         .list(pb::ListRequest {
@@ -909,4 +1059,102 @@ async fn concurrent_conflicting_creates_establish_one() {
         }
     }
     assert_eq!(established, 1, "exactly one CRD may hold short name \"ct\"");
+}
+
+#[tokio::test]
+async fn never_established_crd_is_finalized_without_instance_deletion() {
+    let mut s = stack().await;
+    s.registry
+        .create_crd(write("t1", &crontab()))
+        .await
+        .unwrap();
+    // The rival never gets its names, so it is never established.
+    let r = obj(&s
+        .registry
+        .create_crd(write("t1", &rival()))
+        .await
+        .unwrap()
+        .into_inner());
+    assert_eq!(condition(&r, "Established")["status"], "False");
+    let name = r["metadata"]["name"].as_str().unwrap().to_string();
+    let d = obj(&s
+        .registry
+        .delete_crd(pb::CrdDeleteRequest {
+            tenant: "t1".into(),
+            name: name.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner());
+    assert_eq!(
+        condition(&d, "Terminating")["reason"],
+        "InstanceDeletionPending"
+    );
+    wait_gone(&mut s, "t1", &name).await;
+    // The established one is untouched.
+    assert!(resolve(&mut s, "t1", "crontabs").await.is_ok());
+}
+
+#[tokio::test]
+async fn removing_the_last_finalizer_of_a_terminating_crd_deletes_it() {
+    let mut s = stack().await;
+    let mut c = crontab();
+    c["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    s.registry.create_crd(write("t1", &c)).await.unwrap();
+    s.registry
+        .delete_crd(pb::CrdDeleteRequest {
+            tenant: "t1".into(),
+            name: "crontabs.stable.example.com".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // The controller removes its own finalizer; the user's one keeps the CRD.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let cur = loop {
+        let cur = obj(&s
+            .registry
+            .get_crd(pb::CrdGetRequest {
+                tenant: "t1".into(),
+                name: "crontabs.stable.example.com".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner());
+        if cur["metadata"]["finalizers"] == json!(["example.com/keep"]) {
+            break cur;
+        }
+        assert!(std::time::Instant::now() < deadline, "{cur}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let t = condition(&cur, "Terminating");
+    assert_eq!(
+        (
+            t["status"].as_str(),
+            t["reason"].as_str(),
+            t["message"].as_str()
+        ),
+        (
+            Some("False"),
+            Some("InstanceDeletionCompleted"),
+            Some("removed all instances")
+        )
+    );
+    // An update dropping the last finalizer deletes it (store.go ShouldDeleteDuringUpdate).
+    let mut next = cur.clone();
+    next["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("finalizers");
+    s.registry.update_crd(write("t1", &next)).await.unwrap();
+    let e = err(s
+        .registry
+        .get_crd(pb::CrdGetRequest {
+            tenant: "t1".into(),
+            name: "crontabs.stable.example.com".into(),
+        })
+        .await
+        .unwrap_err());
+    assert_eq!(e.code, 404);
 }

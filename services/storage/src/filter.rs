@@ -79,6 +79,36 @@ impl Filter {
         self.matches_value(&obj)
     }
 
+    /// The event type a watcher with this filter sees for a stored event, or None when it
+    /// sees nothing (upstream cacher `cache_watcher.go` convertToWatchEvent):
+    /// - ADDED / DELETED pass when their object matches;
+    /// - MODIFIED: matched before and now → MODIFIED; only now → ADDED; only before →
+    ///   DELETED (the object sent is then the previous state at the event's revision, which
+    ///   `prev` already is); neither → nothing.
+    ///
+    /// `prev` is the previous state of a MODIFIED event; when it is unknown (empty) the new
+    /// state decides alone, as before transitions were tracked.
+    pub fn transition(&self, kind: u8, key: &str, json: &[u8], prev: &[u8]) -> Option<Transition> {
+        if kind != b'M' {
+            return self.matches(key, json).then_some(Transition::Same);
+        }
+        let now = self.matches(key, json);
+        if prev.is_empty() || self.is_key_only() {
+            return now.then_some(Transition::Same);
+        }
+        match (self.matches(key, prev), now) {
+            (true, true) => Some(Transition::Same),
+            (false, true) => Some(Transition::Added),
+            (true, false) => Some(Transition::DeletedPrev),
+            (false, false) => None,
+        }
+    }
+
+    /// True when the key alone decides (namespace / name, no selectors on the body).
+    pub fn is_key_only(&self) -> bool {
+        self.label.is_none() && self.field.is_none()
+    }
+
     pub fn matches_value(&self, obj: &Value) -> bool {
         if let Some(l) = &self.label {
             let empty = serde_json::Map::new();
@@ -95,6 +125,17 @@ impl Filter {
         }
         true
     }
+}
+
+/// What a watcher receives for an event that passed [`Filter::transition`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// The event as stored (same type, new object).
+    Same,
+    /// ADDED with the new object (it starts matching).
+    Added,
+    /// DELETED with the previous object (it stops matching).
+    DeletedPrev,
 }
 
 /// The string value of a field label in an object; absent → "" (upstream behaviour for
@@ -114,4 +155,68 @@ pub fn field_value(obj: &Value, label: &str) -> Option<String> {
         Value::Null => String::new(),
         other => other.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(labels: &str) -> Vec<u8> {
+        format!(r#"{{"metadata":{{"name":"x","namespace":"a","labels":{{{labels}}}}}}}"#)
+            .into_bytes()
+    }
+
+    #[test]
+    fn selector_transitions_follow_the_cacher() {
+        let f = Filter::new("", "", "app=web", "").unwrap();
+        let (web, db) = (obj(r#""app":"web""#), obj(r#""app":"db""#));
+        assert_eq!(
+            f.transition(b'M', "a/x", &web, &web),
+            Some(Transition::Same)
+        );
+        assert_eq!(
+            f.transition(b'M', "a/x", &web, &db),
+            Some(Transition::Added)
+        );
+        assert_eq!(
+            f.transition(b'M', "a/x", &db, &web),
+            Some(Transition::DeletedPrev)
+        );
+        assert_eq!(f.transition(b'M', "a/x", &db, &db), None);
+        assert_eq!(f.transition(b'A', "a/x", &web, b""), Some(Transition::Same));
+        assert_eq!(f.transition(b'A', "a/x", &db, b""), None);
+        assert_eq!(f.transition(b'D', "a/x", &web, b""), Some(Transition::Same));
+        assert_eq!(f.transition(b'D', "a/x", &db, b""), None);
+        // Previous state unknown: the new state decides.
+        assert_eq!(f.transition(b'M', "a/x", &web, b""), Some(Transition::Same));
+        assert_eq!(f.transition(b'M', "a/x", &db, b""), None);
+    }
+
+    #[test]
+    fn key_filters_need_no_previous_state() {
+        let f = Filter::new("a", "", "", "metadata.name=x").unwrap();
+        assert!(f.is_key_only());
+        let o = obj("");
+        assert_eq!(
+            f.transition(b'M', "a/x", &o, b"not json"),
+            Some(Transition::Same)
+        );
+        assert_eq!(f.transition(b'M', "b/x", &o, &o), None);
+        assert_eq!(f.transition(b'M', "a/y", &o, &o), None);
+    }
+
+    #[test]
+    fn field_selector_on_a_selectable_field_transitions() {
+        let f = Filter::new("", "", "", "spec.color=red").unwrap();
+        let red = br#"{"spec":{"color":"red"}}"#;
+        let blue = br#"{"spec":{"color":"blue"}}"#;
+        assert_eq!(
+            f.transition(b'M', "a/x", blue, red),
+            Some(Transition::DeletedPrev)
+        );
+        assert_eq!(
+            f.transition(b'M', "a/x", red, blue),
+            Some(Transition::Added)
+        );
+    }
 }

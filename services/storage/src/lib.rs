@@ -37,18 +37,12 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     let store = store::Store::connect(&config.redis_url, config.history_len).await?;
     let hub = watch::Hub::start(&config.redis_url).await?;
     let svc = server::StorageService { store, hub };
-    tonic::transport::Server::builder()
-        .tcp_nodelay(true)
-        .add_service(
-            StorageServer::new(svc)
-                .max_decoding_message_size(64 << 20)
-                .max_encoding_message_size(256 << 20),
-        )
-        // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by
-        // serve_with_incoming, and Nagle + delayed ACK cost ~40 ms per call.
-        .serve_with_incoming(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-        )
-        .await?;
+    crdplane_transport::serve_one(
+        listener,
+        StorageServer::new(svc)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(256 << 20),
+    )
+    .await?;
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The tonic `Storage` service: gRPC requests → `Store` (Redis) and `Hub` (live events).
 
-use crate::filter::Filter;
+use crate::filter::{Filter, Transition};
 use crate::keys::{Keyspace, changes_channel};
-use crate::store::{Store, Stored};
+use crate::store::{AtRevision, Store, Stored};
 use crate::watch::{Hub, parse_event};
+use bytes::Bytes;
 use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_server::Storage;
@@ -76,56 +77,233 @@ fn dry(head: &[u8], tail: &[u8], rv: u64) -> Response<pb::StoredObject> {
     })
 }
 
+/// How long a list waits for the revision to reach a requested resourceVersion before
+/// answering 504 (upstream cacher `blockTimeout`, watch_cache.go).
+const BLOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// Attempts of a multi-chunk list to read all its chunks at one revision.
+const CONSISTENT_ATTEMPTS: usize = 5;
+/// Redis key of the continue-token HMAC key shared by every gateway replica.
+const CONTINUE_KEY: &str = "cp:secret:continue-key";
+
+/// Upstream `NewTooLargeResourceVersionError` (apiserver pkg/storage/errors.go) with the
+/// cacher's retry hint `resourceVersionTooHighRetrySeconds` = 1.
+pub fn too_large_resource_version(wanted: u64, current: u64) -> ApiError {
+    let mut e = ApiError::new(
+        crdplane_core::Reason::Timeout,
+        format!("Timeout: Too large resource version: {wanted}, current: {current}"),
+    );
+    e.details = Some(Box::new(crdplane_core::status::StatusDetails {
+        causes: vec![crdplane_core::status::StatusCause {
+            type_: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        }],
+        retry_after_seconds: 1,
+        ..Default::default()
+    }));
+    e
+}
+
+/// Upstream etcd3 `interpretListError` text for a list at a compacted revision.
+pub const LIST_TOO_OLD: &str = "The resourceVersion for the provided list is too old.";
+/// Upstream etcd3 `continueExpired` (the gateway answers continue requests with the
+/// `inconsistentContinue` variant and a fresh token).
+pub const CONTINUE_TOO_OLD: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+
+/// Which state a list reads (see `ListRequest` in storage.proto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadAt {
+    Latest,
+    Exact(u64),
+    Continue(u64),
+}
+
+/// Why a read could not be served at the wanted revision.
+#[derive(Debug, PartialEq, Eq)]
+enum Inconsistent {
+    /// A write after the revision touched the keys the read covers.
+    Changed,
+    /// The history no longer reaches back to the revision.
+    Gone,
+}
+
 impl StorageService {
-    /// Reads pages until `limit` matching objects are collected (0 = all).
+    /// Waits (up to [`BLOCK_TIMEOUT`]) until the resource's revision reaches `target`.
+    async fn wait_fresh(&self, ks: &Keyspace, target: u64) -> Result<(), ApiError> {
+        let start = std::time::Instant::now();
+        loop {
+            let cur = self.store.revision(ks).await?;
+            if cur >= target {
+                return Ok(());
+            }
+            if start.elapsed() >= BLOCK_TIMEOUT {
+                return Err(too_large_resource_version(target, cur));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Reads pages until `limit` matching objects are collected (0 = all), at `at`.
     async fn list_filtered(
         &self,
         ks: &Keyspace,
         filter: &Filter,
         limit: usize,
         start_after: &str,
+        at: ReadAt,
     ) -> Result<pb::ListResponse, ApiError> {
-        if filter.is_single_name() {
-            let revision = self.store.revision(ks).await?;
-            let mut items = Vec::new();
-            let namespaces: Vec<String> = if filter.namespace.is_empty() {
-                // Name without namespace: scan (names are unique per namespace only).
-                return self.scan(ks, filter, limit, start_after).await;
-            } else {
-                vec![filter.namespace.clone()]
-            };
-            for ns in namespaces {
-                let key = crate::keys::object_key(&ns, &filter.name);
-                if !start_after.is_empty() && key.as_str() <= start_after {
-                    continue;
+        let (rev, too_old) = match at {
+            ReadAt::Latest => (0, LIST_TOO_OLD),
+            ReadAt::Exact(n) => (n, LIST_TOO_OLD),
+            ReadAt::Continue(n) => (n, CONTINUE_TOO_OLD),
+        };
+        if rev > 0 {
+            match self.read_at(ks, filter, limit, start_after, rev).await? {
+                Ok(r) => return Ok(r),
+                Err(Inconsistent::Gone) => return Err(ApiError::expired(too_old)),
+                Err(Inconsistent::Changed) if matches!(at, ReadAt::Exact(_)) => {
+                    return Err(ApiError::expired(too_old));
                 }
-                match self.store.get(ks, &ns, &filter.name).await {
-                    Ok(s) if filter.matches(&key, &s.json) => items.push(s.json),
-                    Ok(_) => {}
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
+                // A continue page whose keys changed since the token's revision: the current
+                // state of the keys after the token's key, still reported at its revision.
+                Err(Inconsistent::Changed) => {}
             }
-            return Ok(pb::ListResponse {
-                items,
-                resource_version: revision,
-                ..Default::default()
-            });
         }
-        self.scan(ks, filter, limit, start_after).await
+        let mut r = self.read_latest(ks, filter, limit, start_after).await?;
+        if rev > 0 {
+            r.resource_version = rev;
+        }
+        Ok(r)
     }
 
-    async fn scan(
+    /// The most recent state; a multi-chunk read is retried until all chunks are of one
+    /// revision (the last attempt takes what it gets).
+    async fn read_latest(
         &self,
         ks: &Keyspace,
         filter: &Filter,
         limit: usize,
         start_after: &str,
     ) -> Result<pb::ListResponse, ApiError> {
+        if filter.is_single_name() && !filter.namespace.is_empty() {
+            return match self.single(ks, filter, start_after, 0).await? {
+                Ok(r) => Ok(r),
+                Err(_) => Err(ApiError::internal("unreachable: no revision to check")),
+            };
+        }
+        for _ in 1..CONSISTENT_ATTEMPTS {
+            if let Ok(r) = self.scan(ks, filter, limit, start_after, 0, true).await? {
+                return Ok(r);
+            }
+        }
+        match self.scan(ks, filter, limit, start_after, 0, false).await? {
+            Ok(r) => Ok(r),
+            Err(_) => Err(ApiError::internal("unreachable: unchecked scan")),
+        }
+    }
+
+    /// The state at revision `rev`, if nothing after `rev` touched the keys read.
+    async fn read_at(
+        &self,
+        ks: &Keyspace,
+        filter: &Filter,
+        limit: usize,
+        start_after: &str,
+        rev: u64,
+    ) -> Result<Result<pb::ListResponse, Inconsistent>, ApiError> {
+        if filter.is_single_name() && !filter.namespace.is_empty() {
+            return self.single(ks, filter, start_after, rev).await;
+        }
+        self.scan(ks, filter, limit, start_after, rev, true).await
+    }
+
+    /// A list of one namespaced name (fieldSelector metadata.name=…): one GET.
+    async fn single(
+        &self,
+        ks: &Keyspace,
+        filter: &Filter,
+        start_after: &str,
+        rev: u64,
+    ) -> Result<Result<pb::ListResponse, Inconsistent>, ApiError> {
+        let ns = filter.namespace.clone();
+        let key = crate::keys::object_key(&ns, &filter.name);
+        let mut items = Vec::new();
+        if start_after.is_empty() || key.as_str() > start_after {
+            match self.store.get(ks, &ns, &filter.name).await {
+                Ok(s) if filter.matches(&key, &s.json) => items.push(s.json),
+                Ok(_) => {}
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Read after the object: the revision, and (for `rev`) whether the object was
+        // written since — if not, what we read is its state at `rev`.
+        let probe = self
+            .store
+            .list_page_at(ks, &ns, start_after, Some(0), rev)
+            .await?;
+        let revision = if rev > 0 {
+            if rev < probe.revision {
+                match &probe.later {
+                    Some(l) if l.first_rv == rev + 1 => {
+                        if l.keys.contains(&key) {
+                            return Ok(Err(Inconsistent::Changed));
+                        }
+                    }
+                    _ => return Ok(Err(Inconsistent::Gone)),
+                }
+            }
+            rev
+        } else {
+            probe.revision
+        };
+        Ok(Ok(pb::ListResponse {
+            items,
+            resource_version: revision,
+            ..Default::default()
+        }))
+    }
+
+    /// One attempt at a (possibly multi-chunk) list. Every chunk is checked (when `check`)
+    /// to be the state at `rev` (0 = at the first chunk's revision): a write after it to a
+    /// key the rest of the list covers makes the attempt `Inconsistent`.
+    async fn scan(
+        &self,
+        ks: &Keyspace,
+        filter: &Filter,
+        limit: usize,
+        start_after: &str,
+        rev: u64,
+        check: bool,
+    ) -> Result<Result<pb::ListResponse, Inconsistent>, ApiError> {
         let mut items = Vec::new();
         let mut cursor = start_after.to_string();
-        let mut revision = None;
+        let mut revision = if rev > 0 { Some(rev) } else { None };
         let unfiltered = filter.is_plain();
+        if limit == 0 {
+            // The whole collection: one atomic read, filtered here.
+            let at = if check { rev } else { 0 };
+            let page = self
+                .store
+                .list_all(ks, &filter.namespace, start_after, at)
+                .await?;
+            match page.consistent_at(at, &filter.namespace, start_after) {
+                AtRevision::Same => {}
+                AtRevision::Changed => return Ok(Err(Inconsistent::Changed)),
+                AtRevision::Gone => return Ok(Err(Inconsistent::Gone)),
+            }
+            let items = page
+                .items
+                .into_iter()
+                .filter(|(k, s)| unfiltered || filter.matches(k, &s.json))
+                .map(|(_, s)| s.json)
+                .collect();
+            return Ok(Ok(pb::ListResponse {
+                items,
+                resource_version: if rev > 0 { rev } else { page.revision },
+                ..Default::default()
+            }));
+        }
         loop {
             let want = if limit == 0 {
                 SCAN_CHUNK
@@ -133,9 +311,10 @@ impl StorageService {
                 (limit - items.len()).min(SCAN_CHUNK)
             };
             let want = if unfiltered { want } else { SCAN_CHUNK };
+            let at = if check { revision.unwrap_or(0) } else { 0 };
             let page = self
                 .store
-                .list_page(
+                .list_page_at(
                     ks,
                     &filter.namespace,
                     &cursor,
@@ -144,8 +323,14 @@ impl StorageService {
                     } else {
                         Some(want)
                     },
+                    at,
                 )
                 .await?;
+            match page.consistent_at(at, &filter.namespace, &cursor) {
+                AtRevision::Same => {}
+                AtRevision::Changed => return Ok(Err(Inconsistent::Changed)),
+                AtRevision::Gone => return Ok(Err(Inconsistent::Gone)),
+            }
             revision.get_or_insert(page.revision);
             let n = page.items.len();
             for (i, (k, s)) in page.items.into_iter().enumerate() {
@@ -160,30 +345,51 @@ impl StorageService {
                     } else {
                         String::new()
                     };
-                    return Ok(pb::ListResponse {
+                    return Ok(Ok(pb::ListResponse {
                         items,
                         resource_version: revision.unwrap_or(0),
                         next_start_after: next,
                         // Upstream only reports the count when no selector filters it.
                         remaining_item_count: if unfiltered { more } else { 0 },
                         has_remaining_item_count: unfiltered && more > 0,
-                    });
+                    }));
                 }
             }
             if page.remaining == 0 || n == 0 || (limit == 0 && unfiltered) {
                 break;
             }
         }
-        Ok(pb::ListResponse {
+        Ok(Ok(pb::ListResponse {
             items,
             resource_version: revision.unwrap_or(0),
             ..Default::default()
-        })
+        }))
     }
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
 type ChangeStream = Pin<Box<dyn Stream<Item = Result<pb::Change, Status>> + Send>>;
+
+/// The gRPC event a watcher with `filter` gets for a stored event (None = nothing).
+/// Without selectors the event goes out as stored, with the previous state of a MODIFIED
+/// for the consumer's own filtering; with selectors, transitions are applied here.
+fn outgoing(filter: &Filter, e: crate::watch::LiveEvent) -> Option<pb::WatchEvent> {
+    let (kind, object, prev) = if filter.is_plain() {
+        (e.kind, e.json, e.prev)
+    } else {
+        match filter.transition(e.kind, &e.key, &e.json, &e.prev)? {
+            Transition::Same => (e.kind, e.json, Bytes::new()),
+            Transition::Added => (b'A', e.json, Bytes::new()),
+            Transition::DeletedPrev => (b'D', e.prev, Bytes::new()),
+        }
+    };
+    Some(pb::WatchEvent {
+        r#type: event_type(kind),
+        object,
+        resource_version: e.rv,
+        prev_object: prev,
+    })
+}
 
 fn event_type(kind: u8) -> i32 {
     (match kind {
@@ -261,10 +467,30 @@ impl Storage for StorageService {
         let r = req.get_ref();
         let ks = ks(&r.resource)?;
         let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
+        let at = if r.continue_resource_version > 0 {
+            ReadAt::Continue(r.continue_resource_version)
+        } else if r.exact_resource_version > 0 {
+            ReadAt::Exact(r.exact_resource_version)
+        } else {
+            ReadAt::Latest
+        };
+        let target = r.min_resource_version.max(r.exact_resource_version);
+        if target > 0 {
+            self.wait_fresh(&ks, target).await?;
+        }
         Ok(Response::new(
-            self.list_filtered(&ks, &filter, r.limit as usize, &r.start_after)
+            self.list_filtered(&ks, &filter, r.limit as usize, &r.start_after, at)
                 .await?,
         ))
+    }
+
+    async fn continue_key(
+        &self,
+        _req: Request<pb::ContinueKeyRequest>,
+    ) -> Result<Response<pb::ContinueKeyResponse>, Status> {
+        Ok(Response::new(pb::ContinueKeyResponse {
+            key: self.store.shared_secret(CONTINUE_KEY).await?.into(),
+        }))
     }
 
     async fn delete_collection(
@@ -344,7 +570,7 @@ impl Storage for StorageService {
                         for (k, s) in page.items {
                             cursor = k.clone();
                             if filter.matches(&k, &s.json) {
-                                let ev = pb::WatchEvent { r#type: event_type(b'A'), object: s.json, resource_version: s.rv };
+                                let ev = pb::WatchEvent { r#type: event_type(b'A'), object: s.json, resource_version: s.rv, prev_object: Default::default() };
                                 if tx.send(Ok(ev)).await.is_err() {
                                     return Ok(());
                                 }
@@ -355,7 +581,7 @@ impl Storage for StorageService {
                         }
                     }
                     last = revision.unwrap_or(0);
-                    let progress = pb::WatchEvent { r#type: pb::watch_event::Type::Progress as i32, object: Default::default(), resource_version: last };
+                    let progress = pb::WatchEvent { r#type: pb::watch_event::Type::Progress as i32, object: Default::default(), resource_version: last, prev_object: Default::default() };
                     if tx.send(Ok(progress)).await.is_err() {
                         return Ok(());
                     }
@@ -371,17 +597,14 @@ impl Storage for StorageService {
                             }
                         }
                         loop {
-                            let evs = store.history_after(&ks, last, SCAN_CHUNK).await?;
+                            let evs = hub.history_after(&ks.ev, last, SCAN_CHUNK).await?;
                             if evs.is_empty() {
                                 break;
                             }
                             for e in evs {
                                 last = e.rv;
-                                if filter.matches(&e.key, &e.json) {
-                                    let ev = pb::WatchEvent { r#type: event_type(e.kind), object: e.json, resource_version: e.rv };
-                                    if tx.send(Ok(ev)).await.is_err() {
-                                        return Ok(());
-                                    }
+                                if let Some(ev) = outgoing(&filter, e) && tx.send(Ok(ev)).await.is_err() {
+                                    return Ok(());
                                 }
                             }
                         }
@@ -397,11 +620,8 @@ impl Storage for StorageService {
                                     continue;
                                 }
                                 last = e.rv;
-                                if filter.matches(&e.key, &e.json) {
-                                    let ev = pb::WatchEvent { r#type: event_type(e.kind), object: e.json, resource_version: e.rv };
-                                    if tx.send(Ok(ev)).await.is_err() {
-                                        return Ok(());
-                                    }
+                                if let Some(ev) = outgoing(&filter, e) && tx.send(Ok(ev)).await.is_err() {
+                                    return Ok(());
                                 }
                             }
                             // Too slow: close; the client resumes from its last revision.

@@ -23,6 +23,93 @@ pub struct Page {
     pub revision: u64,
     /// Objects after this page in the requested range.
     pub remaining: u64,
+    /// With an `exact` revision below `revision`: the keys written after it, and the
+    /// revision of the first such write still in the history (0 = none in the history).
+    pub later: Option<Later>,
+}
+
+/// Writes after a requested revision, read atomically with a page.
+#[derive(Debug, Default, PartialEq)]
+pub struct Later {
+    pub keys: Vec<String>,
+    pub first_rv: u64,
+}
+
+/// How a page read relates to the state at a requested revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtRevision {
+    /// Nothing written after the revision could appear in the page: it is that state.
+    Same,
+    /// A write after the revision touched a key the page covers.
+    Changed,
+    /// The history no longer covers every write after the revision: unknown.
+    Gone,
+}
+
+impl Page {
+    /// Whether this page is the state at revision `exact` for a read of `namespace` after
+    /// `start_after` (writes to keys at or before `start_after`, or in other namespaces,
+    /// do not matter).
+    pub fn consistent_at(&self, exact: u64, namespace: &str, start_after: &str) -> AtRevision {
+        if exact == 0 || exact >= self.revision {
+            return AtRevision::Same;
+        }
+        let Some(l) = &self.later else {
+            return AtRevision::Gone;
+        };
+        if l.first_rv != exact + 1 {
+            return AtRevision::Gone;
+        }
+        let prefix = format!("{namespace}/");
+        let touched = l
+            .keys
+            .iter()
+            .any(|k| k.as_str() > start_after && (namespace.is_empty() || k.starts_with(&prefix)));
+        if touched {
+            AtRevision::Changed
+        } else {
+            AtRevision::Same
+        }
+    }
+}
+
+/// Parses the list script's reply (see lua/list.lua).
+fn parse_page(r: Vec<Value>) -> Result<Page, ApiError> {
+    let mut it = r.into_iter();
+    let revision = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
+    let remaining = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
+    let n_later = it.next().map(|v| int(&v)).unwrap_or(0).max(0) as usize;
+    let first_later = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
+    let mut later = None;
+    if n_later > 0 || first_later > 0 {
+        let mut keys = Vec::with_capacity(n_later);
+        for _ in 0..n_later {
+            let k = it
+                .next()
+                .and_then(bulk)
+                .and_then(|k| String::from_utf8(k).ok())
+                .ok_or_else(|| ApiError::internal("corrupt list reply"))?;
+            keys.push(k);
+        }
+        later = Some(Later {
+            keys,
+            first_rv: first_later,
+        });
+    }
+    let mut items = Vec::with_capacity(it.len() / 2);
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        let k = bulk(k)
+            .and_then(|k| String::from_utf8(k).ok())
+            .unwrap_or_default();
+        let v = bulk(v).ok_or_else(|| ApiError::internal("corrupt list reply"))?;
+        items.push((k, stored_from_value(v)?));
+    }
+    Ok(Page {
+        items,
+        revision,
+        remaining,
+        later,
+    })
 }
 
 #[derive(Clone)]
@@ -262,6 +349,20 @@ impl Store {
         start_after: &str,
         limit: Option<usize>,
     ) -> Result<Page, ApiError> {
+        self.list_page_at(ks, namespace, start_after, limit, 0)
+            .await
+    }
+
+    /// [`Store::list_page`] that also reports, atomically with the page, which keys were
+    /// written after revision `exact` (when `0 < exact < revision`): see [`Page::later`].
+    pub async fn list_page_at(
+        &self,
+        ks: &Keyspace,
+        namespace: &str,
+        start_after: &str,
+        limit: Option<usize>,
+        exact: u64,
+    ) -> Result<Page, ApiError> {
         let limit: i64 = limit.map(|l| l as i64).unwrap_or(-1);
         let (min, max) = range(namespace, start_after);
         let mut c = self.conn.clone();
@@ -271,28 +372,120 @@ impl Store {
             .key(&ks.rev)
             .key(&ks.obj)
             .key(&ks.idx)
+            .key(&ks.ev)
             .arg(min)
             .arg(max)
             .arg(limit)
+            .arg(exact)
             .invoke_async(&mut c)
             .await
             .map_err(redis_err)?;
-        let mut it = r.into_iter();
-        let revision = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
-        let remaining = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
+        parse_page(r)
+    }
+
+    /// Every object of `namespace` ("" = all) after `start_after`, in key order, in one
+    /// atomic MULTI (GET revision, HGETALL objects, and with `exact` the events after it):
+    /// the whole-collection read without a Lua script, whose per-value copies into and out
+    /// of Lua tables cost more than Redis's own HGETALL reply (measured: 10,000 objects of
+    /// 1 KiB, see loadtest/LIST-FIGURES.md). Sorting the keys here gives the index's order
+    /// (ZRANGEBYLEX compares bytes, as `str` ordering does).
+    pub async fn list_all(
+        &self,
+        ks: &Keyspace,
+        namespace: &str,
+        start_after: &str,
+        exact: u64,
+    ) -> Result<Page, ApiError> {
+        let mut c = self.conn.clone();
+        let mut p = redis::pipe();
+        p.atomic()
+            .cmd("GET")
+            .arg(&ks.rev)
+            .cmd("HGETALL")
+            .arg(&ks.obj);
+        if exact > 0 {
+            p.cmd("XRANGE")
+                .arg(&ks.ev)
+                .arg(format!("{}-0", exact + 1))
+                .arg("+");
+        }
+        let mut r: Vec<Value> = p.query_async(&mut c).await.map_err(redis_err)?;
+        let events = if exact > 0 { r.pop() } else { None };
+        let all = r.pop().unwrap_or(Value::Nil);
+        let revision = r.first().map(int).unwrap_or(0) as u64;
+        let prefix = format!("{namespace}/");
         let mut items = Vec::new();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            let k = bulk(k)
-                .and_then(|k| String::from_utf8(k).ok())
-                .unwrap_or_default();
+        let mut push = |k: Value, v: Value| -> Result<(), ApiError> {
+            let Some(k) = bulk(k).and_then(|k| String::from_utf8(k).ok()) else {
+                return Ok(());
+            };
+            if (!namespace.is_empty() && !k.starts_with(&prefix))
+                || (!start_after.is_empty() && k.as_str() <= start_after)
+            {
+                return Ok(());
+            }
             let v = bulk(v).ok_or_else(|| ApiError::internal("corrupt list reply"))?;
             items.push((k, stored_from_value(v)?));
+            Ok(())
+        };
+        match all {
+            Value::Map(kv) => {
+                for (k, v) in kv {
+                    push(k, v)?;
+                }
+            }
+            Value::Array(a) => {
+                let mut it = a.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    push(k, v)?;
+                }
+            }
+            _ => {}
         }
+        items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let later = match events {
+            Some(v) if exact < revision => {
+                let evs = parse_xrange(v);
+                let first_rv = evs.first().map_or(0, |e| e.rv);
+                let mut keys: Vec<String> = evs.into_iter().map(|e| e.key).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                (first_rv > 0).then_some(Later { keys, first_rv })
+            }
+            _ => None,
+        };
         Ok(Page {
             items,
             revision,
-            remaining,
+            remaining: 0,
+            later,
         })
+    }
+
+    /// A random 32-byte secret stored under `key`, created once by whichever replica asks
+    /// first (SET NX) and the same for every caller afterwards.
+    pub async fn shared_secret(&self, key: &str) -> Result<Vec<u8>, ApiError> {
+        let mut fresh = [0u8; 32];
+        {
+            use std::io::Read;
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut fresh))
+                .map_err(|e| ApiError::internal(format!("no randomness: {e}")))?;
+        }
+        let mut c = self.conn.clone();
+        let (_, v): (Value, Option<Vec<u8>>) = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(key)
+            .arg(&fresh[..])
+            .arg("NX")
+            .cmd("GET")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        v.filter(|v| v.len() >= 16)
+            .ok_or_else(|| ApiError::internal("continue key missing"))
     }
 
     /// History entries with revision > `after`, at most `count`: (rv, type, key, json).
@@ -382,4 +575,55 @@ fn parse_xrange(v: Value) -> Vec<HistoryEvent> {
         out.push(ev);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(revision: u64, later: Option<(&[&str], u64)>) -> Page {
+        Page {
+            revision,
+            later: later.map(|(keys, first_rv)| Later {
+                keys: keys.iter().map(|k| k.to_string()).collect(),
+                first_rv,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn state_at_a_revision() {
+        // Latest reads and reads at the current revision are always the state.
+        assert_eq!(page(10, None).consistent_at(0, "", ""), AtRevision::Same);
+        assert_eq!(page(10, None).consistent_at(10, "", ""), AtRevision::Same);
+        // Older revision, history gone or incomplete.
+        assert_eq!(page(10, None).consistent_at(7, "", ""), AtRevision::Gone);
+        assert_eq!(
+            page(10, Some((&["a/x"], 9))).consistent_at(7, "", ""),
+            AtRevision::Gone
+        );
+        // Writes after 7 to a/x (rv 8..10 all in history).
+        let p = page(10, Some((&["a/x"], 8)));
+        assert_eq!(p.consistent_at(7, "", ""), AtRevision::Changed);
+        assert_eq!(p.consistent_at(7, "a", ""), AtRevision::Changed);
+        assert_eq!(
+            p.consistent_at(7, "b", ""),
+            AtRevision::Same,
+            "other namespace"
+        );
+        assert_eq!(
+            p.consistent_at(7, "", "a/x"),
+            AtRevision::Same,
+            "behind the cursor"
+        );
+        assert_eq!(
+            p.consistent_at(7, "", "a/w"),
+            AtRevision::Changed,
+            "ahead of it"
+        );
+        // "ab/…" is not in namespace "a".
+        let p = page(10, Some((&["ab/x"], 8)));
+        assert_eq!(p.consistent_at(7, "a", ""), AtRevision::Same);
+    }
 }
