@@ -15,7 +15,6 @@ use hyper::body::Incoming;
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, RwLock};
-use tonic::transport::{Channel, Endpoint};
 
 /// Gateway configuration.
 #[derive(Debug, Clone)]
@@ -54,12 +53,12 @@ pub struct Ctx {
     pub tenants: RwLock<HashSet<String>>,
 }
 
+/// The gRPC channel of the gateway's service clients: one HTTP/2 connection per service,
+/// opened lazily, driven without tonic's buffer task (see `crdplane-transport`).
+pub type Channel = crdplane_transport::Channel;
+
 fn channel(url: &str) -> anyhow::Result<Channel> {
-    Ok(Endpoint::from_shared(url.to_string())?
-        .tcp_nodelay(true)
-        .http2_adaptive_window(true)
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .connect_lazy())
+    Channel::lazy(url).map_err(|e| anyhow::anyhow!("service endpoint {url:?}: {e}"))
 }
 
 impl Ctx {
@@ -272,6 +271,7 @@ async fn route(
         i.resource.as_str(),
     ) {
         ("api", "", "v1", "namespaces") => crate::namespaces::serve(&ctx, &req).await,
+        ("api", "", "v1", r) if empty_core_kind(r).is_some() => empty_core(&req),
         ("api", _, _, _) => Err(ApiError::path_not_found()),
         ("apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions") => {
             crate::crds::serve(&ctx, &req).await
@@ -311,4 +311,57 @@ pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
         .expect("lock")
         .insert(tenant.to_string());
     Ok(())
+}
+
+/// The core resources of category `all` (`pods`, `replicationcontrollers`, `services`):
+/// (resource, kind). This server runs no workloads, so it serves them as a cluster with
+/// none would — empty lists, NotFound on get — which is what `kubectl get all` needs to
+/// behave as upstream when no custom resource is in the category (kubectl expands `all`
+/// from discovery and fails with `the server doesn't have a resource type "all"` when
+/// nothing declares it). Read-only: discovery advertises only get and list.
+pub const EMPTY_CORE: [(&str, &str); 3] = [
+    ("pods", "Pod"),
+    ("replicationcontrollers", "ReplicationController"),
+    ("services", "Service"),
+];
+
+pub fn empty_core_kind(resource: &str) -> Option<&'static str> {
+    EMPTY_CORE
+        .iter()
+        .find(|(r, _)| *r == resource)
+        .map(|(_, k)| *k)
+}
+
+fn empty_core(req: &Req) -> Result<Response<Body>, ApiError> {
+    let i = &req.info;
+    let kind = empty_core_kind(&i.resource).ok_or_else(ApiError::path_not_found)?;
+    let gr = crdplane_core::GroupResource::new("", i.resource.clone());
+    if !i.subresource.is_empty() {
+        return Err(ApiError::path_not_found());
+    }
+    match i.verb.as_str() {
+        "get" => Err(ApiError::not_found(&gr, &i.name)),
+        "list" => {
+            let body = match crate::http::negotiate_output(req.header("accept"))? {
+                crate::http::Output::Json => serde_json::json!({
+                    "kind": format!("{kind}List"), "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "0"}, "items": []
+                }),
+                crate::http::Output::Table(v) => serde_json::json!({
+                    "kind": "Table", "apiVersion": crate::crs::table_api_version(v),
+                    "metadata": {"resourceVersion": "0"},
+                    "columnDefinitions": [
+                        {"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0},
+                        {"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}
+                    ],
+                    "rows": []
+                }),
+            };
+            Ok(crate::http::json_response(
+                http::StatusCode::OK,
+                serde_json::to_vec(&body).expect("json"),
+            ))
+        }
+        verb => Err(ApiError::method_not_supported(&gr, verb)),
+    }
 }

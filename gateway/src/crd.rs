@@ -134,9 +134,16 @@ impl CrdInfo {
             list_kind,
             versions,
             storage_version,
+            // customresource_handler.go: the Terminating condition, not the timestamp.
             terminating: crd
-                .pointer("/metadata/deletionTimestamp")
-                .is_some_and(|v| !v.is_null()),
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.get("type").and_then(Value::as_str) == Some("Terminating")
+                            && c.get("status").and_then(Value::as_str) == Some("True")
+                    })
+                }),
             json: crd,
         })
     }
@@ -234,6 +241,17 @@ mod tests {
             "unserved versions are not served"
         );
         assert_eq!(i.generation, 2);
+    }
+
+    #[test]
+    fn terminating_follows_the_condition() {
+        let mut c = crontab();
+        c["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(!CrdInfo::from_json(c.clone()).unwrap().terminating);
+        c["status"]["conditions"] = json!([{"type": "Terminating", "status": "True"}]);
+        assert!(CrdInfo::from_json(c.clone()).unwrap().terminating);
+        c["status"]["conditions"] = json!([{"type": "Terminating", "status": "False"}]);
+        assert!(!CrdInfo::from_json(c).unwrap().terminating);
     }
 
     #[test]

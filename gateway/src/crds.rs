@@ -1,10 +1,11 @@
 //! `apiextensions.k8s.io/v1` CustomResourceDefinition endpoints of a tenant: the gateway
 //! decodes, applies patches and renders; the registry service validates, names, sets
 //! conditions and persists. CRD writes made through this gateway drop its own cache entries
-//! at once (other gateways follow the storage change stream).
+//! at once (other gateways follow the storage change stream). DELETE returns the CRD marked
+//! for deletion; the registry's finalizer controller deletes its instances and then the CRD.
 
 use crate::api::{Ctx, Req};
-use crate::crs::{apply_patch, decode_body, parse_limit};
+use crate::crs::{apply_patch, decode_body};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
@@ -109,11 +110,12 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     }
     match i.verb.as_str() {
         "create" if !status => {
-            decode_body(req)?;
+            // JSON or YAML in; the registry takes JSON.
+            let body = serde_json::to_vec(&decode_body(req)?).map_err(ApiError::internal)?;
             let r = reg
                 .create_crd(pb::CrdWriteRequest {
                     tenant: tenant.clone(),
-                    crd_json: req.body.clone(),
+                    crd_json: body.into(),
                     dry_run: dry,
                     name: String::new(),
                 })
@@ -135,30 +137,35 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "list" => {
             let (label, field) = selectors(req)?;
-            let limit = parse_limit(req)?;
-            let (start_after, token_rv) = match req.query.get("continue") {
-                Some(c) if !c.is_empty() => {
-                    let (k, rv) = crate::strategy::decode_continue(c)?;
-                    (k, Some(rv))
-                }
-                _ => (String::new(), None),
-            };
+            // Tokens and list options as for every list; the registry serves the current
+            // state (no resourceVersion constraints on CRD lists).
+            let key = crate::strategy::continue_key(&ctx.storage).await?;
+            let scope = crate::strategy::token_scope(
+                &tenant,
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "",
+            );
+            let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
             let r = reg
                 .list_crds(pb::CrdListRequest {
                     tenant,
-                    limit,
-                    start_after,
+                    limit: opts.limit,
+                    start_after: opts.start_after.clone(),
                     name: String::new(),
                     label_selector: label,
                     field_selector: field,
                 })
                 .await?
                 .into_inner();
-            let rv = token_rv.unwrap_or(r.resource_version);
+            let rv = match opts.rv {
+                crate::strategy::ListRv::Exact(n) if opts.continuing => n,
+                _ => r.resource_version,
+            };
             let cont = if r.next_start_after.is_empty() {
                 String::new()
             } else {
-                crate::strategy::encode_continue(&r.next_start_after, rv)
+                crate::strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
             };
             let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
             match negotiate_output(req.header("accept"))? {
@@ -210,14 +217,15 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 label_selector: label,
                 field_selector: field,
                 transform: None,
+                normalize: None,
             };
             watch::serve(ctx, req, t).await
         }
         "update" => {
-            decode_body(req)?;
+            let body = serde_json::to_vec(&decode_body(req)?).map_err(ApiError::internal)?;
             let w = pb::CrdWriteRequest {
                 tenant: tenant.clone(),
-                crd_json: req.body.clone(),
+                crd_json: body.into(),
                 dry_run: dry,
                 name: i.name.clone(),
             };
@@ -284,7 +292,34 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             }
         }
         "delete" if !status => {
-            let (want_rv, _) = crate::crs::delete_options(&req.body)?;
+            let (want_rv, want_uid) = crate::crs::delete_options(&req.body)?;
+            if !want_uid.is_empty() {
+                // etcd.go REST.Delete: the UID precondition is checked first.
+                let cur = reg
+                    .get_crd(pb::CrdGetRequest {
+                        tenant: tenant.clone(),
+                        name: i.name.clone(),
+                    })
+                    .await?
+                    .into_inner();
+                let v: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
+                let uid = v
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if uid != want_uid {
+                    return Err(ApiError::conflict(
+                        &gr(),
+                        &i.name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {want_uid}, UID in object meta: {uid}"
+                        ),
+                    ));
+                }
+            }
+            // The first DELETE marks the CRD (deletionTimestamp, cleanup finalizer,
+            // Terminating) and returns it with 200; the registry removes the instances and
+            // then the CRD in the background.
             let r = reg
                 .delete_crd(pb::CrdDeleteRequest {
                     tenant: tenant.clone(),

@@ -1,12 +1,16 @@
-//! Custom-resource endpoints: get, list, create, update, patch, delete, deletecollection and
-//! the status subresource, for every served version of an Established CRD.
+//! Custom-resource endpoints: get, list, create, update, patch, delete, deletecollection, the
+//! status subresource (the scale subresource lives in [`crate::scale`]), for every served
+//! version of an Established CRD. Deletion honours DeleteOptions (preconditions,
+//! propagationPolicy/orphanDependents → GC finalizers, dryRun) and finalizers (store.go:
+//! objects with finalizers are marked with a deletionTimestamp and kept until an update
+//! removes the last one).
 //!
 //! Handler → strategy (pure functions in [`crate::strategy`]) → validation service (`Admit`:
 //! metadata, apiVersion/kind, prune, default, schema) → storage service. Follows
 //! apiextensions-apiserver pkg/apiserver/customresource_handler.go and
 //! k8s.io/apiserver pkg/endpoints/handlers/{create,update,patch,delete,get}.go.
 
-use crate::api::{Ctx, Req};
+use crate::api::{Channel, Ctx, Req};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::strategy::{self, CreateParams};
@@ -16,6 +20,7 @@ use crdplane_core::field::{FieldError, FieldErrorType};
 use crdplane_core::selector::{CustomResourceFieldLabels, FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, rvslot};
 use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::validation_client::ValidationClient;
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -44,16 +49,27 @@ pub async fn serve(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<B
     match sub {
         "" => {}
         "status" if ver.has_status => {}
+        "scale" if ver.scale.is_some() => {}
         _ => return Err(ApiError::path_not_found()),
     }
+    if crd.terminating && sub.is_empty() && i.verb == "create" {
+        // customresource_handler.go serveResource: MethodNotSupported, own message.
+        let mut e = ApiError::method_not_supported(&crd.gr(), &i.verb);
+        e.message = format!(
+            "{} not allowed while custom resource definition is terminating",
+            i.verb
+        );
+        return Err(e);
+    }
     let mut resp = match (sub, i.verb.as_str()) {
+        ("scale", _) => crate::scale::serve(ctx, req, &crd, ver).await,
         (_, "get") => get(ctx, req, &crd, ver).await,
         ("", "list") => list(ctx, req, &crd, ver).await,
         ("", "watch") => crate::watch::serve_cr(ctx, req, crd.clone()).await,
         ("", "create") => create(ctx, req, &crd, ver).await,
         (_, "update") => update(ctx, req, &crd, ver).await,
         (_, "patch") => patch(ctx, req, &crd, ver).await,
-        ("", "delete") => delete(ctx, req, &crd).await,
+        ("", "delete") => delete(ctx, req, &crd, ver).await,
         ("", "deletecollection") => delete_collection(ctx, req, &crd, ver).await,
         _ => Err(ApiError::method_not_supported(&crd.gr(), &i.verb)),
     }?;
@@ -225,9 +241,17 @@ async fn load_schema(
     tenant: &str,
     version: &str,
 ) -> Result<(), ApiError> {
+    load_schema_with(ctx.validation.clone(), crd, tenant, version).await
+}
+
+async fn load_schema_with(
+    mut validation: ValidationClient<Channel>,
+    crd: &CrdInfo,
+    tenant: &str,
+    version: &str,
+) -> Result<(), ApiError> {
     let crd_json = serde_json::to_vec(&crd.json).map_err(ApiError::internal)?;
-    ctx.validation
-        .clone()
+    validation
         .load_schema(pb::LoadSchemaRequest {
             schema: Some(schema_ref(crd, tenant, version)),
             crd_json: crd_json.into(),
@@ -279,8 +303,27 @@ pub async fn admit(
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    if !resp.errors.is_empty() {
-        let errs: Vec<FieldError> = resp.errors.iter().map(field_error_from_proto).collect();
+    // Checks the validation service does not know about, in upstream's order: ObjectMeta
+    // update rules first (no new finalizers while deleting), then the schema's errors, then
+    // the scale subresource's paths (validator.go ValidateScaleSpec/ValidateScaleStatus).
+    let mut errs: Vec<FieldError> = old.map(|o| no_new_finalizers(obj, o)).unwrap_or_default();
+    errs.extend(resp.errors.iter().map(field_error_from_proto));
+    let type_meta_failed = resp
+        .errors
+        .iter()
+        .any(|e| e.field == "kind" || e.field == "apiVersion");
+    if let Some(scale) = &ver.scale
+        && !type_meta_failed
+    {
+        let admitted: Option<Value> = serde_json::from_slice(&resp.object).ok();
+        let target = admitted.as_ref().filter(|v| v.is_object()).unwrap_or(obj);
+        errs.extend(crate::scale::validate_scale_fields(
+            target,
+            &crate::scale::ScalePaths::from_crd(scale),
+            subresource == "status",
+        ));
+    }
+    if !errs.is_empty() {
         return Err(ApiError::invalid(&crd.kind, &crd.group, name, &errs));
     }
     // The validation service words the field warnings (`unknown field "spec.foo"`,
@@ -308,19 +351,58 @@ async fn normalize(
     if !ver.has_defaults || objs.is_empty() {
         return Ok(objs);
     }
+    normalize_with(ctx.validation.clone(), tenant, crd, &ver.name, objs).await
+}
+
+/// Read-path defaulting (apiextensions-apiserver applies the schema's defaults when it
+/// decodes from storage): the validation service defaults and prunes stored objects with
+/// the served version's schema, loading the schema first if it does not have it.
+async fn normalize_with(
+    validation: ValidationClient<Channel>,
+    tenant: &str,
+    crd: &CrdInfo,
+    version: &str,
+    objs: Vec<Bytes>,
+) -> Result<Vec<Bytes>, ApiError> {
     let mk = || pb::NormalizeRequest {
-        schema: Some(schema_ref(crd, tenant, &ver.name)),
+        schema: Some(schema_ref(crd, tenant, version)),
         objects: objs.clone(),
     };
-    let r = match ctx.validation.clone().normalize(mk()).await {
+    let r = match validation.clone().normalize(mk()).await {
         Ok(r) => r.into_inner(),
         Err(s) if s.code() == tonic::Code::NotFound => {
-            load_schema(ctx, crd, tenant, &ver.name).await?;
-            ctx.validation.clone().normalize(mk()).await?.into_inner()
+            load_schema_with(validation.clone(), crd, tenant, version).await?;
+            validation.clone().normalize(mk()).await?.into_inner()
         }
         Err(s) => return Err(ApiError::from_grpc(&s)),
     };
     Ok(r.objects)
+}
+
+/// Read defaulting for watch events of `version`, or None when that version's schema has
+/// no defaults (events then pass through as stored).
+pub fn watch_normalizer(
+    ctx: &Ctx,
+    crd: &Arc<CrdInfo>,
+    tenant: &str,
+    version: &VersionInfo,
+) -> Option<crate::watch::Normalizer> {
+    if !version.has_defaults {
+        return None;
+    }
+    let validation = ctx.validation.clone();
+    let crd = crd.clone();
+    let tenant = tenant.to_string();
+    let version = version.name.clone();
+    Some(Arc::new(move |objs: Vec<Bytes>| {
+        let (validation, crd, tenant, version) = (
+            validation.clone(),
+            crd.clone(),
+            tenant.clone(),
+            version.clone(),
+        );
+        Box::pin(async move { normalize_with(validation, &tenant, &crd, &version, objs).await })
+    }))
 }
 
 // ---- version conversion (strategy None: apiVersion rewrite) -----------------------------
@@ -479,47 +561,49 @@ async fn list(
     let i = &req.info;
     let output = negotiate_output(req.header("accept"))?;
     let (label, field) = check_selectors(req, crd, ver)?;
-    let limit = parse_limit(req)?;
-    let (start_after, token_rv) = match req.query.get("continue") {
-        Some(c) if !c.is_empty() => {
-            let (k, rv) = strategy::decode_continue(c)?;
-            (k, Some(rv))
-        }
-        _ => (String::new(), None),
-    };
+    let key = strategy::continue_key(&ctx.storage).await?;
+    let scope = strategy::token_scope(&i.tenant, &crd.group, &crd.plural, &i.namespace);
+    let opts = strategy::list_options(|k| req.query.get(k), &key, &scope)?;
+    let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
     let r = ctx
         .storage
         .clone()
         .list(pb::ListRequest {
             resource: Some(resource_ref(crd, &i.tenant)),
             namespace: i.namespace.clone(),
-            limit,
-            start_after,
+            limit: opts.limit,
+            start_after: opts.start_after.clone(),
             name: String::new(),
             label_selector: label,
             field_selector: field,
+            min_resource_version: min_rv,
+            exact_resource_version: exact_rv,
+            continue_resource_version: continue_rv,
         })
-        .await?
-        .into_inner();
-    let rv = token_rv.unwrap_or(r.resource_version);
+        .await;
+    let r = match r {
+        Ok(r) => r.into_inner(),
+        Err(s) => return list_failure(ApiError::from_grpc(&s), &opts, &key, &scope),
+    };
+    let rv = r.resource_version;
     let cont = if r.next_start_after.is_empty() {
         String::new()
     } else {
-        strategy::encode_continue(&r.next_start_after, rv)
+        strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
     };
     let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
-    let items = for_version(ctx, &i.tenant, crd, ver, r.items).await?;
+    // Stored bytes go out as they are (spliced into the list document) unless a version
+    // rewrite or read defaults are needed.
+    let want = api_version(crd, &ver.name);
+    let items = if !ver.has_defaults && all_served_as_is(&r.items, &want) {
+        r.items
+    } else {
+        for_version(ctx, &i.tenant, crd, ver, r.items).await?
+    };
     match output {
         Output::Json => Ok(json_response(
             StatusCode::OK,
-            strategy::list_json(
-                &api_version(crd, &ver.name),
-                &crd.list_kind,
-                &items,
-                rv,
-                &cont,
-                remaining,
-            ),
+            strategy::list_json(&want, &crd.list_kind, &items, rv, &cont, remaining),
         )),
         Output::Table(v) => {
             let objs: Vec<Value> = items
@@ -529,6 +613,42 @@ async fn list(
             table_response(req, ver, v, &objs, Some(rv), &cont, remaining)
         }
     }
+}
+
+/// Whether every stored object already has `want` as its apiVersion (stored objects are
+/// written with "apiVersion" as their first key).
+fn all_served_as_is(items: &[Bytes], want: &str) -> bool {
+    let prefix = format!(
+        "{{\"apiVersion\":{}",
+        serde_json::to_string(want).expect("json")
+    );
+    items.iter().all(|b| b.starts_with(prefix.as_bytes()))
+}
+
+/// A failed storage list as upstream answers it: a continue token whose revision left the
+/// history → 410 with a fresh token (rv -1) in `metadata.continue`; a resourceVersion ahead
+/// of the revision → 504 with `Retry-After` (apiserver responsewriters `ErrorNegotiated`).
+pub fn list_failure(
+    e: ApiError,
+    opts: &strategy::ListOptions,
+    key: &[u8],
+    scope: &str,
+) -> Result<Response<Body>, ApiError> {
+    if e.reason == crdplane_core::Reason::Expired && opts.continuing {
+        return Ok(json_response(
+            StatusCode::GONE,
+            strategy::expired_continue_status(key, scope, &opts.start_after),
+        ));
+    }
+    let retry = e.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+    if retry > 0 {
+        let mut resp = crate::http::error_response(&e);
+        if let Ok(v) = HeaderValue::from_str(&retry.to_string()) {
+            resp.headers_mut().insert("retry-after", v);
+        }
+        return Ok(resp);
+    }
+    Err(e)
 }
 
 /// Converts to the storage version and writes through the rv slot.
@@ -567,14 +687,20 @@ async fn create(
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let dry = req.dry_run()?;
+    let dry = write_dry_run(req)?;
     if crd.terminating {
         return Err(ApiError::method_not_supported(&crd.gr(), "create"));
     }
     let mut obj = decode_body(req)?;
     require_kind(&obj, &req.body)?;
     if crd.namespaced {
-        crate::namespaces::require_namespace(ctx, &i.tenant, &i.namespace).await?;
+        // Upstream's NamespaceLifecycle names the object being created in its 403.
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        crate::namespaces::require_namespace_for(ctx, &i.tenant, &i.namespace, &crd.gr(), name)
+            .await?;
     }
     let params = CreateParams {
         namespace: &i.namespace,
@@ -677,12 +803,33 @@ async fn write_existing(
     req: &Req,
     crd: &CrdInfo,
     ver: &VersionInfo,
-    mut obj: Value,
+    obj: Value,
     old: &Value,
     old_rv: u64,
 ) -> Result<Response<Body>, ApiError> {
+    let (stored, warnings) = store_existing(ctx, req, crd, ver, obj, old, old_rv).await?;
+    Ok(with_warnings(
+        json_response(StatusCode::OK, stored),
+        &warnings,
+    ))
+}
+
+/// One write of an existing object (update, patch, status, scale): strategy, admission,
+/// then a compare-and-swap on `old_rv`; returns the object as the request's version shows
+/// it. An update that leaves no finalizers on an object being deleted deletes it instead
+/// (store.go Update → `deleteWithoutFinalizers`): the response is the updated object,
+/// watchers see DELETED.
+pub(crate) async fn store_existing(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+    mut obj: Value,
+    old: &Value,
+    old_rv: u64,
+) -> Result<(Bytes, Vec<String>), ApiError> {
     let i = &req.info;
-    let dry = req.dry_run()?;
+    let dry = write_dry_run(req)?;
     let sub = i.subresource.as_str();
     if sub == "status" {
         // Only .status changes through /status (status_strategy.go PrepareForUpdate).
@@ -703,6 +850,8 @@ async fn write_existing(
     } else {
         strategy::prepare_for_update(&mut obj, old, ver.has_status)?;
     }
+    // /scale writes are validated by the main resource's strategy.
+    let admit_sub = if sub == "status" { "status" } else { "" };
     let (obj, warnings) = admit(
         ctx,
         req,
@@ -711,9 +860,27 @@ async fn write_existing(
         pb::admit_request::Operation::Update,
         &obj,
         Some(old),
-        sub,
+        admit_sub,
     )
     .await?;
+    if should_delete_during_update(&obj, old) {
+        ctx.storage
+            .clone()
+            .delete(pb::DeleteRequest {
+                key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
+                expected_resource_version: old_rv,
+                dry_run: dry,
+            })
+            .await
+            .map_err(|s| match ApiError::from_grpc(&s) {
+                // Changed since it was read: the update's optimistic-lock conflict.
+                e if e.reason == crdplane_core::Reason::Conflict => {
+                    ApiError::stale(&crd.gr(), &i.name)
+                }
+                e => e,
+            })?;
+        return Ok((serde_json::to_vec(&obj).expect("json").into(), warnings));
+    }
     let s = ctx
         .storage
         .clone()
@@ -729,13 +896,10 @@ async fn write_existing(
         .await?
         .pop()
         .unwrap_or_default();
-    Ok(with_warnings(
-        json_response(StatusCode::OK, json),
-        &warnings,
-    ))
+    Ok((json, warnings))
 }
 
-async fn current(
+pub(crate) async fn current(
     ctx: &Ctx,
     req: &Req,
     crd: &CrdInfo,
@@ -763,6 +927,7 @@ async fn update(
     crd: &CrdInfo,
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
+    write_dry_run(req)?;
     let mut obj = decode_body(req)?;
     require_kind(&obj, &req.body)?;
     check_identity(&mut obj, req, crd)?;
@@ -822,6 +987,7 @@ async fn patch(
     if !PATCH_TYPES.contains(&mime.as_str()) {
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
     }
+    write_dry_run(req)?;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -863,7 +1029,8 @@ fn patch_sets_rv(patch: &[u8]) -> bool {
         || std::str::from_utf8(patch).is_ok_and(|s| s.contains("/metadata/resourceVersion"))
 }
 
-/// DeleteOptions preconditions from a DELETE body (upstream metav1.DeleteOptions).
+/// DeleteOptions preconditions from a DELETE body (upstream metav1.DeleteOptions), as the
+/// namespace and CRD endpoints use them: (resourceVersion or 0, uid or "").
 pub fn delete_options(body: &[u8]) -> Result<(u64, String), ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((0, String::new()));
@@ -887,107 +1054,847 @@ pub fn delete_options(body: &[u8]) -> Result<(u64, String), ApiError> {
     Ok((rv, uid))
 }
 
-async fn delete(ctx: &Ctx, req: &Req, crd: &CrdInfo) -> Result<Response<Body>, ApiError> {
-    let i = &req.info;
-    let dry = req.dry_run()?;
-    let (want_rv, want_uid) = delete_options(&req.body)?;
-    let k = key(crd, &i.tenant, &i.namespace, &i.name);
-    let cur = ctx
-        .storage
-        .clone()
-        .get(pb::GetRequest {
-            key: Some(k.clone()),
-        })
-        .await?
-        .into_inner();
-    let obj = parse_object(&cur.json)?;
-    let uid = obj
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if !want_uid.is_empty() && want_uid != uid {
+// ---- deletion: DeleteOptions, finalizers, garbage-collection finalizers ------------------
+
+/// Standard finalizers the garbage collector handles (metav1.FinalizerOrphanDependents,
+/// metav1.FinalizerDeleteDependents).
+pub const FINALIZER_ORPHAN: &str = "orphan";
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+/// Conflict retries of a delete that lost a race (upstream's GuaranteedUpdate re-reads).
+const DELETE_RETRIES: usize = 5;
+
+/// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    /// Accepted and validated; custom resources have no graceful deletion (upstream: no
+    /// `RESTGracefulDeleteStrategy`), so it changes nothing.
+    pub grace_period_seconds: Option<i64>,
+    pub orphan_dependents: Option<bool>,
+    pub propagation_policy: Option<String>,
+    pub dry_run: Vec<String>,
+}
+
+impl DeleteOptions {
+    /// `dryrun.IsDryRun`: any value (validation allows only "All").
+    pub fn is_dry_run(&self) -> bool {
+        !self.dry_run.is_empty()
+    }
+}
+
+fn cannot_unmarshal(v: &Value, field: &str, go_type: &str) -> ApiError {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    ApiError::bad_request(format!(
+        "json: cannot unmarshal {kind} into Go struct field DeleteOptions.{field} of type {go_type}"
+    ))
+}
+
+/// Decodes a DeleteOptions body (JSON or YAML object; `kind`/`apiVersion` as clients send
+/// them: `DeleteOptions` in `v1` or `meta.k8s.io/v1`).
+pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
+    let Some(m) = v.as_object() else {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
+    };
+    if let Some(k) = m.get("kind").and_then(Value::as_str)
+        && !k.is_empty()
+        && k != "DeleteOptions"
+    {
+        return Err(ApiError::bad_request(
+            "decoded object cannot be converted to DeleteOptions",
+        ));
+    }
+    let opt_str = |v: Option<&Value>, field: &str| -> Result<Option<String>, ApiError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(o) => Err(cannot_unmarshal(o, field, "string")),
+        }
+    };
+    let mut o = DeleteOptions::default();
+    match m.get("preconditions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(p)) => {
+            o.precondition_uid = opt_str(p.get("uid"), "preconditions.uid")?;
+            o.precondition_rv = opt_str(p.get("resourceVersion"), "preconditions.resourceVersion")?;
+        }
+        Some(other) => return Err(cannot_unmarshal(other, "preconditions", "v1.Preconditions")),
+    }
+    o.grace_period_seconds = match m.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.is_i64() => n.as_i64(),
+        Some(other) => return Err(cannot_unmarshal(other, "gracePeriodSeconds", "int64")),
+    };
+    o.orphan_dependents = match m.get("orphanDependents") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(other) => return Err(cannot_unmarshal(other, "orphanDependents", "bool")),
+    };
+    o.propagation_policy = opt_str(m.get("propagationPolicy"), "propagationPolicy")?;
+    o.dry_run = match m.get("dryRun") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(cannot_unmarshal(other, "dryRun", "string")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(cannot_unmarshal(other, "dryRun", "[]string")),
+    };
+    Ok(o)
+}
+
+/// Go's `strconv.ParseBool`.
+fn go_parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,
+/// `orphanDependents`, `propagationPolicy`, `dryRun`; preconditions only travel in a body).
+pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOptions, ApiError> {
+    let mut o = DeleteOptions::default();
+    if let Some(g) = q.get("gracePeriodSeconds") {
+        o.grace_period_seconds = Some(g.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: invalid syntax",
+                crdplane_core::field::go_quote(g)
+            ))
+        })?);
+    }
+    if let Some(b) = q.get("orphanDependents") {
+        o.orphan_dependents = Some(go_parse_bool(b).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "strconv.ParseBool: parsing {}: invalid syntax",
+                crdplane_core::field::go_quote(b)
+            ))
+        })?);
+    }
+    o.propagation_policy = q.get("propagationPolicy").map(str::to_string);
+    o.dry_run =
+        q.0.iter()
+            .filter(|(k, _)| k == "dryRun")
+            .map(|(_, v)| v.clone())
+            .collect();
+    Ok(o)
+}
+
+/// apimachinery `ValidateDeleteOptions` (meta/v1/validation): the 422 of
+/// `DeleteOptions.meta.k8s.io "" is invalid: …`.
+pub fn validate_delete_options(o: &DeleteOptions) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if o.orphan_dependents.is_some()
+        && let Some(p) = &o.propagation_policy
+    {
+        errs.push(FieldError::invalid(
+            "propagationPolicy",
+            Value::String(p.clone()),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if let Some(p) = &o.propagation_policy
+        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        errs.push(FieldError::not_supported(
+            "propagationPolicy",
+            Value::String(p.clone()),
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
+    }
+    if o.dry_run.iter().any(|d| d != "All") {
+        errs.push(dry_run_not_supported(&o.dry_run));
+    }
+    errs
+}
+
+/// apimachinery `ValidateDryRun`'s error: the bad value is the whole `[]string`, printed
+/// with `%#v`.
+fn dry_run_not_supported(values: &[String]) -> FieldError {
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|d| crdplane_core::field::go_quote(d))
+        .collect();
+    FieldError::new(
+        crdplane_core::field::FieldErrorType::NotSupported,
+        "dryRun",
+        None,
+        format!(
+            "[]string{{{}}}: supported values: \"All\"",
+            quoted.join(", ")
+        ),
+    )
+}
+
+/// The `dryRun` query parameter of a create, update or patch (also of /status and /scale
+/// writes): any value but "All" is the 422 of `ValidateCreateOptions` /
+/// `ValidateUpdateOptions` / `ValidatePatchOptions` (handlers/{create,update,patch}.go).
+pub fn write_dry_run(req: &Req) -> Result<bool, ApiError> {
+    let values: Vec<String> = req
+        .query
+        .0
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.clone())
+        .collect();
+    if values.iter().any(|d| d != "All") {
+        let kind = match req.info.verb.as_str() {
+            "create" => "CreateOptions",
+            "patch" => "PatchOptions",
+            _ => "UpdateOptions",
+        };
+        return Err(ApiError::invalid(
+            kind,
+            "meta.k8s.io",
+            "",
+            &[dry_run_not_supported(&values)],
+        ));
+    }
+    Ok(!values.is_empty())
+}
+
+/// The DeleteOptions of a DELETE or deletecollection request, validated (handler
+/// delete.go: body if present, else query parameters; then `ValidateDeleteOptions`).
+pub fn request_delete_options(req: &Req) -> Result<DeleteOptions, ApiError> {
+    let o = if req.body.iter().all(u8::is_ascii_whitespace) {
+        parse_delete_options_query(&req.query)?
+    } else {
+        parse_delete_options_body(&decode_body(req)?)?
+    };
+    let errs = validate_delete_options(&o);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid("DeleteOptions", "meta.k8s.io", "", &errs));
+    }
+    Ok(o)
+}
+
+/// `BeforeDelete`'s precondition checks (rest/delete.go): 409 naming the object's kind.
+pub fn check_delete_preconditions(
+    obj: &Value,
+    o: &DeleteOptions,
+    kind: &str,
+    group: &str,
+) -> Result<(), ApiError> {
+    let meta = |k: &str| {
+        obj.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let name = meta("name");
+    let gk = crdplane_core::GroupResource::new(group, kind);
+    if let Some(uid) = &o.precondition_uid
+        && *uid != meta("uid")
+    {
         return Err(ApiError::conflict(
-            &crd.gr(),
-            &i.name,
+            &gk,
+            &name,
             &format!(
-                "Precondition failed: UID in precondition: {want_uid}, UID in object meta: {uid}"
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                meta("uid")
             ),
         ));
     }
-    let expected = if want_rv != 0 {
-        want_rv
-    } else {
-        cur.resource_version
-    };
-    match ctx
-        .storage
-        .clone()
-        .delete(pb::DeleteRequest {
-            key: Some(k),
-            expected_resource_version: expected,
-            dry_run: dry,
-        })
-        .await
+    if let Some(rv) = &o.precondition_rv
+        && *rv != meta("resourceVersion")
     {
-        Ok(_) => {}
-        Err(s) => {
-            let e = ApiError::from_grpc(&s);
-            // Changed between our read and the delete, without a client precondition: retry once unconditionally.
-            if e.code == 409 && want_rv == 0 && want_uid.is_empty() {
-                let k = key(crd, &i.tenant, &i.namespace, &i.name);
-                ctx.storage
-                    .clone()
-                    .delete(pb::DeleteRequest {
-                        key: Some(k),
-                        expected_resource_version: 0,
-                        dry_run: dry,
-                    })
-                    .await?;
-            } else {
+        return Err(ApiError::conflict(
+            &gk,
+            &name,
+            &format!(
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                meta("resourceVersion")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn has_deletion_timestamp(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// store.go `deletionFinalizersForGarbageCollection` (garbage collection enabled, no default
+/// policy for custom resources): whether the finalizer list changes, and the new list.
+/// Orphan (or `orphanDependents: true`) adds `orphan`, Foreground adds `foregroundDeletion`,
+/// Background removes both; without options the existing GC finalizer stands.
+pub fn gc_finalizers(
+    existing: &[String],
+    orphan_dependents: Option<bool>,
+    propagation: Option<&str>,
+) -> (bool, Vec<String>) {
+    let from_finalizers = |orphan: bool| {
+        existing.iter().find_map(|f| match f.as_str() {
+            FINALIZER_ORPHAN => Some(orphan),
+            FINALIZER_FOREGROUND => Some(!orphan),
+            _ => None,
+        })
+    };
+    let should_orphan = match (orphan_dependents, propagation) {
+        (Some(b), _) => b,
+        (None, Some("Orphan")) => true,
+        (None, Some("Background" | "Foreground")) => false,
+        _ => from_finalizers(true).unwrap_or(false),
+    };
+    let should_foreground = match (orphan_dependents, propagation) {
+        (Some(_), _) => false,
+        (None, Some("Foreground")) => true,
+        (None, Some("Background" | "Orphan")) => false,
+        _ => from_finalizers(false).unwrap_or(false),
+    };
+    let mut out: Vec<String> = existing
+        .iter()
+        .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
+        .cloned()
+        .collect();
+    if should_orphan {
+        out.push(FINALIZER_ORPHAN.into());
+    }
+    if should_foreground {
+        out.push(FINALIZER_FOREGROUND.into());
+    }
+    let set = |v: &[String]| {
+        v.iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    if set(existing) == set(&out) {
+        (false, existing.to_vec())
+    } else {
+        (true, out)
+    }
+}
+
+/// store.go `markAsDeleting`: deletionTimestamp = now (unless an earlier one is set),
+/// deletionGracePeriodSeconds = 0, generation + 1 on the first mark.
+pub fn mark_as_deleting(obj: &mut Value, now: &str) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let existing = meta
+        .get("deletionTimestamp")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if existing.is_none()
+        && let Some(g) = meta.get("generation").and_then(Value::as_i64)
+        && g > 0
+    {
+        meta.insert("generation".into(), json!(g + 1));
+    }
+    // RFC 3339 UTC timestamps of one format compare as strings.
+    if existing.as_deref().is_none_or(|t| t > now) {
+        meta.insert("deletionTimestamp".into(), Value::String(now.to_string()));
+    }
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+}
+
+/// What a DELETE does to a stored custom resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeletionPlan {
+    /// Remove it now.
+    Delete,
+    /// Finalizers are pending: store this (marked as deleting, GC finalizers applied).
+    Update(Value),
+    /// Already marked and nothing changes: no write, answer with the object.
+    Unchanged,
+}
+
+/// store.go `Delete` → `updateForGracefulDeletionAndFinalizers` for a resource without
+/// graceful deletion: with finalizers (after the GC finalizers of the options) the object is
+/// marked as deleting and kept, else it is deleted.
+pub fn plan_deletion(
+    obj: &Value,
+    orphan_dependents: Option<bool>,
+    propagation: Option<&str>,
+    now: &str,
+) -> DeletionPlan {
+    let existing = finalizers(obj);
+    let (update_finalizers, new_finalizers) =
+        gc_finalizers(&existing, orphan_dependents, propagation);
+    if existing.is_empty() && !update_finalizers {
+        return DeletionPlan::Delete;
+    }
+    if new_finalizers.is_empty() {
+        return DeletionPlan::Delete;
+    }
+    let mut out = obj.clone();
+    if update_finalizers && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("finalizers".into(), json!(new_finalizers));
+    }
+    mark_as_deleting(&mut out, now);
+    if out == *obj {
+        DeletionPlan::Unchanged
+    } else {
+        DeletionPlan::Update(out)
+    }
+}
+
+/// store.go `ShouldDeleteDuringUpdate`: the update removed the last finalizer of an object
+/// whose deletion was requested (grace period 0 or unset).
+pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {
+    finalizers(new).is_empty()
+        && has_deletion_timestamp(old)
+        && old
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .is_none_or(|g| g.is_null() || g.as_i64() == Some(0))
+}
+
+/// objectmeta.go `ValidateNoNewFinalizers`, applied by `ValidateObjectMetaUpdate` while the
+/// stored object has a deletionTimestamp.
+pub fn no_new_finalizers(new: &Value, old: &Value) -> Vec<FieldError> {
+    if !has_deletion_timestamp(old) {
+        return vec![];
+    }
+    let old_f = finalizers(old);
+    let extra: std::collections::BTreeSet<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !old_f.contains(f))
+        .collect();
+    if extra.is_empty() {
+        return vec![];
+    }
+    let quoted: Vec<String> = extra
+        .iter()
+        .map(|f| crdplane_core::field::go_quote(f))
+        .collect();
+    vec![FieldError::forbidden(
+        "metadata.finalizers",
+        format!(
+            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+            quoted.join(", ")
+        ),
+    )]
+}
+
+/// The result of deleting one object.
+enum DeleteOutcome {
+    /// Gone; the uid for the Success Status.
+    Deleted { uid: String },
+    /// Kept (finalizers pending): the stored object (storage version).
+    Pending(Bytes),
+}
+
+/// One object's deletion with `o` (store.go `Delete`), retried when it lost a race.
+/// `known` is the object as a list just read it (deletecollection), saving the first read.
+async fn delete_one(
+    ctx: &Ctx,
+    tenant: &str,
+    crd: &CrdInfo,
+    ns: &str,
+    name: &str,
+    o: &DeleteOptions,
+    mut known: Option<pb::StoredObject>,
+) -> Result<DeleteOutcome, ApiError> {
+    let k = key(crd, tenant, ns, name);
+    let dry = o.is_dry_run();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let cur = match known.take() {
+            Some(c) => c,
+            None => ctx
+                .storage
+                .clone()
+                .get(pb::GetRequest {
+                    key: Some(k.clone()),
+                })
+                .await?
+                .into_inner(),
+        };
+        let obj = parse_object(&cur.json)?;
+        check_delete_preconditions(&obj, o, &crd.kind, &crd.group)?;
+        let now = crdplane_core::names::now_timestamp();
+        let plan = plan_deletion(
+            &obj,
+            o.orphan_dependents,
+            o.propagation_policy.as_deref(),
+            &now,
+        );
+        let res = match plan {
+            DeletionPlan::Delete => ctx
+                .storage
+                .clone()
+                .delete(pb::DeleteRequest {
+                    key: Some(k.clone()),
+                    expected_resource_version: cur.resource_version,
+                    dry_run: dry,
+                })
+                .await
+                .map(|_| DeleteOutcome::Deleted {
+                    uid: obj
+                        .pointer("/metadata/uid")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                }),
+            DeletionPlan::Update(marked) => ctx
+                .storage
+                .clone()
+                .update(pb::UpdateRequest {
+                    key: Some(k.clone()),
+                    object: Some(storage_write(crd, marked)?),
+                    expected_resource_version: cur.resource_version,
+                    dry_run: dry,
+                })
+                .await
+                .map(|s| DeleteOutcome::Pending(s.into_inner().json)),
+            DeletionPlan::Unchanged => return Ok(DeleteOutcome::Pending(cur.json)),
+        };
+        match res {
+            Ok(out) => return Ok(out),
+            Err(s) => {
+                let e = ApiError::from_grpc(&s);
+                if e.reason == crdplane_core::Reason::Conflict && attempt < DELETE_RETRIES {
+                    continue;
+                }
                 return Err(e);
             }
         }
     }
-    let status = json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success",
-        "details":{"name": i.name, "group": crd.group, "kind": crd.plural, "uid": uid}});
-    Ok(json_response(
-        StatusCode::OK,
-        serde_json::to_vec(&status).expect("json"),
-    ))
 }
 
-async fn delete_collection(
+/// The Success Status of a completed delete (store.go `finalizeDelete`).
+fn deleted_status(crd: &CrdInfo, name: &str, uid: &str) -> Vec<u8> {
+    let status = json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success",
+        "details":{"name": name, "group": crd.group, "kind": crd.plural, "uid": uid}});
+    serde_json::to_vec(&status).expect("json")
+}
+
+async fn delete(
     ctx: &Ctx,
     req: &Req,
     crd: &CrdInfo,
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let dry = req.dry_run()?;
+    let o = request_delete_options(req)?;
+    match delete_one(ctx, &i.tenant, crd, &i.namespace, &i.name, &o, None).await? {
+        DeleteOutcome::Deleted { uid } => Ok(json_response(
+            StatusCode::OK,
+            deleted_status(crd, &i.name, &uid),
+        )),
+        DeleteOutcome::Pending(b) => {
+            let json = for_version(ctx, &i.tenant, crd, ver, vec![b])
+                .await?
+                .pop()
+                .unwrap_or_default();
+            // handlers/delete.go: 202 when not deleted and orphanDependents=false was asked.
+            let code = if o.orphan_dependents == Some(false) {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(code, json))
+        }
+    }
+}
+
+/// Page size of the list behind a deletecollection.
+const DELETE_COLLECTION_PAGE: u32 = 500;
+/// Concurrent per-object deletes of a deletecollection (upstream: DeleteCollectionWorkers).
+const DELETE_COLLECTION_WORKERS: usize = 8;
+
+/// store.go `DeleteCollection`: list the selected objects, then delete each with the
+/// request's DeleteOptions (finalizers, preconditions, propagation and dryRun apply per
+/// object; objects already gone are skipped). Answers with the list as it was read.
+async fn delete_collection(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+) -> Result<Response<Body>, ApiError> {
+    use futures::StreamExt;
+    let i = &req.info;
+    let o = request_delete_options(req)?;
     let (label, field) = check_selectors(req, crd, ver)?;
-    let r = ctx
-        .storage
-        .clone()
-        .delete_collection(pb::DeleteCollectionRequest {
-            resource: Some(resource_ref(crd, &i.tenant)),
-            namespace: i.namespace.clone(),
-            label_selector: label,
-            field_selector: field,
-            dry_run: dry,
+    let limit = parse_limit(req)?;
+    let mut items: Vec<Bytes> = Vec::new();
+    let mut list_rv = 0;
+    let mut start_after = String::new();
+    loop {
+        let page = if limit > 0 {
+            limit
+        } else {
+            DELETE_COLLECTION_PAGE
+        };
+        let r = ctx
+            .storage
+            .clone()
+            .list(pb::ListRequest {
+                resource: Some(resource_ref(crd, &i.tenant)),
+                namespace: i.namespace.clone(),
+                limit: page,
+                start_after: start_after.clone(),
+                label_selector: label.clone(),
+                field_selector: field.clone(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        if list_rv == 0 {
+            list_rv = r.resource_version;
+        }
+        items.extend(r.items);
+        if limit > 0 || r.next_start_after.is_empty() {
+            break;
+        }
+        start_after = r.next_start_after;
+    }
+    let targets: Vec<(String, String, pb::StoredObject)> = items
+        .iter()
+        .map(|b| {
+            let v = parse_object(b)?;
+            let s = |k: &str| {
+                v.pointer(&format!("/metadata/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let known = pb::StoredObject {
+                json: b.clone(),
+                resource_version: s("resourceVersion").parse().unwrap_or(0),
+            };
+            Ok((s("namespace"), s("name"), known))
         })
-        .await?
-        .into_inner();
-    let items = for_version(ctx, &i.tenant, crd, ver, r.items).await?;
+        .collect::<Result<_, ApiError>>()?;
+    let deletes: Vec<_> = targets
+        .iter()
+        .map(|(ns, name, known)| delete_one(ctx, &i.tenant, crd, ns, name, &o, Some(known.clone())))
+        .collect();
+    let mut results = futures::stream::iter(deletes).buffer_unordered(DELETE_COLLECTION_WORKERS);
+    while let Some(r) = results.next().await {
+        match r {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    drop(results);
+    let items = for_version(ctx, &i.tenant, crd, ver, items).await?;
     Ok(json_response(
         StatusCode::OK,
         strategy::list_json(
             &api_version(crd, &ver.name),
             &crd.list_kind,
             &items,
-            r.resource_version,
+            list_rv,
             "",
             None,
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn gc_finalizers_follow_the_options() {
+        assert_eq!(gc_finalizers(&[], None, None), (false, vec![]));
+        assert_eq!(
+            gc_finalizers(&[], None, Some("Background")),
+            (false, vec![])
+        );
+        assert_eq!(
+            gc_finalizers(&s(&["a"]), None, Some("Orphan")),
+            (true, s(&["a", "orphan"]))
+        );
+        assert_eq!(
+            gc_finalizers(&s(&["a"]), None, Some("Foreground")),
+            (true, s(&["a", "foregroundDeletion"]))
+        );
+        assert_eq!(gc_finalizers(&[], Some(true), None), (true, s(&["orphan"])));
+        assert_eq!(gc_finalizers(&[], Some(false), None), (false, vec![]));
+        // Background removes GC finalizers; no options keep what is there.
+        assert_eq!(
+            gc_finalizers(&s(&["orphan", "x"]), None, Some("Background")),
+            (true, s(&["x"]))
+        );
+        assert_eq!(
+            gc_finalizers(&s(&["orphan"]), None, None),
+            (false, s(&["orphan"]))
+        );
+        // Switching policy swaps the GC finalizer.
+        assert_eq!(
+            gc_finalizers(&s(&["orphan"]), None, Some("Foreground")),
+            (true, s(&["foregroundDeletion"]))
+        );
+    }
+
+    fn obj(finalizers: &[&str]) -> Value {
+        json!({"apiVersion":"g/v1","kind":"K","metadata":{"name":"x","uid":"u","generation":2,
+            "resourceVersion":"5","finalizers":finalizers},"spec":{}})
+    }
+
+    #[test]
+    fn deletion_plans() {
+        let now = "2026-01-01T00:00:00Z";
+        assert_eq!(
+            plan_deletion(&obj(&[]), None, None, now),
+            DeletionPlan::Delete
+        );
+        let DeletionPlan::Update(m) = plan_deletion(&obj(&["x.io/f"]), None, None, now) else {
+            panic!("expected an update");
+        };
+        assert_eq!(m["metadata"]["deletionTimestamp"], now);
+        assert_eq!(m["metadata"]["deletionGracePeriodSeconds"], 0);
+        assert_eq!(m["metadata"]["generation"], 3);
+        // A second DELETE changes nothing (an earlier timestamp stays, no generation bump).
+        assert_eq!(
+            plan_deletion(&m, None, None, "2026-01-02T00:00:00Z"),
+            DeletionPlan::Unchanged
+        );
+        // Orphan adds its finalizer to an object without any, and keeps it.
+        let DeletionPlan::Update(o) = plan_deletion(&obj(&[]), None, Some("Orphan"), now) else {
+            panic!("expected an update");
+        };
+        assert_eq!(o["metadata"]["finalizers"], json!(["orphan"]));
+        assert!(o["metadata"]["deletionTimestamp"].is_string());
+        // Background on an object whose only finalizer is a GC one: deleted at once.
+        assert_eq!(
+            plan_deletion(&obj(&["orphan"]), None, Some("Background"), now),
+            DeletionPlan::Delete
+        );
+    }
+
+    #[test]
+    fn finalizer_rules_while_deleting() {
+        let mut old = obj(&["a"]);
+        assert!(
+            no_new_finalizers(&obj(&["a", "b"]), &old).is_empty(),
+            "not deleting"
+        );
+        old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        old["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        let errs = no_new_finalizers(&obj(&["a", "z", "b"]), &old);
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"b\", \"z\"}"
+        );
+        assert!(no_new_finalizers(&obj(&[]), &old).is_empty());
+        assert!(should_delete_during_update(&obj(&[]), &old));
+        assert!(!should_delete_during_update(&obj(&["a"]), &old));
+        assert!(!should_delete_during_update(&obj(&[]), &obj(&["a"])));
+    }
+
+    #[test]
+    fn delete_options_parse_and_validate() {
+        let o = parse_delete_options_body(&json!({"kind":"DeleteOptions","apiVersion":"v1",
+            "preconditions":{"uid":"u","resourceVersion":"5"},"propagationPolicy":"Orphan",
+            "gracePeriodSeconds":0,"dryRun":["All"]}))
+        .unwrap();
+        assert_eq!(o.precondition_uid.as_deref(), Some("u"));
+        assert_eq!(o.precondition_rv.as_deref(), Some("5"));
+        assert!(o.is_dry_run());
+        assert!(validate_delete_options(&o).is_empty());
+        assert_eq!(
+            parse_delete_options_body(&json!({"gracePeriodSeconds":"x"}))
+                .unwrap_err()
+                .message,
+            "json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of type int64"
+        );
+        let bad = DeleteOptions {
+            propagation_policy: Some("Bad".into()),
+            dry_run: s(&["x"]),
+            ..Default::default()
+        };
+        let e = ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &validate_delete_options(&bad),
+        );
+        assert_eq!(
+            e.message,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Unsupported value: "Bad": supported values: "Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: []string{"x"}: supported values: "All"]"#
+        );
+        let both = DeleteOptions {
+            propagation_policy: Some("Orphan".into()),
+            orphan_dependents: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(
+            validate_delete_options(&both)[0].to_string(),
+            r#"propagationPolicy: Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#
+        );
+        let q = crate::http::Query::parse(Some(
+            "propagationPolicy=Foreground&gracePeriodSeconds=3&orphanDependents=f&dryRun=All",
+        ));
+        let o = parse_delete_options_query(&q).unwrap();
+        assert_eq!(
+            (
+                o.propagation_policy.as_deref(),
+                o.grace_period_seconds,
+                o.orphan_dependents
+            ),
+            (Some("Foreground"), Some(3), Some(false))
+        );
+        assert!(o.is_dry_run());
+        let q = crate::http::Query::parse(Some("gracePeriodSeconds=soon"));
+        assert_eq!(
+            parse_delete_options_query(&q).unwrap_err().message,
+            "strconv.ParseInt: parsing \"soon\": invalid syntax"
+        );
+    }
+
+    #[test]
+    fn delete_preconditions_name_the_kind() {
+        let o = DeleteOptions {
+            precondition_uid: Some("other".into()),
+            ..Default::default()
+        };
+        let e =
+            check_delete_preconditions(&obj(&[]), &o, "CronTab", "stable.example.com").unwrap_err();
+        assert_eq!(e.code, 409);
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on CronTab.stable.example.com \"x\": the UID in the precondition (other) does not match the UID in record (u). The object might have been deleted and then recreated"
+        );
+        let o = DeleteOptions {
+            precondition_rv: Some("4".into()),
+            ..Default::default()
+        };
+        assert!(
+            check_delete_preconditions(&obj(&[]), &o, "CronTab", "stable.example.com")
+                .unwrap_err()
+                .message
+                .ends_with("the ResourceVersion in the precondition (4) does not match the ResourceVersion in record (5). The object might have been modified")
+        );
+        let ok = DeleteOptions {
+            precondition_uid: Some("u".into()),
+            precondition_rv: Some("5".into()),
+            ..Default::default()
+        };
+        assert!(
+            check_delete_preconditions(&obj(&[]), &ok, "CronTab", "stable.example.com").is_ok()
+        );
+    }
 }

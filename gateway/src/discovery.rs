@@ -47,13 +47,18 @@ fn aggregated_response(body: impl Into<bytes::Bytes>) -> Response<Body> {
     r
 }
 
-/// `/api/v1` of this server: only namespaces are served in the core group.
+/// `/api/v1` of this server: namespaces, and the read-only, always empty core resources of
+/// category `all` (see `api::EMPTY_CORE`).
 pub fn core_v1_resources() -> Value {
     json!({"kind":"APIResourceList","groupVersion":"v1","resources":[
         {"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace",
          "verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
          "storageVersionHash":"Q3oi5N2YM8M="},
-        {"name":"namespaces/status","singularName":"","namespaced":false,"kind":"Namespace","verbs":["get","patch","update"]}
+        {"name":"namespaces/finalize","singularName":"","namespaced":false,"kind":"Namespace","verbs":["update"]},
+        {"name":"namespaces/status","singularName":"","namespaced":false,"kind":"Namespace","verbs":["get","patch","update"]},
+        {"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]},
+        {"name":"replicationcontrollers","singularName":"replicationcontroller","namespaced":true,"kind":"ReplicationController","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]},
+        {"name":"services","singularName":"service","namespaced":true,"kind":"Service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}
     ]})
 }
 
@@ -62,7 +67,14 @@ fn core_aggregated() -> Value {
         {"metadata":{"creationTimestamp":null},"versions":[{"version":"v1","resources":[
             {"resource":"namespaces","responseKind":{"group":"","version":"v1","kind":"Namespace"},"scope":"Cluster",
              "singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
-             "subresources":[{"subresource":"status","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["get","patch","update"]}]}
+             "subresources":[{"subresource":"finalize","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["update"]},
+                             {"subresource":"status","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["get","patch","update"]}]},
+            {"resource":"pods","responseKind":{"group":"","version":"v1","kind":"Pod"},"scope":"Namespaced",
+             "singularResource":"pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]},
+            {"resource":"replicationcontrollers","responseKind":{"group":"","version":"v1","kind":"ReplicationController"},"scope":"Namespaced",
+             "singularResource":"replicationcontroller","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]},
+            {"resource":"services","responseKind":{"group":"","version":"v1","kind":"Service"},"scope":"Namespaced",
+             "singularResource":"service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}
         ],"freshness":"Current"}]}
     ]})
 }

@@ -15,8 +15,10 @@ pub mod discovery;
 pub mod http;
 pub mod namespaces;
 pub mod request_info;
+pub mod scale;
 pub mod strategy;
 pub mod table;
 pub mod watch;
+pub mod watch_mux;
 
 pub use api::{Config, serve};

@@ -1,12 +1,14 @@
 //! Core `v1` namespaces of a tenant (`/api/v1/namespaces`): create, get, list, watch,
-//! update, patch, delete. Stored through the storage service as group "" resource
-//! `namespaces`. Deleting a namespace deletes every custom resource in it first.
+//! update, patch, delete, `/status` and `/finalize`. Stored through the storage service as
+//! group "" resource `namespaces`. Deleting a namespace marks it Terminating; the registry's
+//! namespace controller (services/registry/src/lifecycle.rs) deletes the custom resources in
+//! it in the background and then the namespace.
 //!
 //! Follows k8s.io/kubernetes pkg/registry/core/namespace/strategy.go (finalizers, phase) and
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::api::{Ctx, Req};
-use crate::crs::{apply_patch, decode_body, delete_options, parse_limit, rv_required};
+use crate::crs::{apply_patch, decode_body, delete_options, rv_required};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
@@ -85,6 +87,20 @@ pub fn validate_name(name: &str) -> Vec<FieldError> {
 
 /// Fails with upstream's 404 (`namespaces "x" not found`) when the namespace does not exist.
 pub async fn require_namespace(ctx: &Ctx, tenant: &str, ns: &str) -> Result<(), ApiError> {
+    require_namespace_for(ctx, tenant, ns, &gr(), ns).await
+}
+
+/// As [`require_namespace`], for a create of object `name` of resource `target`: a
+/// Terminating namespace refuses it with the NamespaceLifecycle admission plugin's 403,
+/// which names the object being created (`crontabs.stable.example.com "x" is forbidden:
+/// unable to create new content in namespace team because it is being terminated`).
+pub async fn require_namespace_for(
+    ctx: &Ctx,
+    tenant: &str,
+    ns: &str,
+    target: &GroupResource,
+    name: &str,
+) -> Result<(), ApiError> {
     let k = (tenant.to_string(), ns.to_string());
     if ctx.namespaces.read().expect("lock").contains(&k) {
         return Ok(());
@@ -100,8 +116,8 @@ pub async fn require_namespace(ctx: &Ctx, tenant: &str, ns: &str) -> Result<(), 
     let v: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
     if v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
         return Err(ApiError::forbidden(
-            &GroupResource::new("", "namespaces"),
-            ns,
+            target,
+            name,
             &format!(
                 "unable to create new content in namespace {ns} because it is being terminated"
             ),
@@ -190,12 +206,19 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let tenant = &i.tenant;
     let dry = req.dry_run()?;
-    if !i.subresource.is_empty() && i.subresource != "status" {
-        return Err(ApiError::path_not_found());
+    match (i.subresource.as_str(), i.verb.as_str()) {
+        ("", _) | ("status", "get" | "update" | "patch") | ("finalize", "update") => {}
+        ("status" | "finalize", _) => {
+            return Err(ApiError::method_not_supported(&gr(), &i.verb));
+        }
+        _ => return Err(ApiError::path_not_found()),
     }
     match i.verb.as_str() {
         "create" => {
-            let obj = decode_body(req)?;
+            let obj = match req.header("content-type") {
+                Some(ct) if ct.trim().starts_with(PROTOBUF) => namespace_from_protobuf(&req.body)?,
+                _ => decode_body(req)?,
+            };
             let v = create_namespace(ctx, tenant, obj, dry).await?;
             Ok(json_response(
                 StatusCode::CREATED,
@@ -230,32 +253,36 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "list" => {
             let (label, field) = selectors(req)?;
-            let limit = parse_limit(req)?;
-            let (start_after, token_rv) = match req.query.get("continue") {
-                Some(c) if !c.is_empty() => {
-                    let (k, rv) = crate::strategy::decode_continue(c)?;
-                    (k, Some(rv))
-                }
-                _ => (String::new(), None),
-            };
+            let key = crate::strategy::continue_key(&ctx.storage).await?;
+            let scope = crate::strategy::token_scope(tenant, "", "namespaces", "");
+            let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
+            let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
             let r = ctx
                 .storage
                 .clone()
                 .list(pb::ListRequest {
                     resource: Some(rref(tenant)),
-                    limit,
-                    start_after,
+                    limit: opts.limit,
+                    start_after: opts.start_after.clone(),
                     label_selector: label,
                     field_selector: field,
+                    min_resource_version: min_rv,
+                    exact_resource_version: exact_rv,
+                    continue_resource_version: continue_rv,
                     ..Default::default()
                 })
-                .await?
-                .into_inner();
-            let rv = token_rv.unwrap_or(r.resource_version);
+                .await;
+            let r = match r {
+                Ok(r) => r.into_inner(),
+                Err(s) => {
+                    return crate::crs::list_failure(ApiError::from_grpc(&s), &opts, &key, &scope);
+                }
+            };
+            let rv = r.resource_version;
             let cont = if r.next_start_after.is_empty() {
                 String::new()
             } else {
-                crate::strategy::encode_continue(&r.next_start_after, rv)
+                crate::strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
             };
             let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
             match negotiate_output(req.header("accept"))? {
@@ -301,6 +328,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 label_selector: label,
                 field_selector: field,
                 transform: None,
+                normalize: None,
             };
             watch::serve(ctx, req, t).await
         }
@@ -340,15 +368,28 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     i.name
                 )));
             }
-            // Namespace strategy: spec and status are kept unless writing /status; identity immutable.
-            let keep: &[&str] = if i.subresource == "status" {
-                &["spec"]
+            // Namespace strategies: the main resource keeps status, /status keeps spec,
+            // /finalize (FinalizeStrategy) takes only spec.finalizers; identity immutable.
+            if i.subresource == "finalize" {
+                let fins = new
+                    .pointer("/spec/finalizers")
+                    .cloned()
+                    .unwrap_or(json!([]));
+                new = old.clone();
+                if let Some(rv) = old.pointer("/metadata/resourceVersion").cloned() {
+                    new["metadata"]["resourceVersion"] = rv;
+                }
+                new["spec"]["finalizers"] = fins;
             } else {
-                &["status"]
-            };
-            for k in keep {
-                if let Some(v) = old.get(*k) {
-                    new[*k] = v.clone();
+                let keep: &[&str] = if i.subresource == "status" {
+                    &["spec"]
+                } else {
+                    &["status"]
+                };
+                for k in keep {
+                    if let Some(v) = old.get(*k) {
+                        new[*k] = v.clone();
+                    }
                 }
             }
             for k in ["uid", "creationTimestamp", "deletionTimestamp"] {
@@ -363,6 +404,27 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             }
             new["apiVersion"] = json!("v1");
             new["kind"] = json!("Namespace");
+            if finalized(&new) {
+                // The update that removes the last finalizer of a namespace being deleted
+                // deletes it (ShouldDeleteNamespaceDuringUpdate).
+                if dry {
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        serde_json::to_vec(&new).expect("json"),
+                    ));
+                }
+                let d = ctx
+                    .storage
+                    .clone()
+                    .delete(pb::DeleteRequest {
+                        key: Some(key(tenant, &i.name)),
+                        expected_resource_version: s.resource_version,
+                        dry_run: false,
+                    })
+                    .await?
+                    .into_inner();
+                return Ok(json_response(StatusCode::OK, d.json));
+            }
             let (head, tail) =
                 rvslot::split(&new).map_err(|e| ApiError::bad_request(e.to_string()))?;
             let s = ctx
@@ -410,8 +472,93 @@ fn selectors(req: &Req) -> Result<(String, String), ApiError> {
     Ok((label, field))
 }
 
-/// Deletes every custom resource in the namespace (all namespaced CRDs of the tenant), then
-/// the namespace. Returns the namespace as it was, marked Terminating.
+/// The registry's durable deletion work queue (`services/registry/src/lifecycle.rs`, same
+/// layout): one entry per namespace being deleted, namespace slot = tenant.
+const QUEUE_TENANT: &str = "_crdplane";
+const QUEUE_GROUP: &str = "crdplane.io";
+const QUEUE_RESOURCE: &str = "pendingdeletions";
+
+fn queue_key(tenant: &str, name: &str) -> pb::ObjectKey {
+    pb::ObjectKey {
+        resource: Some(pb::ResourceRef {
+            tenant: QUEUE_TENANT.into(),
+            group: QUEUE_GROUP.into(),
+            resource: QUEUE_RESOURCE.into(),
+        }),
+        namespace: tenant.into(),
+        name: format!("namespaces.{name}"),
+    }
+}
+
+/// Records (or re-records, bumping its resourceVersion) the namespace's queue entry, so the
+/// registry's namespace controller deletes its content — also after any restart.
+async fn enqueue_deletion(ctx: &Ctx, tenant: &str, name: &str) -> Result<(), ApiError> {
+    let entry = json!({"apiVersion": "crdplane.io/v1", "kind": "PendingDeletion",
+        "metadata": {"name": format!("namespaces.{name}"), "namespace": tenant, "resourceVersion": ""}});
+    let (head, tail) = rvslot::split(&entry).map_err(ApiError::internal)?;
+    let write = pb::ObjectWrite {
+        head: head.into(),
+        tail: tail.into(),
+    };
+    let mut st = ctx.storage.clone();
+    for _ in 0..3 {
+        match st
+            .update(pb::UpdateRequest {
+                key: Some(queue_key(tenant, name)),
+                object: Some(write.clone()),
+                expected_resource_version: 0,
+                dry_run: false,
+            })
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(s) if ApiError::from_grpc(&s).code == 404 => {}
+            Err(s) => return Err(s.into()),
+        }
+        match st
+            .create(pb::CreateRequest {
+                key: Some(queue_key(tenant, name)),
+                object: Some(write.clone()),
+                dry_run: false,
+            })
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(s) if ApiError::from_grpc(&s).code == 409 => continue,
+            Err(s) => return Err(s.into()),
+        }
+    }
+    Err(ApiError::internal(
+        "could not record the namespace deletion",
+    ))
+}
+
+fn string_list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a namespace being deleted has no finalizer left in `spec` or `metadata`
+/// (`ShouldDeleteNamespaceDuringUpdate`): it is then removed from storage.
+fn finalized(ns: &Value) -> bool {
+    ns.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+        && string_list(ns.pointer("/spec/finalizers")).is_empty()
+        && string_list(ns.pointer("/metadata/finalizers")).is_empty()
+}
+
+/// DELETE of a namespace (`pkg/registry/core/namespace/storage/storage.go` REST.Delete and
+/// the NamespaceLifecycle admission plugin): the default namespaces cannot be deleted; the
+/// first DELETE sets `deletionTimestamp` and phase Terminating and returns the namespace
+/// (200); the registry's namespace controller then deletes every custom resource in it,
+/// removes the `kubernetes` finalizer and the namespace. Later DELETEs return the namespace
+/// while finalizers remain.
 async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let dry = req.dry_run()?;
@@ -424,6 +571,13 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         })
         .await?
         .into_inner();
+    if crate::api::DEFAULT_NAMESPACES.contains(&i.name.as_str()) {
+        return Err(ApiError::forbidden(
+            &gr(),
+            &i.name,
+            "this namespace may not be deleted",
+        ));
+    }
     let mut ns: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
     let uid = ns
         .pointer("/metadata/uid")
@@ -449,12 +603,34 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
             ),
         ));
     }
-    if dry {
-        return Ok(json_response(StatusCode::OK, s.json));
+    let terminating = ns
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null());
+    if terminating {
+        if !finalized(&ns) || dry {
+            return Ok(json_response(StatusCode::OK, s.json));
+        }
+        let d = ctx
+            .storage
+            .clone()
+            .delete(pb::DeleteRequest {
+                key: Some(key(&i.tenant, &i.name)),
+                expected_resource_version: s.resource_version,
+                dry_run: false,
+            })
+            .await?
+            .into_inner();
+        return Ok(json_response(StatusCode::OK, d.json));
     }
     ns["status"]["phase"] = json!("Terminating");
     ns["metadata"]["deletionTimestamp"] = json!(crdplane_core::names::now_timestamp());
-    // Mark Terminating first so no new content is created while we clean up.
+    if dry {
+        return Ok(json_response(
+            StatusCode::OK,
+            serde_json::to_vec(&ns).expect("json"),
+        ));
+    }
+    enqueue_deletion(ctx, &i.tenant, &i.name).await?;
     let (head, tail) = rvslot::split(&ns).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let marked = ctx
         .storage
@@ -470,61 +646,206 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         })
         .await?
         .into_inner();
+    // Re-recorded after the mark, so a controller that just removed the entry looks again.
+    enqueue_deletion(ctx, &i.tenant, &i.name).await?;
     ctx.namespaces
         .write()
         .expect("lock")
         .remove(&(i.tenant.clone(), i.name.clone()));
-    let crds = ctx
-        .registry
-        .clone()
-        .list_crds(pb::CrdListRequest {
-            tenant: i.tenant.clone(),
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
-    for c in crds.items {
-        let c: Value = serde_json::from_slice(&c).map_err(ApiError::internal)?;
-        if c.pointer("/spec/scope").and_then(Value::as_str) == Some("Cluster") {
-            continue;
-        }
-        let group = c
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let plural = c
-            .pointer("/spec/names/plural")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        ctx.storage
-            .clone()
-            .delete_collection(pb::DeleteCollectionRequest {
-                resource: Some(pb::ResourceRef {
-                    tenant: i.tenant.clone(),
-                    group,
-                    resource: plural,
-                }),
-                namespace: i.name.clone(),
-                ..Default::default()
-            })
-            .await?;
-    }
-    ctx.storage
-        .clone()
-        .delete(pb::DeleteRequest {
-            key: Some(key(&i.tenant, &i.name)),
-            expected_resource_version: marked.resource_version,
-            dry_run: false,
-        })
-        .await?;
     Ok(json_response(StatusCode::OK, marked.json))
+}
+
+/// Built-in types (Namespace) may arrive as Kubernetes protobuf: kubectl ≥ 1.2x sends
+/// `kubectl create namespace` that way.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// One protobuf field value (wire types 0, 1, 2, 5).
+enum Wire<'a> {
+    Varint,
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+/// Splits a protobuf message into (field number, value); bounded by the input.
+fn proto_fields(mut b: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, ()> {
+    fn varint(b: &mut &[u8]) -> Result<u64, ()> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let (&c, rest) = b.split_first().ok_or(())?;
+            *b = rest;
+            v |= u64::from(c & 0x7f) << (7 * i);
+            if c & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(())
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let tag = varint(&mut b)?;
+        let value = match tag & 7 {
+            0 => {
+                varint(&mut b)?;
+                Wire::Varint
+            }
+            1 | 5 => {
+                let n = if tag & 7 == 1 { 8 } else { 4 };
+                if b.len() < n {
+                    return Err(());
+                }
+                b = &b[n..];
+                Wire::Fixed
+            }
+            2 => {
+                let n = usize::try_from(varint(&mut b)?).map_err(|_| ())?;
+                if b.len() < n {
+                    return Err(());
+                }
+                let (v, rest) = b.split_at(n);
+                b = rest;
+                Wire::Bytes(v)
+            }
+            _ => return Err(()),
+        };
+        out.push((tag >> 3, value));
+    }
+    Ok(out)
+}
+
+fn proto_str(v: &Wire<'_>) -> Option<String> {
+    match v {
+        Wire::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_string),
+        _ => None,
+    }
+}
+
+fn proto_map_entry(v: &Wire<'_>) -> Option<(String, String)> {
+    let Wire::Bytes(b) = v else { return None };
+    let f = proto_fields(b).ok()?;
+    let get = |n| {
+        f.iter()
+            .find(|(k, _)| *k == n)
+            .and_then(|(_, v)| proto_str(v))
+    };
+    Some((get(1)?, get(2).unwrap_or_default()))
+}
+
+/// Decodes a `k8s.io/api/core/v1.Namespace` in the Kubernetes protobuf envelope (magic
+/// `k8s\0` + runtime.Unknown{typeMeta, raw}) into its JSON form: metadata name,
+/// generateName, labels, annotations, finalizers and spec.finalizers (what a create uses;
+/// generated.proto field numbers).
+pub fn namespace_from_protobuf(body: &[u8]) -> Result<Value, ApiError> {
+    let bad =
+        || ApiError::bad_request("unable to decode the protobuf Namespace in the request body");
+    let unknown = body.strip_prefix(b"k8s\0".as_slice()).ok_or_else(bad)?;
+    let env = proto_fields(unknown).map_err(|_| bad())?;
+    let mut kind = String::new();
+    let mut raw: &[u8] = &[];
+    for (n, v) in &env {
+        match (n, v) {
+            (1, Wire::Bytes(tm)) => {
+                for (k, x) in proto_fields(tm).map_err(|_| bad())? {
+                    if k == 2 {
+                        kind = proto_str(&x).unwrap_or_default();
+                    }
+                }
+            }
+            (2, Wire::Bytes(r)) => raw = r,
+            _ => {}
+        }
+    }
+    if !kind.is_empty() && kind != "Namespace" {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind (Namespace)"
+        )));
+    }
+    let mut meta = serde_json::Map::new();
+    let mut spec_finalizers = Vec::new();
+    for (n, v) in proto_fields(raw).map_err(|_| bad())? {
+        match (n, &v) {
+            (1, Wire::Bytes(m)) => {
+                let mut labels = serde_json::Map::new();
+                let mut annotations = serde_json::Map::new();
+                let mut finalizers = Vec::new();
+                for (k, x) in proto_fields(m).map_err(|_| bad())? {
+                    match k {
+                        1 => {
+                            meta.insert("name".into(), json!(proto_str(&x).ok_or_else(bad)?));
+                        }
+                        2 => {
+                            meta.insert(
+                                "generateName".into(),
+                                json!(proto_str(&x).ok_or_else(bad)?),
+                            );
+                        }
+                        11 => {
+                            let (k, v) = proto_map_entry(&x).ok_or_else(bad)?;
+                            labels.insert(k, json!(v));
+                        }
+                        12 => {
+                            let (k, v) = proto_map_entry(&x).ok_or_else(bad)?;
+                            annotations.insert(k, json!(v));
+                        }
+                        14 => finalizers.push(json!(proto_str(&x).ok_or_else(bad)?)),
+                        _ => {}
+                    }
+                }
+                if !labels.is_empty() {
+                    meta.insert("labels".into(), Value::Object(labels));
+                }
+                if !annotations.is_empty() {
+                    meta.insert("annotations".into(), Value::Object(annotations));
+                }
+                if !finalizers.is_empty() {
+                    meta.insert("finalizers".into(), Value::Array(finalizers));
+                }
+            }
+            (2, Wire::Bytes(sp)) => {
+                for (k, x) in proto_fields(sp).map_err(|_| bad())? {
+                    if k == 1 {
+                        spec_finalizers.push(json!(proto_str(&x).ok_or_else(bad)?));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta,
+              "spec": {"finalizers": spec_finalizers}}),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protobuf_namespace_is_decoded() {
+        // k8s\0 + Unknown{typeMeta{apiVersion "v1", kind "Namespace"}, raw Namespace{
+        //   metadata{name "team", labels{a: b}}, spec{}}}
+        fn ld(field: u8, b: &[u8]) -> Vec<u8> {
+            let mut v = vec![(field << 3) | 2, b.len() as u8];
+            v.extend_from_slice(b);
+            v
+        }
+        let tm = [ld(1, b"v1"), ld(2, b"Namespace")].concat();
+        let label = [ld(1, b"a"), ld(2, b"b")].concat();
+        let meta = [ld(1, b"team"), ld(11, &label)].concat();
+        let ns = [ld(1, &meta), ld(2, &[])].concat();
+        let body = [b"k8s\0".to_vec(), ld(1, &tm), ld(2, &ns)].concat();
+        let v = namespace_from_protobuf(&body).unwrap();
+        assert_eq!(v["metadata"]["name"], "team");
+        assert_eq!(v["metadata"]["labels"]["a"], "b");
+        assert_eq!(v["kind"], "Namespace");
+        assert_eq!(
+            namespace_from_protobuf(b"k8s\0\x0a\x05ab")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(namespace_from_protobuf(b"{}").unwrap_err().code, 400);
+    }
 
     #[test]
     fn namespace_names() {

@@ -220,37 +220,305 @@ pub fn list_json(
     out
 }
 
-/// A continue token: base64url (no padding) of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`,
-/// as upstream's `EncodeContinue`.
-pub fn encode_continue(start_after_key: &str, rv: u64) -> String {
-    let doc = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start_after_key}\u{0}")});
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&doc).expect("json"))
+// ---- list options and continue tokens -------------------------------------------------------
+//
+// Continue tokens keep upstream's payload, base64url (no padding) of
+// `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}` (apiserver pkg/storage/continue.go),
+// followed by `.` and the base64url HMAC-SHA256 of `<scope>\n<payload>` under a key every
+// gateway replica shares (the storage service creates it once in Redis with SET NX and hands
+// it out: `Storage.ContinueKey`). The scope is (tenant, group, resource, namespace), so a
+// client can neither forge or edit a token nor replay one on another resource, tenant or
+// namespace. Clients treat tokens as opaque strings, so the suffix is invisible to them.
+
+/// Upstream `ErrGenericInvalidKey` et al. (pkg/storage/continue.go), wrapped as
+/// `storage.ValidateListOptions` does: `invalid continue token: <err>`.
+const INVALID_CONTINUE: &str = "invalid continue token: continue key is not valid";
+/// Upstream etcd3/errors.go `inconsistentContinue`: the 410 of a continue token whose
+/// revision is gone, sent with a fresh token (rv -1) that continues at the latest state.
+pub const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+/// Longest continue token accepted.
+const MAX_TOKEN: usize = 4096;
+
+/// What a token is bound to: `tenant|group|resource|namespace`.
+pub fn token_scope(tenant: &str, group: &str, resource: &str, namespace: &str) -> String {
+    format!("{tenant}|{group}|{resource}|{namespace}")
 }
 
-/// Decodes a continue token into (exclusive start key, rv). Errors use upstream's texts.
-pub fn decode_continue(token: &str) -> Result<(String, u64), ApiError> {
-    let bad = |m: &str| ApiError::bad_request(format!("continue key is not valid: {m}"));
-    if token.len() > 4096 {
-        return Err(bad("too long"));
+/// HMAC-SHA256 (RFC 2104) over the concatenation of `parts`.
+pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
     }
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim_end_matches('='))
-        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(token))
-        .map_err(|e| bad(&format!("illegal base64 data: {e}")))?;
+    let mut ipad = [0x36u8; 64];
+    let mut opad = [0x5cu8; 64];
+    for i in 0..64 {
+        ipad[i] ^= k[i];
+        opad[i] ^= k[i];
+    }
+    let mut h = Sha256::new();
+    h.update(ipad);
+    for p in parts {
+        h.update(p);
+    }
+    let inner = h.finalize();
+    let mut h = Sha256::new();
+    h.update(opad);
+    h.update(inner);
+    h.finalize().into()
+}
+
+fn token_mac(key: &[u8], scope: &str, payload: &str) -> [u8; 32] {
+    hmac_sha256(key, &[scope.as_bytes(), b"\n", payload.as_bytes()])
+}
+
+/// A signed continue token for the list of `scope` continuing after `start_after_key`
+/// (`<namespace>/<name>`) at revision `rv` (-1: continue at the latest state).
+pub fn encode_continue(key: &[u8], scope: &str, start_after_key: &str, rv: i64) -> String {
+    let doc = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start_after_key}\u{0}")});
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let payload = b64.encode(serde_json::to_vec(&doc).expect("json"));
+    let mac = b64.encode(token_mac(key, scope, &payload));
+    format!("{payload}.{mac}")
+}
+
+/// Verifies and decodes a continue token into (exclusive start key, rv). 400 BadRequest with
+/// upstream's texts (`invalid continue token: continue key is not valid…`) otherwise.
+pub fn decode_continue(key: &[u8], scope: &str, token: &str) -> Result<(String, i64), ApiError> {
+    let generic = || ApiError::bad_request(INVALID_CONTINUE);
+    let bad = |m: &str| ApiError::bad_request(format!("{INVALID_CONTINUE}: {m}"));
+    if token.len() > MAX_TOKEN {
+        return Err(generic());
+    }
+    let (payload, mac) = token.split_once('.').unwrap_or((token, ""));
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let raw = b64.decode(payload).map_err(|e| {
+        let at = match e {
+            base64::DecodeError::InvalidByte(i, _)
+            | base64::DecodeError::InvalidLastSymbol(i, _) => i,
+            _ => payload.len(),
+        };
+        bad(&format!("illegal base64 data at input byte {at}"))
+    })?;
+    let want = token_mac(key, scope, payload);
+    let got = b64.decode(mac).unwrap_or_default();
+    // Constant-time comparison: a mismatch reveals nothing about where it differs.
+    let differs = got.len() != want.len()
+        || got
+            .iter()
+            .zip(want.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            != 0;
+    if differs {
+        return Err(generic());
+    }
     let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(&e.to_string()))?;
-    if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
-        return Err(bad("server does not recognize this encoded key"));
+    match v.get("v").and_then(Value::as_str) {
+        Some("meta.k8s.io/v1") => {}
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "{INVALID_CONTINUE}: server does not recognize this encoded version {}",
+                other.unwrap_or("")
+            )));
+        }
     }
     let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
-    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
-    let start = start.strip_suffix('\u{0}').unwrap_or(start);
-    // Path cleaning as upstream: no traversal out of the resource's key space.
-    // Keys are "<namespace>/<name>" (namespace empty for cluster scope): one separator, no
-    // traversal, so a token can only move within the resource's own key space.
-    if start.matches('/').count() != 1 || start.contains("..") || start.ends_with('/') {
-        return Err(bad("invalid start key"));
+    if rv == 0 {
+        return Err(bad(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
     }
-    Ok((start.to_string(), rv.max(0) as u64))
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    if start.is_empty() {
+        return Err(bad("encoded start key empty (version meta.k8s.io/v1)"));
+    }
+    let start = start.strip_suffix('\u{0}').unwrap_or(start);
+    // Keys are "<namespace>/<name>" (namespace empty for cluster scope): one separator and
+    // no traversal, the equivalent of upstream's path.Clean check.
+    if start.matches('/').count() != 1 || start.contains("..") || start.ends_with('/') {
+        return Err(bad(start));
+    }
+    Ok((start.to_string(), rv))
+}
+
+/// The HMAC key for continue tokens, fetched once per process from the storage service
+/// (which creates it in Redis once for all replicas).
+pub async fn continue_key(
+    storage: &crdplane_proto::v1::storage_client::StorageClient<crate::api::Channel>,
+) -> Result<std::sync::Arc<[u8]>, ApiError> {
+    static KEY: tokio::sync::OnceCell<std::sync::Arc<[u8]>> = tokio::sync::OnceCell::const_new();
+    KEY.get_or_try_init(|| async {
+        let r = storage
+            .clone()
+            .continue_key(crdplane_proto::v1::ContinueKeyRequest {})
+            .await?
+            .into_inner();
+        if r.key.len() < 16 {
+            return Err(ApiError::internal("continue key too short"));
+        }
+        Ok(std::sync::Arc::from(r.key.to_vec()))
+    })
+    .await
+    .cloned()
+}
+
+/// Which state a list reads (KEP-2523 semantics; apiserver `storage.ValidateListOptions`
+/// and cacher `delegator.ShouldDelegateList`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListRv {
+    /// resourceVersion unset (or a continue token with rv -1): the most recent state.
+    Latest,
+    /// resourceVersion "0": any state; we serve the current one.
+    Any,
+    /// Not older than N: waits briefly for the revision to reach N, then 504.
+    NotOlderThan(u64),
+    /// Exactly at N (Exact match, legacy RV with limit, continue tokens).
+    Exact(u64),
+}
+
+/// The validated list options of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOptions {
+    pub rv: ListRv,
+    pub limit: u32,
+    /// From a continue token: the exclusive start key.
+    pub start_after: String,
+    /// The request continued a previous list.
+    pub continuing: bool,
+}
+
+/// Parses and validates `resourceVersion`, `resourceVersionMatch`, `sendInitialEvents`,
+/// `limit` and `continue` of a list: apimachinery `ValidateListOptions` (422 Invalid on
+/// `ListOptions.meta.k8s.io`), then apiserver `storage.ValidateListOptions` (400s).
+/// `get` reads one query parameter; `key`/`scope` verify the continue token.
+pub fn list_options<'a>(
+    get: impl Fn(&str) -> Option<&'a str>,
+    key: &[u8],
+    scope: &str,
+) -> Result<ListOptions, ApiError> {
+    use crdplane_core::FieldError;
+    let rv = get("resourceVersion").unwrap_or("");
+    let rvm = get("resourceVersionMatch").unwrap_or("");
+    let cont = get("continue").unwrap_or("");
+    let mut errs = Vec::new();
+    if !rvm.is_empty() {
+        if rv.is_empty() {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !cont.is_empty() {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if rvm != "Exact" && rvm != "NotOlderThan" {
+            errs.push(FieldError::not_supported(
+                "resourceVersionMatch",
+                Value::String(rvm.to_string()),
+                &["Exact", "NotOlderThan", ""],
+            ));
+        }
+        if rvm == "Exact" && rv == "0" {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if get("sendInitialEvents").is_some() {
+        errs.push(FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", &errs));
+    }
+    let limit = match get("limit") {
+        None | Some("") => 0,
+        Some(l) => l
+            .parse::<i64>()
+            .map(|v| v.clamp(0, u32::MAX as i64) as u32)
+            .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: {l:?}")))?,
+    };
+    if !cont.is_empty() {
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let (start_after, trv) = decode_continue(key, scope, cont)?;
+        return Ok(ListOptions {
+            rv: if trv > 0 {
+                ListRv::Exact(trv as u64)
+            } else {
+                ListRv::Latest
+            },
+            limit,
+            start_after,
+            continuing: true,
+        });
+    }
+    let parsed = if rv.is_empty() {
+        None
+    } else {
+        Some(rv.parse::<u64>().map_err(|e| {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow => "value out of range",
+                _ => "invalid syntax",
+            };
+            ApiError::bad_request(format!(
+                "invalid resource version: resourceVersion: Invalid value: {}: strconv.ParseUint: parsing {}: {why}",
+                crdplane_core::field::go_quote(rv),
+                crdplane_core::field::go_quote(rv)
+            ))
+        })?)
+    };
+    let rv = match (parsed, rvm) {
+        (None, _) => ListRv::Latest,
+        (Some(0), _) => ListRv::Any,
+        (Some(n), "Exact") => ListRv::Exact(n),
+        (Some(n), "NotOlderThan") => ListRv::NotOlderThan(n),
+        // Legacy: with a limit, RV is an exact read; without, "not older than".
+        (Some(n), _) if limit > 0 => ListRv::Exact(n),
+        (Some(n), _) => ListRv::NotOlderThan(n),
+    };
+    Ok(ListOptions {
+        rv,
+        limit,
+        start_after: String::new(),
+        continuing: false,
+    })
+}
+
+/// The Status JSON of a 410 for a continue token whose revision left the history: upstream
+/// `handleCompactedErrorForPaging` — `inconsistentContinue` with a new token (rv -1) in
+/// `metadata.continue` that goes on from the same key at the latest state.
+pub fn expired_continue_status(key: &[u8], scope: &str, start_after: &str) -> Vec<u8> {
+    let mut b = ApiError::expired(INCONSISTENT_CONTINUE).status_body();
+    b.metadata.insert(
+        "continue".into(),
+        Value::String(encode_continue(key, scope, start_after, -1)),
+    );
+    serde_json::to_vec(&b).expect("status serializes")
+}
+
+impl ListOptions {
+    /// (min, exact, continue) resourceVersions of the storage `ListRequest`.
+    pub fn storage_rv(&self) -> (u64, u64, u64) {
+        match self.rv {
+            ListRv::Latest | ListRv::Any => (0, 0, 0),
+            ListRv::NotOlderThan(n) => (n, 0, 0),
+            ListRv::Exact(n) if self.continuing => (0, 0, n),
+            ListRv::Exact(n) => (0, n, 0),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -332,11 +600,207 @@ mod tests {
         );
         let l: Value = serde_json::from_slice(&list_json("v1", "L", &[], 0, "", None)).unwrap();
         assert_eq!(l["metadata"], json!({"resourceVersion":"0"}));
-        let t = encode_continue("default/x", 12);
-        assert_eq!(decode_continue(&t).unwrap(), ("default/x".to_string(), 12));
-        assert!(decode_continue("!!!").is_err());
-        let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(br#"{"v":"x","rv":1,"start":"a"}"#);
-        assert!(decode_continue(&forged).is_err());
+    }
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn hmac_matches_rfc4231() {
+        // RFC 4231 test case 2.
+        let mac = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn continue_tokens_are_signed_and_scoped() {
+        let scope = token_scope("t", "g", "crontabs", "default");
+        let t = encode_continue(KEY, &scope, "default/x", 12);
+        assert_eq!(
+            decode_continue(KEY, &scope, &t).unwrap(),
+            ("default/x".to_string(), 12)
+        );
+        // The payload is upstream's JSON.
+        let payload = t.split('.').next().unwrap();
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&raw).unwrap(),
+            json!({"v":"meta.k8s.io/v1","rv":12,"start":"default/x\u{0}"})
+        );
+        let generic = "invalid continue token: continue key is not valid";
+        // Another resource, namespace or key: rejected.
+        for (k, sc) in [
+            (KEY, token_scope("t", "g", "other", "default")),
+            (KEY, token_scope("t", "g", "crontabs", "kube-system")),
+            (KEY, token_scope("u", "g", "crontabs", "default")),
+            (&b"another key another key another k"[..], scope.clone()),
+        ] {
+            assert_eq!(decode_continue(k, &sc, &t).unwrap_err().message, generic);
+        }
+        // An edited payload with the old signature, or no signature: rejected.
+        let forged_payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(br#"{"v":"meta.k8s.io/v1","rv":99,"start":"default/a\u0000"}"#);
+        let mac = t.split('.').nth(1).unwrap();
+        for forged in [format!("{forged_payload}.{mac}"), forged_payload.clone()] {
+            let e = decode_continue(KEY, &scope, &forged).unwrap_err();
+            assert_eq!((e.code, e.message.as_str()), (400, generic));
+        }
+        let e = decode_continue(KEY, &scope, "!!!").unwrap_err();
+        assert_eq!(
+            e.message,
+            "invalid continue token: continue key is not valid: illegal base64 data at input byte 0"
+        );
+        // Signed but semantically invalid payloads get upstream's texts.
+        let signed = |doc: &str| {
+            let p = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(doc);
+            let m =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token_mac(KEY, &scope, &p));
+            format!("{p}.{m}")
+        };
+        assert_eq!(
+            decode_continue(
+                KEY,
+                &scope,
+                &signed(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a/b"}"#)
+            )
+            .unwrap_err()
+            .message,
+            "invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        );
+        assert_eq!(
+            decode_continue(
+                KEY,
+                &scope,
+                &signed(r#"{"v":"meta.k8s.io/v1","rv":3,"start":""}"#)
+            )
+            .unwrap_err()
+            .message,
+            "invalid continue token: continue key is not valid: encoded start key empty (version meta.k8s.io/v1)"
+        );
+        assert!(
+            decode_continue(
+                KEY,
+                &scope,
+                &signed(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"../x"}"#)
+            )
+            .is_err()
+        );
+        let inconsistent = encode_continue(KEY, &scope, "default/x", -1);
+        assert_eq!(
+            decode_continue(KEY, &scope, &inconsistent).unwrap(),
+            ("default/x".to_string(), -1)
+        );
+    }
+
+    fn opts(q: &str) -> Result<ListOptions, ApiError> {
+        let pairs: Vec<(String, String)> = q
+            .split('&')
+            .filter(|s| !s.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        list_options(
+            |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()),
+            KEY,
+            "s",
+        )
+    }
+
+    #[test]
+    fn list_resource_version_semantics() {
+        assert_eq!(opts("").unwrap().rv, ListRv::Latest);
+        assert_eq!(opts("resourceVersion=0").unwrap().rv, ListRv::Any);
+        assert_eq!(
+            opts("resourceVersion=5").unwrap().rv,
+            ListRv::NotOlderThan(5)
+        );
+        assert_eq!(
+            opts("resourceVersion=5&limit=10").unwrap().rv,
+            ListRv::Exact(5),
+            "legacy resourceVersion with a limit is an exact read"
+        );
+        assert_eq!(
+            opts("resourceVersion=5&resourceVersionMatch=Exact")
+                .unwrap()
+                .rv,
+            ListRv::Exact(5)
+        );
+        assert_eq!(
+            opts("resourceVersion=5&resourceVersionMatch=NotOlderThan&limit=3")
+                .unwrap()
+                .rv,
+            ListRv::NotOlderThan(5)
+        );
+        assert_eq!(
+            opts("resourceVersion=0&resourceVersionMatch=NotOlderThan")
+                .unwrap()
+                .rv,
+            ListRv::Any
+        );
+        let t = encode_continue(KEY, "s", "a/b", 9);
+        let o = opts(&format!("continue={t}&limit=2")).unwrap();
+        assert_eq!(
+            (o.rv, o.start_after.as_str(), o.continuing),
+            (ListRv::Exact(9), "a/b", true)
+        );
+        let t = encode_continue(KEY, "s", "a/b", -1);
+        assert_eq!(opts(&format!("continue={t}")).unwrap().rv, ListRv::Latest);
+        assert_eq!(
+            opts(&format!("continue={t}&resourceVersion=3"))
+                .unwrap_err()
+                .message,
+            "specifying resource version is not allowed when using continue"
+        );
+    }
+
+    #[test]
+    fn list_option_validation_texts() {
+        let e = opts("resourceVersionMatch=Exact").unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
+        assert_eq!(
+            opts("resourceVersion=0&resourceVersionMatch=Exact")
+                .unwrap_err()
+                .message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+        );
+        assert_eq!(
+            opts("resourceVersion=1&resourceVersionMatch=Foo")
+                .unwrap_err()
+                .message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: \"Foo\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+        );
+        assert_eq!(
+            opts("sendInitialEvents=true").unwrap_err().message,
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"
+        );
+        let e = opts("resourceVersionMatch=NotOlderThan&continue=abc").unwrap_err();
+        assert_eq!(
+            e.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided]"
+        );
+        assert_eq!(
+            opts("resourceVersion=abc").unwrap_err().message,
+            "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"
+        );
+        let st: Value = serde_json::from_slice(&expired_continue_status(KEY, "s", "a/b")).unwrap();
+        assert_eq!(st["code"], 410);
+        assert_eq!(st["reason"], "Expired");
+        assert_eq!(st["message"], INCONSISTENT_CONTINUE);
+        let t = st["metadata"]["continue"].as_str().unwrap();
+        assert_eq!(
+            decode_continue(KEY, "s", t).unwrap(),
+            ("a/b".to_string(), -1)
+        );
     }
 }

@@ -2,11 +2,19 @@
 //! and namespaces.
 //!
 //! HTTP request → parameters checked with upstream's rules
-//! (k8s.io/apimachinery/pkg/apis/meta/internalversion/validation) → one storage `Watch`
-//! gRPC stream → newline-delimited `{"type":…,"object":…}` frames (Table rows when asked;
-//! `columnDefinitions` only on the first event, as apiserver handlers/response.go). Bookmarks
-//! (`allowWatchBookmarks`), watch-list (`sendInitialEvents=true` ends the initial state with a
-//! BOOKMARK annotated `k8s.io/initial-events-end: "true"`), `timeoutSeconds`.
+//! (k8s.io/apimachinery/pkg/apis/meta/internalversion/validation) → initial state from one
+//! storage `List` when the watch starts from "0"/unset or asks for initial events → the
+//! gateway's shared upstream stream of the resource ([`crate::watch_mux`]: one storage
+//! `Watch` per (tenant, resource), events rendered once, per-watcher selector transitions,
+//! bounded per-watcher queues), or a private storage `Watch` when the requested revision is
+//! older than the shared stream remembers → newline-delimited `{"type":…,"object":…}`
+//! frames (Table rows when asked; `columnDefinitions` only on the first event, as apiserver
+//! handlers/response.go). Bookmarks (`allowWatchBookmarks`), watch-list
+//! (`sendInitialEvents=true` ends the initial state with a BOOKMARK annotated
+//! `k8s.io/initial-events-end: "true"`), `timeoutSeconds`. Events already queued for a
+//! watcher are written together, so a watcher that is behind catches up in few writes.
+//! Objects are served as stored apart from the apiVersion rewrite (no read-time defaulting
+//! for watches, as for the rest of the gateway's watch path).
 
 use crate::api::{Ctx, Req};
 use crate::crd::CrdInfo;
@@ -21,10 +29,12 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 
 /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK (upstream: 1 min).
 pub const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+/// Largest body chunk made by joining events already queued for a watcher.
+const COALESCE_BYTES: usize = 64 << 10;
 
 /// Renders objects as a Table (with or without column definitions).
 pub type TableFn = Arc<dyn Fn(&[Value], bool, IncludeObject) -> Value + Send + Sync>;
@@ -39,8 +49,72 @@ pub struct Target {
     pub table: TableFn,
     pub label_selector: String,
     pub field_selector: String,
-    /// Post-processing of each event object (version conversion, read defaults).
+    /// Post-processing of each event object (version conversion).
     pub transform: Option<Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>>,
+    /// Read defaulting of event objects (custom resources whose served version's schema has
+    /// defaults); applied after `transform`, a batch of objects per call.
+    pub normalize: Option<Normalizer>,
+}
+
+/// Defaults a batch of objects (same order out as in), e.g. through the validation service.
+pub type Normalizer = Arc<
+    dyn Fn(Vec<Bytes>) -> futures::future::BoxFuture<'static, Result<Vec<Bytes>, ApiError>>
+        + Send
+        + Sync,
+>;
+
+/// Most events defaulted in one call (a watcher that is behind catches up in batches).
+const NORMALIZE_BATCH: usize = 256;
+
+/// Applies read defaulting to the object events among `items`: every `Item::Raw` is
+/// converted (`transform`), defaulted in one batch, and rendered as a JSON line unless the
+/// watcher renders Tables itself. A failed call leaves the objects as stored (logged).
+async fn normalize_items(
+    items: Vec<Item>,
+    t: &Target,
+    norm: &Normalizer,
+    table: bool,
+) -> Vec<Item> {
+    let objs: Vec<Bytes> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Raw { object, .. } => Some(match &t.transform {
+                Some(f) => f(object.clone()),
+                None => object.clone(),
+            }),
+            Item::Line { .. } => None,
+        })
+        .collect();
+    if objs.is_empty() {
+        return items;
+    }
+    let n = objs.len();
+    let defaulted = match norm(objs.clone()).await {
+        Ok(d) if d.len() == n => d,
+        Ok(_) => objs,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "read defaulting of watch events failed");
+            objs
+        }
+    };
+    let mut defaulted = defaulted.into_iter();
+    items
+        .into_iter()
+        .map(|i| match i {
+            Item::Raw { kind, rv, object } => {
+                let object = defaulted.next().unwrap_or(object);
+                if table {
+                    Item::Raw { kind, object, rv }
+                } else {
+                    Item::Line {
+                        line: event_line(kind, &object),
+                        rv,
+                    }
+                }
+            }
+            line => line,
+        })
+        .collect()
 }
 
 /// Parsed watch parameters.
@@ -123,23 +197,230 @@ pub fn params(req: &Req) -> Result<Params, ApiError> {
     })
 }
 
-fn event_line(kind: &str, object: &[u8]) -> Bytes {
-    let mut v = Vec::with_capacity(object.len() + 32);
-    v.extend_from_slice(b"{\"type\":\"");
-    v.extend_from_slice(kind.as_bytes());
-    v.extend_from_slice(b"\",\"object\":");
-    v.extend_from_slice(object);
-    v.extend_from_slice(b"}\n");
-    Bytes::from(v)
-}
+use crate::watch_mux::{Item, Joined, Mux, Spec, Subscription, WatchFilter, event_line};
 
 fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Bytes {
+    bookmark_line(&t.kind, &t.api_version, rv, initial_end)
+}
+
+fn bookmark_line(kind: &str, api_version: &str, rv: u64, initial_end: bool) -> Bytes {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    let obj = json!({"kind": t.kind, "apiVersion": t.api_version, "metadata": meta});
+    let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
     event_line("BOOKMARK", &serde_json::to_vec(&obj).expect("json"))
+}
+
+/// The revision of a resource right now (a one-item list).
+async fn current_revision(ctx: &Ctx, r: &pb::ResourceRef) -> Result<u64, ApiError> {
+    let l = ctx
+        .storage
+        .clone()
+        .list(pb::ListRequest {
+            resource: Some(r.clone()),
+            limit: 1,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(l.resource_version)
+}
+
+/// Where a watcher's events come from.
+enum Source {
+    /// A shared upstream stream of this gateway (the normal case).
+    Shared(Subscription),
+    /// A private storage watch (resume from a revision older than the shared ring).
+    Direct(tonic::Streaming<pb::WatchEvent>),
+}
+
+/// One watch response in progress: the state behind its body stream.
+struct Run {
+    src: Source,
+    pending: std::collections::VecDeque<Item>,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    ticker: Option<tokio::time::Interval>,
+    /// Highest revision handed to the client (bookmarks never go below it).
+    delivered: u64,
+    first: bool,
+    done: bool,
+    spec: Arc<Spec>,
+    target: Target,
+    output: Output,
+    include: IncludeObject,
+    /// With read defaulting: how many items at the front of `pending` are defaulted already.
+    checked: usize,
+}
+
+async fn tick(t: &mut Option<tokio::time::Interval>) {
+    match t {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+impl Run {
+    /// The next chunk of the body, None at the end of the watch.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            self.prepare().await;
+            if let Some(item) = self.pending.pop_front() {
+                self.checked = self.checked.saturating_sub(1);
+                if let Some(b) = self.render(item) {
+                    return Some(self.coalesce(b));
+                }
+                continue;
+            }
+            if self.done {
+                return None;
+            }
+            tokio::select! {
+                _ = self.deadline.as_mut() => return None,
+                _ = tick(&mut self.ticker) => self.queue_bookmark(),
+                m = next_item(&mut self.src, &self.spec) => match m {
+                    Some((item, end)) => {
+                        self.pending.push_back(item);
+                        self.done = end;
+                        // With read defaulting, take what else is waiting so one call
+                        // defaults the whole batch.
+                        if self.target.normalize.is_some()
+                            && let Source::Shared(sub) = &mut self.src
+                        {
+                            while self.pending.len() < NORMALIZE_BATCH
+                                && let Ok(i) = sub.rx.try_recv()
+                            {
+                                self.pending.push_back(i);
+                            }
+                        }
+                    }
+                    None => return None,
+                }
+            }
+        }
+    }
+
+    /// Read defaulting of the items not yet defaulted (see [`normalize_items`]).
+    async fn prepare(&mut self) {
+        let Some(norm) = self.target.normalize.clone() else {
+            return;
+        };
+        if self.checked >= self.pending.len() {
+            return;
+        }
+        let table = matches!(self.output, Output::Table(_));
+        let mut rest: Vec<Item> = self.pending.drain(self.checked..).collect();
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(NORMALIZE_BATCH));
+            let done = normalize_items(rest, &self.target, &norm, table).await;
+            self.pending.extend(done);
+            rest = tail;
+        }
+        self.checked = self.pending.len();
+    }
+
+    /// Appends events that are already waiting to `first`, so a watcher that is behind
+    /// catches up with few large writes instead of one write per event.
+    fn coalesce(&mut self, first: Bytes) -> Bytes {
+        let mut out: Option<Vec<u8>> = None;
+        while out.as_ref().map_or(first.len(), Vec::len) < COALESCE_BYTES {
+            // With read defaulting only items defaulted already may go out.
+            let defaulting = self.target.normalize.is_some();
+            if defaulting && self.checked == 0 {
+                break;
+            }
+            let next = match self.pending.pop_front() {
+                Some(i) => {
+                    self.checked = self.checked.saturating_sub(1);
+                    i
+                }
+                None if defaulting => break,
+                None => match &mut self.src {
+                    Source::Shared(sub) => match sub.rx.try_recv() {
+                        Ok(i) => i,
+                        Err(_) => break,
+                    },
+                    Source::Direct(_) => break,
+                },
+            };
+            if let Some(b) = self.render(next) {
+                out.get_or_insert_with(|| first.to_vec())
+                    .extend_from_slice(&b);
+            }
+        }
+        out.map(Bytes::from).unwrap_or(first)
+    }
+
+    /// A periodic BOOKMARK at the revision the watcher has caught up to.
+    fn queue_bookmark(&mut self) {
+        let mut rv = self.delivered;
+        if let Source::Shared(sub) = &mut self.src {
+            // Everything this watcher wants up to `current` is queued already: take it all,
+            // then bookmark at `current`.
+            let current = sub.current_rv();
+            while let Ok(item) = sub.rx.try_recv() {
+                rv = rv.max(item.rv());
+                self.pending.push_back(item);
+            }
+            rv = rv.max(current);
+        }
+        for i in &self.pending {
+            rv = rv.max(i.rv());
+        }
+        let line = bookmark(&self.target, rv, false);
+        self.pending.push_back(Item::Line { line, rv });
+    }
+
+    fn render(&mut self, item: Item) -> Option<Bytes> {
+        match item {
+            Item::Line { line, rv } => {
+                self.delivered = self.delivered.max(rv);
+                Some(line)
+            }
+            Item::Raw { kind, object, rv } => {
+                self.delivered = self.delivered.max(rv);
+                let object = match &self.target.transform {
+                    Some(f) => f(object),
+                    None => object,
+                };
+                let o = serde_json::from_slice::<Value>(&object).ok()?;
+                let mut table = (self.target.table)(&[o], self.first, self.include);
+                if self.output == Output::Table("v1beta1") {
+                    table["apiVersion"] = json!("meta.k8s.io/v1beta1");
+                }
+                self.first = false;
+                Some(event_line(kind, &serde_json::to_vec(&table).expect("json")))
+            }
+        }
+    }
+}
+
+/// The next event of a source: (item, this ends the watch); None when the source ended.
+async fn next_item(src: &mut Source, spec: &Spec) -> Option<(Item, bool)> {
+    match src {
+        Source::Shared(sub) => sub.rx.recv().await.map(|i| (i, false)),
+        Source::Direct(stream) => loop {
+            match stream.message().await {
+                Ok(Some(ev)) => {
+                    let kind = match pb::watch_event::Type::try_from(ev.r#type) {
+                        Ok(pb::watch_event::Type::Added) => b'A',
+                        Ok(pb::watch_event::Type::Deleted) => b'D',
+                        Ok(pb::watch_event::Type::Modified) => b'M',
+                        _ => continue,
+                    };
+                    return Some((spec.item(kind, ev.object, ev.resource_version), false));
+                }
+                Ok(None) => return None,
+                Err(s) => {
+                    let e = ApiError::from_grpc(&s);
+                    let line = event_line("ERROR", &e.to_json());
+                    return Some((Item::Line { line, rv: 0 }, true));
+                }
+            }
+        },
+    }
 }
 
 pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, ApiError> {
@@ -150,82 +431,90 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         Some("Object") => IncludeObject::Object,
         _ => IncludeObject::Metadata,
     };
-    // Watch from "0"/unset starts with the current state (synthetic ADDED events).
-    let send_initial = p.send_initial_events || p.from_rv.is_none();
-    let wreq = pb::WatchRequest {
-        resource: Some(t.resource.clone()),
-        namespace: t.namespace.clone(),
-        from_resource_version: p.from_rv.unwrap_or(0),
-        send_initial_state: send_initial,
-        label_selector: t.label_selector.clone(),
-        field_selector: t.field_selector.clone(),
-        name: t.name.clone(),
-    };
-    // Open the stream before answering, so errors (410, 400) can still be a plain Status.
-    let mut stream = ctx.storage.clone().watch(wreq).await?.into_inner();
-    let (tx, rx) = mpsc::channel::<Result<http_body::Frame<Bytes>, std::io::Error>>(64);
-    tokio::spawn(async move {
-        let deadline = tokio::time::sleep(p.timeout);
-        tokio::pin!(deadline);
-        let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
-        ticker.tick().await;
-        let mut last_rv = p.from_rv.unwrap_or(0);
-        let mut first = true;
-        let send = |b: Bytes| {
-            let tx = tx.clone();
-            async move { tx.send(Ok(http_body::Frame::data(b))).await.is_ok() }
-        };
-        loop {
-            tokio::select! {
-                _ = &mut deadline => break,
-                _ = tx.closed() => break,
-                _ = ticker.tick(), if p.bookmarks => {
-                    if !send(bookmark(&t, last_rv, false)).await { break; }
-                }
-                m = stream.message() => match m {
-                    Ok(Some(ev)) => {
-                        last_rv = last_rv.max(ev.resource_version);
-                        let kind = match pb::watch_event::Type::try_from(ev.r#type) {
-                            Ok(pb::watch_event::Type::Added) => "ADDED",
-                            Ok(pb::watch_event::Type::Deleted) => "DELETED",
-                            Ok(pb::watch_event::Type::Modified) => "MODIFIED",
-                            Ok(pb::watch_event::Type::Progress) => {
-                                if p.send_initial_events && !send(bookmark(&t, ev.resource_version, true)).await {
-                                    break;
-                                }
-                                continue;
-                            }
-                            _ => continue,
-                        };
-                        let mut obj = ev.object;
-                        if let Some(f) = &t.transform {
-                            obj = f(obj);
-                        }
-                        let line = match output {
-                            Output::Json => event_line(kind, &obj),
-                            Output::Table(v) => {
-                                let Ok(o) = serde_json::from_slice::<Value>(&obj) else { continue };
-                                let mut table = (t.table)(&[o], first, include);
-                                if v == "v1beta1" {
-                                    table["apiVersion"] = json!("meta.k8s.io/v1beta1");
-                                }
-                                first = false;
-                                event_line(kind, &serde_json::to_vec(&table).expect("json"))
-                            }
-                        };
-                        if !send(line).await { break; }
-                    }
-                    Ok(None) => break,
-                    Err(s) => {
-                        let e = ApiError::from_grpc(&s);
-                        let _ = send(event_line("ERROR", &e.to_json())).await;
-                        break;
-                    }
-                }
-            }
-        }
+    let spec = Arc::new(Spec {
+        filter: WatchFilter::new(&t.namespace, &t.name, &t.label_selector, &t.field_selector)?,
+        api_version: t.api_version.clone(),
+        transform: t.transform.clone(),
+        // Defaulted watches receive objects and render them after defaulting.
+        raw: matches!(output, Output::Table(_)) || t.normalize.is_some(),
     });
-    let body = StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)).boxed_unsync();
+    let mux = Mux::for_endpoint(&ctx.cfg.storage_endpoint, &ctx.storage);
+    let mut pending = std::collections::VecDeque::new();
+    // Watch from "0"/unset starts with the current state (synthetic ADDED events), read
+    // with one list; live events then follow from the list's revision.
+    let send_initial = p.send_initial_events || p.from_rv.is_none();
+    let (from, start) = if send_initial {
+        let list = ctx
+            .storage
+            .clone()
+            .list(pb::ListRequest {
+                resource: Some(t.resource.clone()),
+                namespace: t.namespace.clone(),
+                name: t.name.clone(),
+                label_selector: t.label_selector.clone(),
+                field_selector: t.field_selector.clone(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        let rv = list.resource_version;
+        pending.extend(list.items.into_iter().map(|o| spec.item(b'A', o, rv)));
+        if p.send_initial_events {
+            let line = bookmark(&t, rv, true);
+            pending.push_back(Item::Line { line, rv });
+        }
+        (rv, Some(rv))
+    } else {
+        let from = p.from_rv.unwrap_or(0);
+        let start = if mux.running(&t.resource) {
+            None
+        } else {
+            Some(current_revision(ctx, &t.resource).await?)
+        };
+        (from, start)
+    };
+    let src = match mux.join(&t.resource, from, start, spec.clone()) {
+        Joined::Shared(mut sub) => {
+            pending.extend(sub.replay.drain(..));
+            Source::Shared(sub)
+        }
+        Joined::NotCovered => {
+            // Older than the shared stream remembers: storage replays history (or answers
+            // 410 Expired as an ERROR event).
+            let wreq = pb::WatchRequest {
+                resource: Some(t.resource.clone()),
+                namespace: t.namespace.clone(),
+                from_resource_version: from,
+                send_initial_state: false,
+                label_selector: t.label_selector.clone(),
+                field_selector: t.field_selector.clone(),
+                name: t.name.clone(),
+            };
+            Source::Direct(ctx.storage.clone().watch(wreq).await?.into_inner())
+        }
+    };
+    let ticker = p.bookmarks.then(|| {
+        tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)
+    });
+    let run = Run {
+        src,
+        pending,
+        deadline: Box::pin(tokio::time::sleep(p.timeout)),
+        ticker,
+        delivered: from,
+        first: true,
+        done: false,
+        spec,
+        target: t,
+        output,
+        include,
+        checked: 0,
+    };
+    let stream = futures::stream::unfold(run, |mut run| async move {
+        let chunk = run.next_chunk().await?;
+        Some((Ok::<_, std::io::Error>(http_body::Frame::data(chunk)), run))
+    });
+    let body = StreamBody::new(stream).boxed_unsync();
     let mut r = Response::new(body);
     *r.status_mut() = StatusCode::OK;
     let ct = match output {
@@ -281,6 +570,7 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
         label_selector: label,
         field_selector: field,
         transform: Some(transform),
+        normalize: crate::crs::watch_normalizer(ctx, &crd, &i.tenant, ver),
     };
     serve(ctx, req, target).await
 }
@@ -346,6 +636,7 @@ mod tests {
             label_selector: String::new(),
             field_selector: String::new(),
             transform: None,
+            normalize: None,
         };
         let b: Value = serde_json::from_slice(&bookmark(&t, 7, true)[..]).unwrap();
         assert_eq!(b["type"], "BOOKMARK");

@@ -1,0 +1,939 @@
+//! Shared upstream watch streams: many HTTP watchers of one gateway on one storage `Watch`.
+//!
+//! Where it sits: [`crate::watch::serve`] (HTTP watch) → [`Mux::join`] → one [`Shared`]
+//! stream per (tenant, group, resource) → storage gRPC `Watch` without selectors (events
+//! carry the previous state of a MODIFIED) → [`Shared`] dispatch → per-watcher bounded
+//! queues → the HTTP response bodies.
+//!
+//! - **One upstream per resource.** The first watcher of a (tenant, resource) starts a
+//!   storage watch from a known revision; later watchers join it. The stream reconnects from
+//!   its last revision when storage goes away (history replay covers the gap); when history
+//!   no longer covers it (410) every watcher gets the ERROR event and ends, as upstream does
+//!   for a watch cache that cannot serve a revision.
+//! - **Recent-event ring.** Each stream keeps the last [`RING_EVENTS`] events (at most
+//!   [`RING_BYTES`]); a watcher resuming from a revision inside the ring replays from it and
+//!   joins live with no gap (upstream's watch cache does the same). A revision older than the
+//!   ring is served by a private storage watch (history in Redis, or 410) — see
+//!   [`Joined::NotCovered`].
+//! - **Encode once.** An event is rendered to its `{"type":…,"object":…}\n` line once per
+//!   (apiVersion, type, object) and the same `Bytes` go to every watcher that wants it.
+//!   Table watchers get the object and render their own rows (column definitions only on
+//!   their first event).
+//! - **Per-watcher filtering with transitions.** Namespace/name by the event key; label and
+//!   field selectors on the object decoded once per event, with upstream's transitions
+//!   (`apiserver pkg/storage/cacher/cache_watcher.go` convertToWatchEvent): a MODIFIED that
+//!   starts matching is ADDED, one that stops matching is DELETED carrying the previous
+//!   state at the event's revision.
+//! - **Slow watchers.** Each watcher has a bounded queue ([`WATCHER_QUEUE`]); a watcher whose
+//!   queue is full is dropped (its response ends after what is queued, the client re-watches
+//!   from its last revision), so it never slows the others or grows memory.
+//!
+//! Watchers are indexed by namespace, so an event is only offered to watchers of its
+//! namespace and to all-namespace watchers.
+
+use crate::api::Channel;
+use bytes::Bytes;
+use crdplane_core::ApiError;
+use crdplane_core::selector::{FieldSelector, LabelSelector};
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::storage_client::StorageClient;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc};
+
+/// Events kept per shared stream for resuming watchers.
+pub const RING_EVENTS: usize = 1024;
+/// Bytes of event objects kept per shared stream (the ring shrinks below this).
+pub const RING_BYTES: usize = 8 << 20;
+/// Events queued per watcher before it counts as too slow and is closed.
+pub const WATCHER_QUEUE: usize = 512;
+
+/// Object transform of a watcher (apiVersion rewrite for a served version).
+pub type Transform = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
+
+/// Which objects one watcher wants: namespace and name by key, selectors on the body.
+#[derive(Debug, Default)]
+pub struct WatchFilter {
+    pub namespace: String,
+    pub name: String,
+    label: Option<LabelSelector>,
+    field: Option<FieldSelector>,
+}
+
+impl WatchFilter {
+    /// Selector strings were checked by the handler; a parse error here is still a 400.
+    pub fn new(namespace: &str, name: &str, label: &str, field: &str) -> Result<Self, ApiError> {
+        let label = if label.trim().is_empty() {
+            None
+        } else {
+            Some(LabelSelector::parse(label).map_err(ApiError::bad_request)?)
+        };
+        let mut name = name.to_string();
+        let field = if field.trim().is_empty() {
+            None
+        } else {
+            let f = FieldSelector::parse(field).map_err(ApiError::bad_request)?;
+            match f.exact_name() {
+                Some(n) if name.is_empty() => {
+                    name = n.to_string();
+                    None
+                }
+                _ => Some(f),
+            }
+        };
+        Ok(Self {
+            namespace: namespace.to_string(),
+            name,
+            label,
+            field,
+        })
+    }
+
+    /// True when namespace and name decide alone.
+    pub fn key_only(&self) -> bool {
+        self.label.is_none() && self.field.is_none()
+    }
+
+    pub fn matches_key(&self, ns: &str, name: &str) -> bool {
+        (self.namespace.is_empty() || self.namespace == ns)
+            && (self.name.is_empty() || self.name == name)
+    }
+
+    pub fn matches_value(&self, obj: &Value) -> bool {
+        if let Some(l) = &self.label
+            && !l.matches_object(obj)
+        {
+            return false;
+        }
+        if let Some(f) = &self.field {
+            return f.matches(|label: &str| field_value(obj, label));
+        }
+        true
+    }
+
+    /// The event this watcher sees for a stored event: `(type, object is the previous
+    /// state)`, or None. `cur`/`prev` are the decoded objects (decoded only when needed).
+    pub fn decide(
+        &self,
+        kind: u8,
+        ns: &str,
+        name: &str,
+        has_prev: bool,
+        decoded: impl FnOnce() -> (Option<Arc<Value>>, Option<Arc<Value>>),
+    ) -> Option<(u8, bool)> {
+        if !self.matches_key(ns, name) {
+            return None;
+        }
+        if self.key_only() {
+            return Some((kind, false));
+        }
+        let (cur, prev) = decoded();
+        let now = cur.is_some_and(|v| self.matches_value(&v));
+        if kind != b'M' || !has_prev {
+            return now.then_some((kind, false));
+        }
+        let before = prev.is_some_and(|v| self.matches_value(&v));
+        match (before, now) {
+            (true, true) => Some((b'M', false)),
+            (false, true) => Some((b'A', false)),
+            (true, false) => Some((b'D', true)),
+            (false, false) => None,
+        }
+    }
+}
+
+/// The string value of a field label in an object (a dotted path); absent → "".
+pub fn field_value(obj: &Value, label: &str) -> Option<String> {
+    let mut cur = obj;
+    for part in label.split('.') {
+        match cur.get(part) {
+            Some(v) => cur = v,
+            None => return Some(String::new()),
+        }
+    }
+    Some(match cur {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+pub fn type_name(kind: u8) -> &'static str {
+    match kind {
+        b'A' => "ADDED",
+        b'D' => "DELETED",
+        _ => "MODIFIED",
+    }
+}
+
+/// `{"type":"<T>","object":<object>}\n`.
+pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(object.len() + 32);
+    v.extend_from_slice(b"{\"type\":\"");
+    v.extend_from_slice(kind.as_bytes());
+    v.extend_from_slice(b"\",\"object\":");
+    v.extend_from_slice(object);
+    v.extend_from_slice(b"}\n");
+    Bytes::from(v)
+}
+
+/// What a watcher's queue carries.
+#[derive(Debug, Clone)]
+pub enum Item {
+    /// A rendered JSON line (shared between watchers).
+    Line { line: Bytes, rv: u64 },
+    /// The object for a watcher that renders itself (Table output).
+    Raw {
+        kind: &'static str,
+        object: Bytes,
+        rv: u64,
+    },
+}
+
+impl Item {
+    pub fn rv(&self) -> u64 {
+        match self {
+            Item::Line { rv, .. } | Item::Raw { rv, .. } => *rv,
+        }
+    }
+}
+
+/// What a watcher asked for.
+pub struct Spec {
+    pub filter: WatchFilter,
+    /// apiVersion objects are served with (render-cache key together with the type).
+    pub api_version: String,
+    pub transform: Option<Transform>,
+    /// Table output: the watcher renders objects itself.
+    pub raw: bool,
+}
+
+impl Spec {
+    /// The queue item for an object this watcher receives (rendered for JSON watchers).
+    pub fn item(&self, kind: u8, object: Bytes, rv: u64) -> Item {
+        if self.raw {
+            return Item::Raw {
+                kind: type_name(kind),
+                object,
+                rv,
+            };
+        }
+        let object = match &self.transform {
+            Some(f) => f(object),
+            None => object,
+        };
+        Item::Line {
+            line: event_line(type_name(kind), &object),
+            rv,
+        }
+    }
+}
+
+type Decoded = (Option<Arc<Value>>, Option<Arc<Value>>);
+
+/// One event from storage, decoded at most once, rendered at most once per variant.
+struct Event {
+    kind: u8,
+    rv: u64,
+    ns: String,
+    name: String,
+    object: Bytes,
+    prev: Bytes,
+    decoded: OnceLock<Decoded>,
+    /// (apiVersion, type, previous-state object) → rendered line.
+    renders: Mutex<Vec<(String, u8, bool, Bytes)>>,
+}
+
+impl Event {
+    fn decoded(&self) -> Decoded {
+        self.decoded
+            .get_or_init(|| {
+                let p = |b: &Bytes| {
+                    (!b.is_empty())
+                        .then(|| serde_json::from_slice::<Value>(b).ok().map(Arc::new))
+                        .flatten()
+                };
+                (p(&self.object), p(&self.prev))
+            })
+            .clone()
+    }
+
+    fn size(&self) -> usize {
+        self.object.len() + self.prev.len() + self.key_len()
+    }
+
+    fn key_len(&self) -> usize {
+        self.ns.len() + self.name.len() + 64
+    }
+
+    /// What `spec` receives for this event, rendered once per variant.
+    fn for_watcher(&self, spec: &Spec) -> Option<Item> {
+        let (kind, use_prev) = spec.filter.decide(
+            self.kind,
+            &self.ns,
+            &self.name,
+            !self.prev.is_empty(),
+            || self.decoded(),
+        )?;
+        let object = if use_prev { &self.prev } else { &self.object };
+        if spec.raw {
+            return Some(spec.item(kind, object.clone(), self.rv));
+        }
+        let mut cache = self.renders.lock().expect("render cache");
+        if let Some((.., line)) = cache
+            .iter()
+            .find(|(v, k, p, _)| *k == kind && *p == use_prev && *v == spec.api_version)
+        {
+            return Some(Item::Line {
+                line: line.clone(),
+                rv: self.rv,
+            });
+        }
+        let item = spec.item(kind, object.clone(), self.rv);
+        if let Item::Line { line, .. } = &item {
+            cache.push((spec.api_version.clone(), kind, use_prev, line.clone()));
+        }
+        Some(item)
+    }
+}
+
+/// `metadata.namespace` and `metadata.name` of an object.
+fn object_key(json: &[u8]) -> Option<(String, String)> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        name: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Obj {
+        metadata: Meta,
+    }
+    let o: Obj = serde_json::from_slice(json).ok()?;
+    Some((o.metadata.namespace, o.metadata.name))
+}
+
+struct Slot {
+    spec: Arc<Spec>,
+    tx: mpsc::Sender<Item>,
+    /// Events with revision ≤ pos were delivered another way (replay, list).
+    pos: u64,
+    ns: String,
+}
+
+#[derive(Default)]
+struct State {
+    /// The ring holds every event with revision in (base, last].
+    base: u64,
+    last: u64,
+    ring: VecDeque<Arc<Event>>,
+    ring_bytes: usize,
+    watchers: HashMap<u64, Slot>,
+    by_ns: HashMap<String, Vec<u64>>,
+    next_id: u64,
+    closed: bool,
+}
+
+impl State {
+    fn remove(&mut self, id: u64) {
+        if let Some(slot) = self.watchers.remove(&id)
+            && let Some(v) = self.by_ns.get_mut(&slot.ns)
+        {
+            v.retain(|x| *x != id);
+            if v.is_empty() {
+                self.by_ns.remove(&slot.ns);
+            }
+        }
+    }
+}
+
+/// One upstream storage watch and its watchers.
+pub struct Shared {
+    key: StreamKey,
+    state: Mutex<State>,
+    stop: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands one storage event to the ring and to every interested watcher.
+    fn dispatch(&self, ev: pb::WatchEvent) {
+        let kind = match pb::watch_event::Type::try_from(ev.r#type) {
+            Ok(pb::watch_event::Type::Added) => b'A',
+            Ok(pb::watch_event::Type::Modified) => b'M',
+            Ok(pb::watch_event::Type::Deleted) => b'D',
+            Ok(pb::watch_event::Type::Progress) => {
+                let mut st = self.lock();
+                st.last = st.last.max(ev.resource_version);
+                return;
+            }
+            _ => return,
+        };
+        let Some((ns, name)) = object_key(&ev.object) else {
+            tracing::warn!(rv = ev.resource_version, "watch event without metadata");
+            return;
+        };
+        let e = Arc::new(Event {
+            kind,
+            rv: ev.resource_version,
+            ns,
+            name,
+            object: ev.object,
+            prev: ev.prev_object,
+            decoded: OnceLock::new(),
+            renders: Mutex::new(Vec::new()),
+        });
+        let mut st = self.lock();
+        if e.rv <= st.last {
+            return; // already seen (reconnect overlap)
+        }
+        st.last = e.rv;
+        st.ring_bytes += e.size();
+        st.ring.push_back(e.clone());
+        while st.ring.len() > RING_EVENTS || (st.ring_bytes > RING_BYTES && st.ring.len() > 1) {
+            let Some(old) = st.ring.pop_front() else {
+                break;
+            };
+            st.ring_bytes -= old.size();
+            st.base = old.rv;
+        }
+        let State {
+            watchers, by_ns, ..
+        } = &mut *st;
+        let mut slow = Vec::new();
+        let all = by_ns.get("").into_iter().flatten();
+        let own = (!e.ns.is_empty())
+            .then(|| by_ns.get(&e.ns))
+            .flatten()
+            .into_iter()
+            .flatten();
+        for id in all.chain(own) {
+            let Some(slot) = watchers.get(id) else {
+                continue;
+            };
+            if e.rv <= slot.pos {
+                continue;
+            }
+            if let Some(item) = e.for_watcher(&slot.spec)
+                && slot.tx.try_send(item).is_err()
+            {
+                slow.push(*id);
+            }
+        }
+        for id in slow {
+            st.remove(id);
+        }
+        // Drop renders now: the ring keeps the event, not its lines.
+        e.renders.lock().expect("render cache").clear();
+    }
+
+    /// Ends every watcher with `err` as an ERROR event.
+    fn fail(&self, err: &ApiError) {
+        let line = event_line("ERROR", &err.to_json());
+        let mut st = self.lock();
+        st.closed = true;
+        for (_, slot) in st.watchers.drain() {
+            let _ = slot.tx.try_send(Item::Line {
+                line: line.clone(),
+                rv: 0,
+            });
+        }
+        st.by_ns.clear();
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct StreamKey {
+    tenant: String,
+    group: String,
+    resource: String,
+}
+
+/// The shared streams of one gateway process (per storage endpoint).
+pub struct Mux {
+    client: StorageClient<Channel>,
+    streams: Mutex<HashMap<StreamKey, Arc<Shared>>>,
+}
+
+/// A watcher registered on a shared stream; leaving (drop) unregisters it.
+pub struct Subscription {
+    /// Events from the ring with revision > the requested one, to send first.
+    pub replay: Vec<Item>,
+    pub rx: mpsc::Receiver<Item>,
+    shared: Arc<Shared>,
+    mux: Arc<Mux>,
+    id: u64,
+}
+
+impl Subscription {
+    /// The revision the shared stream has dispatched up to (for bookmarks: every event up
+    /// to it that this watcher wants is already in its queue).
+    pub fn current_rv(&self) -> u64 {
+        self.shared.lock().last
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let empty = {
+            let mut st = self.shared.lock();
+            st.remove(self.id);
+            if st.watchers.is_empty() {
+                st.closed = true;
+            }
+            st.closed
+        };
+        if empty {
+            self.shared.stop.notify_one();
+            self.mux.forget(&self.shared);
+        }
+    }
+}
+
+/// The result of [`Mux::join`].
+pub enum Joined {
+    Shared(Subscription),
+    /// The revision is older than the shared stream remembers: watch storage directly.
+    NotCovered,
+}
+
+static MUXES: OnceLock<Mutex<HashMap<String, Arc<Mux>>>> = OnceLock::new();
+
+impl Mux {
+    /// The mux of this process for a storage endpoint (one per endpoint).
+    pub fn for_endpoint(endpoint: &str, client: &StorageClient<Channel>) -> Arc<Mux> {
+        let map = MUXES.get_or_init(Default::default);
+        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(endpoint.to_string())
+            .or_insert_with(|| {
+                Arc::new(Mux {
+                    client: client.clone(),
+                    streams: Default::default(),
+                })
+            })
+            .clone()
+    }
+
+    fn streams(&self) -> std::sync::MutexGuard<'_, HashMap<StreamKey, Arc<Shared>>> {
+        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn forget(&self, shared: &Arc<Shared>) {
+        let mut m = self.streams();
+        if m.get(&shared.key).is_some_and(|s| Arc::ptr_eq(s, shared)) {
+            m.remove(&shared.key);
+        }
+    }
+
+    /// True when a live shared stream exists for the resource (joining needs no start
+    /// revision then).
+    pub fn running(&self, r: &pb::ResourceRef) -> bool {
+        self.streams()
+            .get(&key_of(r))
+            .is_some_and(|s| !s.lock().closed)
+    }
+
+    /// Registers a watcher that wants every event with revision > `from`. `start` is the
+    /// revision a new shared stream starts at when none runs (a revision known to be
+    /// current, e.g. of a list); None when the caller has none (then a missing stream
+    /// yields [`Joined::NotCovered`]).
+    pub fn join(
+        self: &Arc<Self>,
+        r: &pb::ResourceRef,
+        from: u64,
+        start: Option<u64>,
+        spec: Arc<Spec>,
+    ) -> Joined {
+        let key = key_of(r);
+        for _ in 0..3 {
+            let shared = {
+                let mut m = self.streams();
+                match m.get(&key) {
+                    Some(s) if !s.lock().closed => s.clone(),
+                    _ => {
+                        let Some(start) = start else {
+                            return Joined::NotCovered;
+                        };
+                        let s = Arc::new(Shared {
+                            key: key.clone(),
+                            state: Mutex::new(State {
+                                base: start,
+                                last: start,
+                                ..Default::default()
+                            }),
+                            stop: Notify::new(),
+                        });
+                        m.insert(key.clone(), s.clone());
+                        tokio::spawn(run_upstream(self.clone(), s.clone(), r.clone()));
+                        s
+                    }
+                }
+            };
+            let mut st = shared.lock();
+            if st.closed {
+                continue;
+            }
+            if from < st.base {
+                return Joined::NotCovered;
+            }
+            let replay: Vec<Item> = st
+                .ring
+                .iter()
+                .filter(|e| e.rv > from)
+                .filter_map(|e| {
+                    let item = e.for_watcher(&spec);
+                    e.renders.lock().expect("render cache").clear();
+                    item
+                })
+                .collect();
+            let (tx, rx) = mpsc::channel(WATCHER_QUEUE);
+            let id = st.next_id;
+            st.next_id += 1;
+            let ns = spec.filter.namespace.clone();
+            st.by_ns.entry(ns.clone()).or_default().push(id);
+            let pos = from.max(st.last);
+            st.watchers.insert(id, Slot { spec, tx, pos, ns });
+            drop(st);
+            return Joined::Shared(Subscription {
+                replay,
+                rx,
+                shared,
+                mux: self.clone(),
+                id,
+            });
+        }
+        Joined::NotCovered
+    }
+}
+
+fn key_of(r: &pb::ResourceRef) -> StreamKey {
+    StreamKey {
+        tenant: r.tenant.clone(),
+        group: r.group.clone(),
+        resource: r.resource.clone(),
+    }
+}
+
+/// The upstream storage watch of one shared stream: reconnects from its last revision,
+/// ends when the last watcher leaves or history no longer covers it.
+async fn run_upstream(mux: Arc<Mux>, shared: Arc<Shared>, r: pb::ResourceRef) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let from = {
+            let st = shared.lock();
+            if st.closed {
+                break;
+            }
+            st.last
+        };
+        let req = pb::WatchRequest {
+            resource: Some(r.clone()),
+            from_resource_version: from,
+            ..Default::default()
+        };
+        let mut ended_by = None;
+        match mux.client.clone().watch(req).await {
+            Ok(resp) => {
+                let mut s = resp.into_inner();
+                loop {
+                    tokio::select! {
+                        _ = shared.stop.notified() => {
+                            if shared.lock().closed {
+                                return;
+                            }
+                        }
+                        m = s.message() => match m {
+                            Ok(Some(ev)) => {
+                                backoff = Duration::from_millis(50);
+                                shared.dispatch(ev);
+                            }
+                            Ok(None) => break,
+                            Err(st) => {
+                                ended_by = Some(ApiError::from_grpc(&st));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(st) => ended_by = Some(ApiError::from_grpc(&st)),
+        }
+        if let Some(e) = ended_by {
+            if e.code == 410 {
+                shared.fail(&e);
+                mux.forget(&shared);
+                return;
+            }
+            tracing::warn!(resource = %r.resource, error = %e.message, "shared watch reconnecting");
+        }
+        tokio::select! {
+            _ = shared.stop.notified() => {}
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+    mux.forget(&shared);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(ns: &str, name: &str, app: &str) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"apiVersion":"g/v1","kind":"K","metadata":{{"namespace":"{ns}","name":"{name}","labels":{{"app":"{app}"}}}}}}"#
+        ))
+    }
+
+    fn shared() -> Shared {
+        Shared {
+            key: StreamKey {
+                tenant: "t".into(),
+                group: "g".into(),
+                resource: "r".into(),
+            },
+            state: Mutex::new(State::default()),
+            stop: Notify::new(),
+        }
+    }
+
+    fn add(s: &Shared, spec: Spec, cap: usize) -> (u64, mpsc::Receiver<Item>) {
+        let (tx, rx) = mpsc::channel(cap);
+        let mut st = s.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        let ns = spec.filter.namespace.clone();
+        st.by_ns.entry(ns.clone()).or_default().push(id);
+        st.watchers.insert(
+            id,
+            Slot {
+                spec: Arc::new(spec),
+                tx,
+                pos: 0,
+                ns,
+            },
+        );
+        (id, rx)
+    }
+
+    fn spec(ns: &str, label: &str) -> Spec {
+        Spec {
+            filter: WatchFilter::new(ns, "", label, "").unwrap(),
+            api_version: "g/v1".into(),
+            transform: None,
+            raw: false,
+        }
+    }
+
+    fn ev(t: pb::watch_event::Type, rv: u64, o: Bytes, prev: Bytes) -> pb::WatchEvent {
+        pb::WatchEvent {
+            r#type: t as i32,
+            object: o,
+            resource_version: rv,
+            prev_object: prev,
+        }
+    }
+
+    fn line(i: Item) -> (String, Value) {
+        let Item::Line { line, .. } = i else {
+            panic!("raw")
+        };
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        (v["type"].as_str().unwrap().to_string(), v["object"].clone())
+    }
+
+    #[test]
+    fn one_rendering_is_shared_by_all_watchers() {
+        let s = shared();
+        let (_, mut a) = add(&s, spec("", ""), 8);
+        let (_, mut b) = add(&s, spec("ns1", ""), 8);
+        let (_, mut c) = add(&s, spec("ns2", ""), 8);
+        s.dispatch(ev(
+            pb::watch_event::Type::Added,
+            1,
+            obj("ns1", "x", "web"),
+            Bytes::new(),
+        ));
+        let (Item::Line { line: la, .. }, Item::Line { line: lb, .. }) =
+            (a.try_recv().unwrap(), b.try_recv().unwrap())
+        else {
+            panic!()
+        };
+        assert_eq!(la, lb);
+        assert_eq!(la.as_ptr(), lb.as_ptr(), "same bytes, not a copy");
+        assert!(c.try_recv().is_err(), "other namespace gets nothing");
+    }
+
+    #[test]
+    fn selector_transitions() {
+        let s = shared();
+        let (_, mut w) = add(&s, spec("", "app=web"), 8);
+        let (web, db) = (obj("a", "x", "web"), obj("a", "x", "db"));
+        let m = pb::watch_event::Type::Modified;
+        s.dispatch(ev(
+            pb::watch_event::Type::Added,
+            1,
+            db.clone(),
+            Bytes::new(),
+        ));
+        s.dispatch(ev(m, 2, web.clone(), db.clone()));
+        s.dispatch(ev(m, 3, web.clone(), web.clone()));
+        s.dispatch(ev(m, 4, db.clone(), web.clone()));
+        s.dispatch(ev(m, 5, db.clone(), db.clone()));
+        s.dispatch(ev(
+            pb::watch_event::Type::Deleted,
+            6,
+            db.clone(),
+            Bytes::new(),
+        ));
+        let got: Vec<(String, String)> = std::iter::from_fn(|| w.try_recv().ok())
+            .map(line)
+            .map(|(t, o)| (t, o["metadata"]["labels"]["app"].as_str().unwrap().into()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ADDED".into(), "web".into()),
+                ("MODIFIED".into(), "web".into()),
+                ("DELETED".into(), "web".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn slow_watcher_is_dropped_and_others_continue() {
+        let s = shared();
+        let (_, mut slow) = add(&s, spec("", ""), 2);
+        let (_, mut fast) = add(&s, spec("", ""), 64);
+        for rv in 1..=10 {
+            s.dispatch(ev(
+                pb::watch_event::Type::Added,
+                rv,
+                obj("a", &format!("o{rv}"), "x"),
+                Bytes::new(),
+            ));
+            while fast.try_recv().is_ok() {}
+        }
+        assert_eq!(s.lock().watchers.len(), 1);
+        // The slow one gets what was queued, then its queue ends.
+        assert!(slow.try_recv().is_ok());
+        assert!(slow.try_recv().is_ok());
+        assert!(matches!(
+            slow.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+    }
+
+    #[test]
+    fn ring_keeps_recent_events_and_moves_its_base() {
+        let s = shared();
+        for rv in 1..=(RING_EVENTS as u64 + 5) {
+            s.dispatch(ev(
+                pb::watch_event::Type::Added,
+                rv,
+                obj("a", "x", "y"),
+                Bytes::new(),
+            ));
+        }
+        let st = s.lock();
+        assert_eq!(st.ring.len(), RING_EVENTS);
+        assert_eq!(st.base, 5);
+        assert_eq!(st.last, RING_EVENTS as u64 + 5);
+        // Duplicates after a reconnect are ignored.
+        drop(st);
+        s.dispatch(ev(
+            pb::watch_event::Type::Added,
+            3,
+            obj("a", "x", "y"),
+            Bytes::new(),
+        ));
+        assert_eq!(s.lock().last, RING_EVENTS as u64 + 5);
+    }
+
+    #[test]
+    fn name_and_field_selectors() {
+        let f = WatchFilter::new("a", "", "", "metadata.name=x").unwrap();
+        assert!(f.key_only());
+        assert_eq!(
+            f.decide(b'M', "a", "x", true, || unreachable!()),
+            Some((b'M', false))
+        );
+        assert_eq!(f.decide(b'M', "a", "y", true, || unreachable!()), None);
+        let g = WatchFilter::new("", "", "", "spec.color=red").unwrap();
+        let red = Arc::new(serde_json::json!({"spec": {"color": "red"}}));
+        let blue = Arc::new(serde_json::json!({"spec": {"color": "blue"}}));
+        assert_eq!(
+            g.decide(b'M', "a", "x", true, || (
+                Some(blue.clone()),
+                Some(red.clone())
+            )),
+            Some((b'D', true))
+        );
+        assert_eq!(
+            g.decide(b'M', "a", "x", true, || (
+                Some(red.clone()),
+                Some(blue.clone())
+            )),
+            Some((b'A', false))
+        );
+    }
+
+    #[tokio::test]
+    async fn join_replays_the_ring_or_defers_to_storage() {
+        // A client whose server never answers: the upstream task just keeps retrying.
+        let ch = Channel::lazy("http://127.0.0.1:9").unwrap();
+        let mux = Arc::new(Mux {
+            client: StorageClient::new(ch),
+            streams: Default::default(),
+        });
+        let r = pb::ResourceRef {
+            tenant: "t".into(),
+            group: "g".into(),
+            resource: "r".into(),
+        };
+        let spec = || Arc::new(spec("", ""));
+        // No stream and no start revision: storage must serve it.
+        assert!(matches!(mux.join(&r, 10, None, spec()), Joined::NotCovered));
+        let Joined::Shared(first) = mux.join(&r, 10, Some(10), spec()) else {
+            panic!("shared")
+        };
+        assert!(mux.running(&r));
+        for rv in 11..=14 {
+            first.shared.dispatch(ev(
+                pb::watch_event::Type::Added,
+                rv,
+                obj("a", &format!("o{rv}"), "x"),
+                Bytes::new(),
+            ));
+        }
+        // Resume inside the ring: exactly the later events, then live ones.
+        let Joined::Shared(mut second) = mux.join(&r, 12, None, spec()) else {
+            panic!("shared")
+        };
+        let replayed: Vec<u64> = second.replay.iter().map(Item::rv).collect();
+        assert_eq!(replayed, vec![13, 14]);
+        first.shared.dispatch(ev(
+            pb::watch_event::Type::Added,
+            15,
+            obj("a", "o15", "x"),
+            Bytes::new(),
+        ));
+        assert_eq!(second.rx.try_recv().unwrap().rv(), 15);
+        assert_eq!(second.current_rv(), 15);
+        // Older than the ring: storage history (or 410) instead.
+        assert!(matches!(mux.join(&r, 9, None, spec()), Joined::NotCovered));
+        // The last watcher leaving ends the shared stream.
+        drop(first);
+        assert!(mux.running(&r));
+        drop(second);
+        assert!(!mux.running(&r));
+    }
+}
