@@ -292,6 +292,11 @@ pub struct Args {
     #[arg(long, default_value_t = 500)]
     pub list_limit: u32,
 
+    /// HTTP list: follow `metadata.continue` to the last page, so one timed operation is the
+    /// whole paged list (with `--list-limit N`), as `kubectl get --chunk-size=N` reads it.
+    #[arg(long)]
+    pub list_all_pages: bool,
+
     /// Per-request timeout.
     #[arg(long, default_value = "30s")]
     pub timeout: String,
@@ -343,6 +348,7 @@ pub struct Config {
     pub namespace: String,
     pub objects: usize,
     pub list_limit: u32,
+    pub list_all_pages: bool,
     pub timeout: Duration,
     pub grpc_channels: usize,
     pub json_out: Option<String>,
@@ -452,6 +458,7 @@ impl Config {
             namespace: a.namespace,
             objects: a.objects,
             list_limit: a.list_limit,
+            list_all_pages: a.list_all_pages,
             timeout,
             grpc_channels: a.grpc_channels,
             json_out: a.json_out,

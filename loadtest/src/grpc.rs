@@ -232,7 +232,10 @@ impl GrpcTarget {
                     .await
                     .map(|o| Some(o.into_inner().resource_version.to_string()))
             }
+            // A whole-collection list is larger than tonic's 4 MiB default (the gateway
+            // allows 256 MiB).
             Op::List => c
+                .max_decoding_message_size(256 << 20)
                 .list(ListRequest {
                     resource: Some(self.resource()),
                     namespace: self.namespace.clone(),

@@ -34,6 +34,7 @@ pub struct HttpTarget {
     namespace: String,
     object_size: usize,
     list_limit: u32,
+    list_all_pages: bool,
 }
 
 /// Error key for a non-2xx response: `http 409 AlreadyExists` (reason from a Status body).
@@ -80,6 +81,7 @@ impl HttpTarget {
             namespace: cfg.namespace.clone(),
             object_size: cfg.object_size,
             list_limit: cfg.list_limit,
+            list_all_pages: cfg.list_all_pages,
         }
     }
 
@@ -197,7 +199,14 @@ impl HttpTarget {
                 } else {
                     self.collection.clone()
                 };
-                self.expect_2xx(Method::GET, &uri, None).await?;
+                let mut body = self.expect_2xx(Method::GET, &uri, None).await?;
+                // With --list-all-pages: the rest of the paged list, token by token.
+                while self.list_all_pages
+                    && let Some(token) = continue_of(&body)
+                {
+                    let next = format!("{uri}&continue={token}");
+                    body = self.expect_2xx(Method::GET, &next, None).await?;
+                }
                 Ok(None)
             }
         }
@@ -312,9 +321,37 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// `metadata.continue` of a list body, if it has a non-empty one (tokens are URL-safe).
+/// Only that field is decoded: serde skips `items` without building values, so the client's
+/// own cost stays small next to the server's.
+fn continue_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "continue")]
+        cont: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ListHead {
+        metadata: Option<Meta>,
+    }
+    let h: ListHead = serde_json::from_slice(body).ok()?;
+    h.metadata?.cont.filter(|c| !c.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn continue_token_of_a_list() {
+        let page = br#"{"apiVersion":"v1","items":[{"metadata":{"continue":"no"}}],"kind":"L","metadata":{"continue":"ab.cd","resourceVersion":"3"}}"#;
+        assert_eq!(continue_of(page), Some("ab.cd".to_string()));
+        assert_eq!(
+            continue_of(br#"{"items":[],"metadata":{"resourceVersion":"3"}}"#),
+            None
+        );
+        assert_eq!(continue_of(br#"{"metadata":{"continue":""}}"#), None);
+    }
 
     #[test]
     fn paths_with_and_without_tenant() {

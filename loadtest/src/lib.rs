@@ -10,7 +10,8 @@
 //!
 //! Modules: [`config`] (CLI), [`objects`] (CRD and CronTab generation), [`schedule`]
 //! (request budget, deadline, open-loop pacing), [`http`] / [`grpc`] (targets), [`stats`]
-//! (recorders and the report).
+//! (recorders and the report), [`watch`] (watch fan-out scenarios: `watch-fanout`,
+//! `watch-selective`).
 
 pub mod config;
 pub mod grpc;
@@ -18,6 +19,7 @@ pub mod http;
 pub mod objects;
 pub mod schedule;
 pub mod stats;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
