@@ -3,6 +3,7 @@ client's own APIs, exact Status texts surfaced as ApiException. Run by
 tests/tests/python_client.rs with the gateway URL as argv[1]."""
 import json
 import sys
+import time
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -78,6 +79,18 @@ expect_error(lambda: co.get_namespaced_custom_object(g, v, "default", p, "nope")
 status = co.delete_namespaced_custom_object(g, v, "default", p, "py")
 assert status["status"] == "Success", status
 ext.delete_custom_resource_definition("crontabs.stable.example.com")
+# Like upstream, the CRD is finalized in the background (its objects are deleted first); wait
+# until it is gone, then its endpoint is a plain 404.
+deadline = time.time() + 20
+while time.time() < deadline:
+    try:
+        ext.read_custom_resource_definition("crontabs.stable.example.com")
+    except ApiException as e:
+        assert e.status == 404, e
+        break
+    time.sleep(0.05)
+else:
+    raise AssertionError("the CRD was not finalized within 20 s")
 expect_error(lambda: co.list_namespaced_custom_object(g, v, "default", p), 404,
              "the server could not find the requested resource")
 print("python kubernetes client: all checks passed")

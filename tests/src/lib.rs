@@ -160,12 +160,16 @@ impl Stack {
     /// Starts storage, validation, registry and gateway against `redis_url`, each on
     /// `127.0.0.1:0`, in dependency order, reading each one's announced address.
     pub fn start(redis_url: &str) -> anyhow::Result<Self> {
+        Self::start_with_storage_args(redis_url, &[])
+    }
+
+    /// As [`Stack::start`], with extra flags for the storage service (e.g. a tiny
+    /// `--history-len` to reach 410 Expired quickly).
+    pub fn start_with_storage_args(redis_url: &str, storage_args: &[&str]) -> anyhow::Result<Self> {
         let mut children = Vec::new();
-        let storage = spawn_service(
-            &mut children,
-            "crdplane-storage",
-            &["--listen", "127.0.0.1:0", "--redis-url", redis_url],
-        )?;
+        let mut args = vec!["--listen", "127.0.0.1:0", "--redis-url", redis_url];
+        args.extend_from_slice(storage_args);
+        let storage = spawn_service(&mut children, "crdplane-storage", &args)?;
         let validation = spawn_service(
             &mut children,
             "crdplane-validation",
@@ -216,8 +220,13 @@ impl Stack {
 
     /// Starts a private Redis and the stack on it.
     pub fn start_with_redis() -> anyhow::Result<Self> {
+        Self::start_with_redis_and(&[])
+    }
+
+    /// Starts a private Redis and the stack on it, with extra storage flags.
+    pub fn start_with_redis_and(storage_args: &[&str]) -> anyhow::Result<Self> {
         let redis = RedisServer::start()?;
-        let mut s = Self::start(&redis.url())?;
+        let mut s = Self::start_with_storage_args(&redis.url(), storage_args)?;
         s.redis = Some(redis);
         Ok(s)
     }
@@ -393,4 +402,280 @@ pub fn kubectls() -> Vec<PathBuf> {
         out.extend(v);
     }
     out
+}
+
+// ---- watch fan-out / multi-replica support (appended) -----------------------------------
+
+/// An HTTP watch (`?watch=1…`) read event by event on a background thread.
+pub struct WatchStream {
+    rx: std::sync::mpsc::Receiver<serde_json::Value>,
+    socket: std::net::TcpStream,
+    /// HTTP status of the response.
+    pub status: u16,
+    /// `Content-Type` of the response.
+    pub content_type: String,
+}
+
+impl WatchStream {
+    /// Opens `url` (http only) with an optional Accept header and waits for the headers.
+    pub fn open(url: &str, accept: Option<&str>) -> std::io::Result<Self> {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| std::io::Error::other("http only"))?;
+        let (host, path) = rest
+            .split_once('/')
+            .map(|(h, p)| (h, format!("/{p}")))
+            .unwrap_or((rest, "/".into()));
+        let mut s = std::net::TcpStream::connect(host)?;
+        let accept = accept
+            .map(|a| format!("Accept: {a}\r\n"))
+            .unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\n{accept}\r\n")?;
+        let socket = s.try_clone()?;
+        let mut r = BufReader::new(s);
+        let mut status_line = String::new();
+        r.read_line(&mut status_line)?;
+        let status = status_line
+            .get(9..12)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let (mut chunked, mut content_type, mut length) = (false, String::new(), None);
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h)? == 0 || h == "\r\n" {
+                break;
+            }
+            let lower = h.to_ascii_lowercase();
+            if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                chunked = true;
+            }
+            if let Some(v) = lower.strip_prefix("content-type:") {
+                content_type = v.trim().to_string();
+            }
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse::<usize>().ok();
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut pending = Vec::new();
+            let emit = |pending: &mut Vec<u8>| {
+                while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=i).collect();
+                    if let Ok(v) = serde_json::from_slice(&line)
+                        && tx.send(v).is_err()
+                    {
+                        return false;
+                    }
+                }
+                true
+            };
+            if !chunked {
+                let mut body = Vec::new();
+                let _ = match length {
+                    Some(n) => r.by_ref().take(n as u64).read_to_end(&mut body),
+                    None => r.read_to_end(&mut body),
+                };
+                body.push(b'\n');
+                emit(&mut body);
+                return;
+            }
+            loop {
+                let mut size = String::new();
+                if r.read_line(&mut size).unwrap_or(0) == 0 {
+                    break;
+                }
+                let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+                    break;
+                };
+                if n == 0 {
+                    break;
+                }
+                let mut chunk = vec![0; n + 2];
+                if r.read_exact(&mut chunk).is_err() {
+                    break;
+                }
+                chunk.truncate(n);
+                pending.extend_from_slice(&chunk);
+                if !emit(&mut pending) {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            rx,
+            socket,
+            status,
+            content_type,
+        })
+    }
+
+    /// The next event, or None when none arrives within `timeout` or the stream ended.
+    pub fn next(&self, timeout: Duration) -> Option<serde_json::Value> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// Events until `n` arrived or `timeout` passed since the call.
+    pub fn take(&self, n: usize, timeout: Duration) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::new();
+        while out.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => out.push(v),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    /// True when the server ended the stream (no more events will come).
+    pub fn ended(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(_) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return true,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+}
+
+impl Drop for WatchStream {
+    fn drop(&mut self) {
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Several storage and gateway replicas on one Redis (plus one registry and validation).
+/// Gateway `i` talks to storage `i % storages`. Storage replicas listen on fixed ports so
+/// one can be restarted in place ([`Replicas::restart_storage`]).
+pub struct Replicas {
+    children: Vec<Option<Child>>,
+    storage_children: Vec<usize>,
+    redis_url: String,
+    pub storages: Vec<String>,
+    pub gateways: Vec<String>,
+    pub registry: String,
+    pub validation: String,
+    pub redis: Option<RedisServer>,
+}
+
+impl Replicas {
+    pub fn start(storages: usize, gateways: usize) -> anyhow::Result<Self> {
+        let redis = RedisServer::start()?;
+        let redis_url = redis.url();
+        let mut kids = Vec::new();
+        let mut storage_urls = Vec::new();
+        let mut storage_children = Vec::new();
+        for _ in 0..storages.max(1) {
+            let port = free_port();
+            let listen = format!("127.0.0.1:{port}");
+            storage_urls.push(spawn_service(
+                &mut kids,
+                "crdplane-storage",
+                &["--listen", &listen, "--redis-url", &redis_url],
+            )?);
+            storage_children.push(kids.len() - 1);
+        }
+        let validation = spawn_service(
+            &mut kids,
+            "crdplane-validation",
+            &["--listen", "127.0.0.1:0"],
+        )?;
+        let registry = spawn_service(
+            &mut kids,
+            "crdplane-registry",
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--storage",
+                &storage_urls[0],
+                "--validation",
+                &validation,
+            ],
+        )?;
+        let mut gateway_urls = Vec::new();
+        for i in 0..gateways.max(1) {
+            gateway_urls.push(spawn_service(
+                &mut kids,
+                "crdplane-gateway",
+                &[
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--storage",
+                    &storage_urls[i % storage_urls.len()],
+                    "--validation",
+                    &validation,
+                    "--registry",
+                    &registry,
+                ],
+            )?);
+        }
+        let r = Self {
+            children: kids.into_iter().map(Some).collect(),
+            storage_children,
+            redis_url,
+            storages: storage_urls,
+            gateways: gateway_urls,
+            registry,
+            validation,
+            redis: Some(redis),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for g in &r.gateways {
+            while !matches!(http_get(&format!("{g}/readyz")), Ok((200, _))) {
+                if Instant::now() > deadline {
+                    anyhow::bail!("gateway {g} not ready");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(r)
+    }
+
+    /// Kills storage replica `i` and starts it again on the same address.
+    pub fn restart_storage(&mut self, i: usize) -> anyhow::Result<()> {
+        let idx = self.storage_children[i];
+        if let Some(mut c) = self.children[idx].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let listen = self.storages[i].trim_start_matches("http://").to_string();
+        let mut kids = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match spawn_service(
+                &mut kids,
+                "crdplane-storage",
+                &["--listen", &listen, "--redis-url", &self.redis_url],
+            ) {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => {
+                    for mut k in kids.drain(..) {
+                        let _ = k.kill();
+                        let _ = k.wait();
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        self.children[idx] = kids.pop();
+        Ok(())
+    }
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+        }
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.wait();
+        }
+    }
 }

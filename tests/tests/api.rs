@@ -468,9 +468,14 @@ fn discovery_openapi_namespaces_and_health() {
         .0,
         201
     );
-    let (code, _) = api.call("DELETE", "/api/v1/namespaces/team-a", None, None);
+    let (code, ns) = api.call("DELETE", "/api/v1/namespaces/team-a", None, None);
     assert_eq!(code, 200);
-    assert_eq!(api.get("/api/v1/namespaces/team-a").0, 404);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    // The namespace controller empties it in the background, then removes it.
+    assert!(
+        eventually(|| api.get("/api/v1/namespaces/team-a").0 == 404),
+        "the namespace goes away once emptied"
+    );
     let (_, all) = api.get("/apis/stable.example.com/v1/crontabs");
     assert!(
         all["items"].as_array().unwrap().is_empty(),
@@ -490,7 +495,14 @@ fn discovery_openapi_namespaces_and_health() {
         None,
     );
     assert_eq!(code, 200);
-    assert_eq!(api.get(CTS).0, 404);
+    assert!(
+        eventually(|| api.get(CTS).0 == 404),
+        "the CRD's endpoint is unserved once its objects are gone: {:?} {:?}",
+        api.get(CTS),
+        api.get(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com"
+        )
+    );
     let (code, _) = api.call(
         "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -500,4 +512,17 @@ fn discovery_openapi_namespaces_and_health() {
     assert_eq!(code, 201);
     let (_, l) = api.get(CTS);
     assert!(l["items"].as_array().unwrap().is_empty(), "{l}");
+}
+
+/// Polls `cond` (every 50 ms, up to 20 s) for background work such as namespace and CRD
+/// finalization.
+fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
 }
