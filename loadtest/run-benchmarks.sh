@@ -11,9 +11,15 @@
 #      create (Admit);
 #   5. runs `redis-benchmark -t set,get -c 50 -n 200000 -q` against a private redis-server
 #      (port $REDIS_PORT, no persistence) for comparison;
-#   6. prints every figure and a summary table, and stops everything it started.
+#   6. (LISTS=1, default) LIST of 10,000 CronTabs of 1 KiB on the same stack, in a tenant of
+#      its own: whole collection in one call, and every page of 500;
+#   7. (WATCHES=1, default) on a second, fresh stack (memory per watcher is an RSS delta):
+#      watch-selective (10,000 watchers, one namespace each, 1,000 writes/s), then
+#      watch-fanout (1,000 watchers of one namespace, 200 writes/s);
+#   8. prints every figure and a summary table, and stops everything it started.
 #
 # Environment knobs: DURATION (10s), CONCURRENCY (64), OBJECTS (1000), LISTEN (127.0.0.1:6443),
+# LISTS (1), WATCHES (1), WATCH_LISTEN (127.0.0.1:6444),
 # REDIS_PORT (6390), STORAGE_PORT (17001), VALIDATION_PORT (17002), GRPC (1), SKIP_BUILD (0),
 # KEEP_WORK (0: the temp dir with logs and JSON reports is removed at exit unless a step failed).
 #
@@ -30,6 +36,9 @@ REDIS_PORT=${REDIS_PORT:-6390}
 STORAGE_PORT=${STORAGE_PORT:-17001}
 VALIDATION_PORT=${VALIDATION_PORT:-17002}
 GRPC=${GRPC:-1}
+LISTS=${LISTS:-1}
+WATCHES=${WATCHES:-1}
+WATCH_LISTEN=${WATCH_LISTEN:-127.0.0.1:6444}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_WORK=${KEEP_WORK:-0}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -139,6 +148,35 @@ COMMON=(--concurrency "$CONCURRENCY" --duration "$DURATION" --quiet)
 run_load http-create create --target http --server "http://$LISTEN" "${COMMON[@]}"
 run_load http-get get --target http --server "http://$LISTEN" --objects "$OBJECTS" "${COMMON[@]}"
 
+if [[ $LISTS == 1 ]]; then
+  LIST=(list --target http --server "http://$LISTEN" --tenant listbench --objects 10000
+    --object-size 1024 --concurrency 1 --quiet)
+  run_load list-10k-one-call "${LIST[@]}" --list-limit 0 --requests 30
+  run_load list-10k-pages-of-500 "${LIST[@]}" --list-limit 500 --list-all-pages --requests 20
+fi
+
+if [[ $WATCHES == 1 ]]; then
+  port_free "$WATCH_LISTEN" || { echo "port $WATCH_LISTEN is in use; set WATCH_LISTEN" >&2; exit 1; }
+  log "starting a fresh stack for the watch scenarios: crdplane up --listen $WATCH_LISTEN"
+  "$BIN/crdplane" up --data-dir "$WORK/watch-data" --listen "$WATCH_LISTEN" >"$WORK/watch-launcher.log" 2>&1 &
+  WPID=$!
+  PIDS+=($WPID)
+  wait_http_200 "http://$WATCH_LISTEN/readyz" 90 || { cat "$WORK/watch-launcher.log" >&2; exit 1; }
+  WPIDS=$(pgrep -P "$WPID" -f 'crdplane-(gateway|storage)' | paste -sd, -)
+  for sc in watch-selective watch-fanout; do
+    log "crdplane-load $sc (pids $WPIDS)"
+    if "$BIN/crdplane-load" "$sc" --server "http://$WATCH_LISTEN" --pids "$WPIDS" >"$WORK/$sc.out"; then
+      :
+    else
+      echo "!! $sc failed" >&2
+      FAILED=1
+    fi
+    cat "$WORK/$sc.out"
+    line=$(tail -n 1 "$WORK/$sc.out")
+    [[ $line == \{* ]] && printf '%s\t%s\n' "$sc" "$line" >>"$WORK/watch-summary.jsonl"
+  done
+fi
+
 # --- 2. services directly over gRPC -----------------------------------------------------------
 if [[ $GRPC == 1 ]]; then
   log "starting storage (private Redis) and validation services"
@@ -191,4 +229,9 @@ fi
 while read -r op rps p50; do
   printf '%-24s %10s %10s %9s\n' "redis-benchmark-$op" - "$rps" "$p50"
 done <"$WORK/redis-benchmark.txt"
+if [[ -s $WORK/watch-summary.jsonl ]]; then
+  echo
+  echo "watch scenarios (JSON summaries):"
+  cat "$WORK/watch-summary.jsonl"
+fi
 [[ $FAILED == 0 ]]

@@ -184,7 +184,12 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| {
                 let ctx = ctx.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(ctx, req).await) }
+                // Boxed: hyper keeps a slot the size of the handler future in every
+                // connection, and most connections of a watch-heavy gateway are idle watches
+                // (~7 KiB each unboxed).
+                let fut: std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> =
+                    Box::pin(handle(ctx, req));
+                async move { Ok::<_, std::convert::Infallible>(fut.await) }
             });
             let builder =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());

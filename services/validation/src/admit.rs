@@ -8,11 +8,14 @@
 //! k8s.io/apiextensions-apiserver pkg/registry/customresource/strategy.go (`Validate`,
 //! `ValidateUpdate`), status_strategy.go and validator.go, with the decoding steps of
 //! customresource_handler.go (`schemaCoercingConverter`, pruning/defaulting on decode).
+//! Pruning, defaulting and (for the main resource) schema validation run as one walk
+//! ([`crate::pipeline`]), whose results equal the separate passes; the validation errors are
+//! reported in their upstream place, after the ObjectMeta checks.
 //! Read path ([`normalize`]): prune + default only.
 
 use crate::decode::decode_with_duplicates;
 use crate::structural::Schema;
-use crate::{default, metadata, prune, validate};
+use crate::{default, metadata, pipeline, prune, validate};
 use crdplane_core::FieldError;
 use serde_json::Value;
 
@@ -82,7 +85,16 @@ pub fn admit(schema: &Schema, input: &AdmitInput<'_>) -> AdmitOutput {
         ));
         return out;
     }
-    let mut unknown = prune::prune_and_default(&mut obj, schema);
+    let status = input.subresource == "status";
+    // The main resource: prune + default + validate in one walk (the schema errors are held
+    // until after the TypeMeta and ObjectMeta checks). The status subresource validates only
+    // `.status`, below.
+    let (mut unknown, schema_errors) = if status {
+        (pipeline::prune_and_default(&mut obj, schema), Vec::new())
+    } else {
+        let o = pipeline::prune_default_validate(&mut obj, schema);
+        (o.pruned, o.errors)
+    };
 
     if input.field_validation != FieldValidation::Ignore {
         unknown.sort();
@@ -131,7 +143,7 @@ pub fn admit(schema: &Schema, input: &AdmitInput<'_>) -> AdmitOutput {
             .extend(metadata::validate_object_meta(meta, input.namespaced)),
     }
 
-    if input.subresource == "status" {
+    if status {
         if let (Some(status_schema), Some(status)) = (schema.property("status"), obj.get("status"))
         {
             out.errors
@@ -145,7 +157,7 @@ pub fn admit(schema: &Schema, input: &AdmitInput<'_>) -> AdmitOutput {
             ));
         }
     } else {
-        out.errors.extend(validate::validate(schema, &obj, ""));
+        out.errors.extend(schema_errors);
         out.errors
             .extend(metadata::validate_embedded(schema, &obj, ""));
         out.errors

@@ -6,7 +6,8 @@
 //! `openAPIV3Schema` is compiled once into a [`structural::Schema`] tree (cached by tenant,
 //! CRD uid, generation and version, shared across tenants by content hash) and the passes
 //! [`prune`], [`default`], [`validate`] and [`metadata`] run over it as pure functions
-//! ([`admit`] composes them). Results are data: `crdplane_core::FieldError`s with upstream's
+//! ([`admit`] composes them; on the write path [`pipeline`] runs pruning, defaulting and
+//! validation as one walk with the same results). Results are data: `crdplane_core::FieldError`s with upstream's
 //! exact paths and texts ([`convert`] maps them to the proto type).
 pub mod admit;
 pub mod convert;
@@ -15,6 +16,7 @@ pub mod decode;
 pub mod default;
 pub mod formats;
 pub mod metadata;
+pub mod pipeline;
 pub mod prune;
 pub mod server;
 pub mod structural;

@@ -31,12 +31,31 @@ pub const OBJECT_META_FIELDS: &[&str] = &[
     "uid",
 ];
 
+/// Whether `k` is a metav1.ObjectMeta JSON field name (one of [`OBJECT_META_FIELDS`]).
+pub fn is_object_meta_field(k: &str) -> bool {
+    matches!(
+        k,
+        "annotations"
+            | "creationTimestamp"
+            | "deletionGracePeriodSeconds"
+            | "deletionTimestamp"
+            | "finalizers"
+            | "generateName"
+            | "generation"
+            | "labels"
+            | "managedFields"
+            | "name"
+            | "namespace"
+            | "ownerReferences"
+            | "resourceVersion"
+            | "selfLink"
+            | "uid"
+    )
+}
+
 struct Pruner {
     path: String,
     pruned: Vec<String>,
-    /// Also drop non-nullable nulls and apply defaults in the same walk (see
-    /// [`prune_and_default`]).
-    defaults: bool,
 }
 
 impl Pruner {
@@ -68,7 +87,6 @@ pub fn prune(obj: &mut Value, schema: &Schema) -> Vec<String> {
     let mut p = Pruner {
         path: String::new(),
         pruned: Vec::new(),
-        defaults: false,
     };
     // The resource root is always treated as an embedded resource.
     prune_value(obj, Some(schema), true, &mut p);
@@ -77,45 +95,9 @@ pub fn prune(obj: &mut Value, schema: &Schema) -> Vec<String> {
 
 /// Pruning, null pruning and defaulting of a whole resource in one walk: the result equals
 /// [`prune`] followed by [`crate::default::prune_non_nullable_nulls`] and
-/// [`crate::default::apply_defaults`] (each subtree's pruning and defaulting depend only on
-/// that subtree), at the cost of one traversal instead of three.
+/// [`crate::default::apply_defaults`]. See [`crate::pipeline`] (which also validates).
 pub fn prune_and_default(obj: &mut Value, schema: &Schema) -> Vec<String> {
-    let mut p = Pruner {
-        path: String::new(),
-        pruned: Vec::new(),
-        defaults: true,
-    };
-    prune_value(obj, Some(schema), true, &mut p);
-    p.pruned
-}
-
-/// Inserts the defaults of missing properties (and defaults inside them).
-fn insert_defaults(m: &mut Map<String, Value>, s: &Schema) {
-    for (k, prop) in &s.properties {
-        if let Some(d) = &prop.default
-            && !m.contains_key(k.as_str())
-        {
-            let mut v = d.clone();
-            crate::default::apply_defaults(&mut v, prop);
-            m.insert(k.clone(), v);
-        }
-    }
-}
-
-/// Handles a `null` under a known schema when defaulting: replaced by the default (which is
-/// then defaulted inside), kept if nullable, dropped otherwise. Returns whether to keep it.
-fn null_keep(v: &mut Value, sub: &Schema) -> bool {
-    if sub.nullable {
-        return true;
-    }
-    match &sub.default {
-        Some(d) => {
-            *v = d.clone();
-            crate::default::apply_defaults(v, sub);
-            true
-        }
-        None => false,
-    }
+    crate::pipeline::prune_and_default(obj, schema)
 }
 
 /// Prunes an arbitrary subtree (not a resource root); paths are relative to `base`.
@@ -123,7 +105,6 @@ pub fn prune_at(obj: &mut Value, schema: &Schema, base: &str) -> Vec<String> {
     let mut p = Pruner {
         path: base.to_string(),
         pruned: Vec::new(),
-        defaults: false,
     };
     prune_value(obj, Some(schema), false, &mut p);
     p.pruned
@@ -156,16 +137,6 @@ fn prune_value(x: &mut Value, s: Option<&Schema>, root: bool, p: &mut Pruner) {
         Value::Array(a) => {
             let items = s.and_then(|s| s.items.as_deref());
             for (i, v) in a.iter_mut().enumerate() {
-                if p.defaults
-                    && v.is_null()
-                    && let Some(it) = items
-                    && !it.nullable
-                    && let Some(d) = &it.default
-                {
-                    *v = d.clone();
-                    crate::default::apply_defaults(v, it);
-                    continue;
-                }
                 let l = p.push_index(i);
                 prune_value(v, items, false, p);
                 p.path.truncate(l);
@@ -189,9 +160,6 @@ fn prune_map(m: &mut Map<String, Value>, s: &Schema, embedded: bool, root: bool,
     for k in &drop {
         m.remove(k);
     }
-    if p.defaults {
-        insert_defaults(m, s);
-    }
 }
 
 fn keep_entry(
@@ -214,20 +182,11 @@ fn keep_entry(
         }
     }
     if let Some(prop) = prop {
-        if p.defaults && v.is_null() {
-            return null_keep(v, prop);
-        }
         let l = p.push_key(k);
         prune_value(v, Some(prop), false, p);
         p.path.truncate(l);
         true
     } else if let Some(add) = &s.additional {
-        if p.defaults
-            && v.is_null()
-            && let Additional::Schema(a) = add
-        {
-            return null_keep(v, a);
-        }
         let l = p.push_key(k);
         match add {
             Additional::Schema(a) => prune_value(v, Some(a), false, p),
@@ -247,7 +206,6 @@ fn keep_entry(
 fn skip_prune(x: &mut Value, s: &Schema, embedded: bool, p: &mut Pruner) {
     match x {
         Value::Object(m) => {
-            let mut drop: Vec<String> = Vec::new();
             for (k, v) in m.iter_mut() {
                 if embedded && is_meta_field(k) {
                     if k == "metadata" && v.is_object() {
@@ -263,21 +221,9 @@ fn skip_prune(x: &mut Value, s: &Schema, embedded: bool, p: &mut Pruner) {
                     },
                 };
                 let Some(sub) = sub else { continue };
-                if p.defaults && v.is_null() {
-                    if !null_keep(v, sub) {
-                        drop.push(k.clone());
-                    }
-                    continue;
-                }
                 let l = p.push_key(k);
                 prune_value(v, Some(sub), false, p);
                 p.path.truncate(l);
-            }
-            for k in &drop {
-                m.remove(k);
-            }
-            if p.defaults {
-                insert_defaults(m, s);
             }
         }
         Value::Array(a) => {
@@ -304,7 +250,7 @@ fn coerce_meta(v: &mut Value, p: &mut Pruner) {
     if let Value::Object(meta) = v {
         let l = p.push_key("metadata");
         meta.retain(|k, _| {
-            if OBJECT_META_FIELDS.contains(&k.as_str()) {
+            if is_object_meta_field(k) {
                 true
             } else {
                 p.record(k);
@@ -366,6 +312,15 @@ mod tests {
             json!({"e": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}})
         );
         assert_eq!(pruned.len(), 3);
+    }
+
+    #[test]
+    fn object_meta_field_names() {
+        for k in OBJECT_META_FIELDS {
+            assert!(is_object_meta_field(k));
+        }
+        assert!(!is_object_meta_field("bogus"));
+        assert!(!is_object_meta_field("Name"));
     }
 
     #[test]

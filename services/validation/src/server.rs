@@ -339,13 +339,6 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     let svc = ValidationServer::new(ValidationService::new(&config))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    tonic::transport::Server::builder()
-        .add_service(svc)
-        // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by
-        // serve_with_incoming, and Nagle + delayed ACK cost ~40 ms per call.
-        .serve_with_incoming(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-        )
-        .await?;
+    crdplane_transport::serve_one(listener, svc).await?;
     Ok(())
 }

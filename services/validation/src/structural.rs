@@ -17,6 +17,10 @@ pub const MAX_SCHEMA_DEPTH: usize = 64;
 pub const MAX_SCHEMA_NODES: usize = 100_000;
 /// Compiled size limit of one `pattern` regex (bytes of the compiled program).
 pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Size limit of one `pattern`'s precompiled DFA (bigger ones use the regex engine).
+pub const PATTERN_DFA_LIMIT: usize = 256 << 10;
+/// Total size of the precompiled pattern DFAs of one schema.
+pub const SCHEMA_DFA_BUDGET: usize = 8 << 20;
 
 /// Schema `type`. `Any` is the empty type (allowed with int-or-string / preserve-unknown-fields
 /// and inside value validations).
@@ -128,11 +132,61 @@ pub enum Additional {
     Schema(Box<Schema>),
 }
 
-/// A compiled `pattern`: the source text (for messages) and the regex.
+/// A compiled `pattern`: the source text (for messages), the regex, and — when small enough —
+/// the same regex as a precompiled dense DFA, which matches without the regex engine's
+/// per-call setup (the same syntax and semantics: both come from regex-automata).
 #[derive(Debug, Clone)]
 pub struct Pattern {
     pub source: String,
     pub regex: Regex,
+    pub dfa: Option<regex_automata::dfa::dense::DFA<Vec<u32>>>,
+}
+
+impl Pattern {
+    /// Compiles `src` (see [`compile_pattern`]); `dfa_budget` bounds the DFA memory left for
+    /// the schema and is reduced by this pattern's DFA.
+    pub fn new(src: &str, dfa_budget: &mut usize) -> Result<Pattern, String> {
+        let regex = compile_pattern(src)?;
+        let dfa = pattern_dfa(src).filter(|d| d.memory_usage() <= *dfa_budget);
+        if let Some(d) = &dfa {
+            *dfa_budget -= d.memory_usage();
+        }
+        Ok(Pattern {
+            source: src.to_string(),
+            regex,
+            dfa,
+        })
+    }
+
+    /// Whether the pattern matches somewhere in `hay` (Go's `regexp.MatchString`).
+    #[inline]
+    pub fn is_match(&self, hay: &str) -> bool {
+        use regex_automata::dfa::Automaton;
+        if let Some(dfa) = &self.dfa
+            && let Ok(m) = dfa.try_search_fwd(&regex_automata::Input::new(hay).earliest(true))
+        {
+            return m.is_some();
+        }
+        self.regex.is_match(hay)
+    }
+}
+
+/// A dense DFA for `src` with the regex crate's default syntax, or `None` if the pattern needs
+/// more than [`PATTERN_DFA_LIMIT`] or uses what a DFA cannot (Unicode word boundaries).
+fn pattern_dfa(src: &str) -> Option<regex_automata::dfa::dense::DFA<Vec<u32>>> {
+    use regex_automata::dfa::dense;
+    use regex_automata::nfa::thompson;
+    use regex_automata::util::syntax;
+    dense::Builder::new()
+        .syntax(syntax::Config::new().nest_limit(64))
+        .thompson(thompson::Config::new().nfa_size_limit(Some(REGEX_SIZE_LIMIT)))
+        .configure(
+            dense::Config::new()
+                .dfa_size_limit(Some(PATTERN_DFA_LIMIT))
+                .determinize_size_limit(Some(4 * PATTERN_DFA_LIMIT)),
+        )
+        .build(src)
+        .ok()
 }
 
 /// Upstream `ValueValidation` (plus `required`), boxed off the node so that nodes without
@@ -154,6 +208,12 @@ pub struct ValueValidation {
     pub max_properties: Option<i64>,
     pub min_properties: Option<i64>,
     pub required: Vec<String>,
+    /// For each `required` name, its index in the node's `properties`, or `usize::MAX` if it
+    /// is not a declared property (lets the pipeline check presence without map lookups).
+    pub required_prop: Vec<usize>,
+    /// When every `required` name is one of the first 64 properties of a node with at most
+    /// 64 properties: the bit set of their indexes.
+    pub required_mask: Option<u64>,
     pub all_of: Vec<Schema>,
     pub any_of: Vec<Schema>,
     pub one_of: Vec<Schema>,
@@ -173,6 +233,9 @@ pub struct Schema {
     pub default: Option<Value>,
     /// Properties sorted by name (binary search on lookup).
     pub properties: Vec<(String, Schema)>,
+    /// [`key_prefix`] of each property name, parallel to `properties` (cheap ordered
+    /// comparisons in the pipeline's merge walk).
+    pub prop_prefixes: Vec<u128>,
     pub additional: Option<Additional>,
     pub items: Option<Box<Schema>>,
     pub preserve_unknown: bool,
@@ -198,6 +261,7 @@ impl Default for Schema {
             format: None,
             default: None,
             properties: Vec::new(),
+            prop_prefixes: Vec::new(),
             additional: None,
             items: None,
             preserve_unknown: false,
@@ -228,6 +292,25 @@ impl Schema {
             props: &self.properties,
             pos: 0,
             last: None,
+        }
+    }
+
+    /// How property `j` orders against a key with bytes `k` and prefix `kp` (= `key_prefix(k)`).
+    #[inline]
+    pub fn cmp_prop(&self, j: usize, k: &[u8], kp: u128) -> std::cmp::Ordering {
+        let name = self.properties[j].0.as_bytes();
+        // (A hand-built node without prefixes falls back to plain comparison.)
+        let Some(&pp) = self.prop_prefixes.get(j) else {
+            return name.cmp(k);
+        };
+        if pp != kp {
+            return pp.cmp(&kp);
+        }
+        if name.len() <= 16 && k.len() <= 16 {
+            // Equal zero-padded prefixes: the strings differ at most by trailing NULs.
+            name.len().cmp(&k.len())
+        } else {
+            name.cmp(k)
         }
     }
 
@@ -276,6 +359,44 @@ impl<'a> PropCursor<'a> {
     }
 }
 
+/// The first 16 bytes of a key, zero-padded, big-endian: comparing prefixes orders keys
+/// lexicographically whenever the prefixes differ.
+#[inline]
+pub fn key_prefix(k: &[u8]) -> u128 {
+    let (hi, lo) = if k.len() >= 8 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&k[..8]);
+        (u64::from_be_bytes(b), partial_be(&k[8..]))
+    } else {
+        (partial_be(k), 0)
+    };
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
+/// Up to the first 8 bytes of `b` as a big-endian u64, zero-padded.
+#[inline]
+fn partial_be(b: &[u8]) -> u64 {
+    if b.len() >= 8 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        return u64::from_be_bytes(a);
+    }
+    let mut v = 0u64;
+    let mut i = 0;
+    if b.len() >= 4 {
+        v = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) << 32;
+        i = 4;
+    }
+    if b.len() - i >= 2 {
+        v |= u64::from(u16::from_be_bytes([b[i], b[i + 1]])) << (48 - 8 * i);
+        i += 2;
+    }
+    if b.len() > i {
+        v |= u64::from(b[i]) << (56 - 8 * i);
+    }
+    v
+}
+
 /// Compile error (only hard limits and malformed input; semantic problems are reported by
 /// [`crate::crd_schema`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -301,8 +422,11 @@ pub fn compile_pattern(src: &str) -> Result<Regex, String> {
 
 /// Compiles an `openAPIV3Schema` JSON value into a structural tree.
 pub fn compile(schema: &Value) -> Result<Schema, CompileError> {
-    let mut nodes = 0usize;
-    compile_node(schema, 0, &mut nodes)
+    let mut ctx = Ctx {
+        nodes: 0,
+        dfa_budget: SCHEMA_DFA_BUDGET,
+    };
+    compile_node(schema, 0, &mut ctx)
 }
 
 fn as_i64(v: Option<&Value>) -> Option<i64> {
@@ -312,14 +436,20 @@ fn as_i64(v: Option<&Value>) -> Option<i64> {
     })
 }
 
-fn compile_node(v: &Value, depth: usize, nodes: &mut usize) -> Result<Schema, CompileError> {
+/// Limits tracked while compiling one schema.
+struct Ctx {
+    nodes: usize,
+    dfa_budget: usize,
+}
+
+fn compile_node(v: &Value, depth: usize, ctx: &mut Ctx) -> Result<Schema, CompileError> {
     if depth > MAX_SCHEMA_DEPTH {
         return Err(CompileError(format!(
             "schema nesting exceeds the maximum depth of {MAX_SCHEMA_DEPTH}"
         )));
     }
-    *nodes += 1;
-    if *nodes > MAX_SCHEMA_NODES {
+    ctx.nodes += 1;
+    if ctx.nodes > MAX_SCHEMA_NODES {
         return Err(CompileError(format!(
             "schema has more than {MAX_SCHEMA_NODES} nodes"
         )));
@@ -368,9 +498,10 @@ fn compile_node(v: &Value, depth: usize, nodes: &mut usize) -> Result<Schema, Co
     if let Some(Value::Object(props)) = m.get("properties") {
         let mut ps = Vec::with_capacity(props.len());
         for (k, pv) in props {
-            ps.push((k.clone(), compile_node(pv, depth + 1, nodes)?));
+            ps.push((k.clone(), compile_node(pv, depth + 1, ctx)?));
         }
         ps.sort_by(|a, b| a.0.cmp(&b.0));
+        s.prop_prefixes = ps.iter().map(|(k, _)| key_prefix(k.as_bytes())).collect();
         s.properties = ps;
     }
     match m.get("additionalProperties") {
@@ -379,19 +510,19 @@ fn compile_node(v: &Value, depth: usize, nodes: &mut usize) -> Result<Schema, Co
             s.additional = Some(Additional::Schema(Box::new(compile_node(
                 ap,
                 depth + 1,
-                nodes,
+                ctx,
             )?)))
         }
         _ => {}
     }
     match m.get("items") {
         Some(it @ Value::Object(_)) => {
-            s.items = Some(Box::new(compile_node(it, depth + 1, nodes)?));
+            s.items = Some(Box::new(compile_node(it, depth + 1, ctx)?));
         }
         // `items` as an array is forbidden by the CRD checks; compile its first entry
         // leniently so that a schema that slipped through is still bounded.
         Some(Value::Array(a)) if !a.is_empty() => {
-            s.items = Some(Box::new(compile_node(&a[0], depth + 1, nodes)?));
+            s.items = Some(Box::new(compile_node(&a[0], depth + 1, ctx)?));
         }
         _ => {}
     }
@@ -438,11 +569,8 @@ fn compile_node(v: &Value, depth: usize, nodes: &mut usize) -> Result<Schema, Co
     if let Some(p) = m.get("pattern").and_then(Value::as_str) {
         // An invalid pattern is rejected by the CRD checks; if one gets here it is ignored
         // rather than failing every request.
-        if let Ok(re) = compile_pattern(p) {
-            vv.pattern = Some(Pattern {
-                source: p.to_string(),
-                regex: re,
-            });
+        if let Ok(pat) = Pattern::new(p, &mut ctx.dfa_budget) {
+            vv.pattern = Some(pat);
             has_v = true;
         }
     }
@@ -456,6 +584,18 @@ fn compile_node(v: &Value, depth: usize, nodes: &mut usize) -> Result<Schema, Co
             .filter_map(|x| x.as_str().map(str::to_string))
             .collect();
         has_v |= !vv.required.is_empty();
+        vv.required_prop = vv
+            .required
+            .iter()
+            .map(|r| {
+                s.properties
+                    .binary_search_by(|(k, _)| k.as_str().cmp(r))
+                    .unwrap_or(usize::MAX)
+            })
+            .collect();
+        if s.properties.len() <= 64 && vv.required_prop.iter().all(|&j| j < 64) {
+            vv.required_mask = Some(vv.required_prop.iter().fold(0, |m, &j| m | (1u64 << j)));
+        }
     }
     for (key, slot) in [
         ("allOf", &mut vv.all_of),
@@ -464,13 +604,13 @@ fn compile_node(v: &Value, depth: usize, nodes: &mut usize) -> Result<Schema, Co
     ] {
         if let Some(Value::Array(list)) = m.get(key) {
             for j in list {
-                slot.push(compile_node(j, depth + 1, nodes)?);
+                slot.push(compile_node(j, depth + 1, ctx)?);
             }
             has_v |= !slot.is_empty();
         }
     }
     if let Some(n @ Value::Object(_)) = m.get("not") {
-        vv.not = Some(Box::new(compile_node(n, depth + 1, nodes)?));
+        vv.not = Some(Box::new(compile_node(n, depth + 1, ctx)?));
         has_v = true;
     }
     if has_v {
@@ -553,6 +693,72 @@ mod tests {
         // out of order (e.g. serde_json with preserve_order): falls back to binary search
         assert_eq!(c.get("d").map(|x| x.ty), Some(Type::Integer));
         assert_eq!(c.get("b").map(|x| x.ty), Some(Type::String));
+    }
+
+    #[test]
+    fn prefix_comparison_orders_like_strings() {
+        let keys = [
+            "",
+            "a",
+            "a\0",
+            "a\0\0",
+            "ab",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopq\0",
+            "abcdefghijklmnoq",
+            "b",
+            "\u{ff}",
+            "containerPort",
+            "containers",
+            "apiVersion",
+            "metadata",
+            "é",
+        ];
+        let mut props = serde_json::Map::new();
+        for k in keys {
+            props.insert(k.to_string(), json!({"type": "string"}));
+        }
+        let s = compile(&json!({"type": "object", "properties": props})).unwrap();
+        for k in keys {
+            for (j, (p, _)) in s.properties.iter().enumerate() {
+                assert_eq!(
+                    s.cmp_prop(j, k.as_bytes(), key_prefix(k.as_bytes())),
+                    p.as_bytes().cmp(k.as_bytes()),
+                    "{p:?} vs {k:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pattern_dfa_agrees_with_regex() {
+        let mut budget = SCHEMA_DFA_BUDGET;
+        let cases = [
+            (
+                r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                vec!["http", "a-b", "-a", "", "é", "A"],
+            ),
+            (
+                r"^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$",
+                vec!["* * * * */5", "* * * *", "١ * * * *"],
+            ),
+            (r"b", vec!["abc", "ac", ""]),
+            (r"^$", vec!["", "x"]),
+            (r"\bfoo\b", vec!["a foo b", "afoob"]),
+            (r"(?i)héllo", vec!["HÉLLO", "hello"]),
+        ];
+        for (src, hays) in cases {
+            let p = Pattern::new(src, &mut budget).unwrap();
+            for h in hays {
+                assert_eq!(p.is_match(h), p.regex.is_match(h), "{src} on {h:?}");
+            }
+        }
+        // Unicode word boundaries are left to the regex engine.
+        assert!(Pattern::new(r"\bfoo\b", &mut budget).unwrap().dfa.is_none());
+        assert!(Pattern::new("^a", &mut budget).unwrap().dfa.is_some());
+        let mut none = 0;
+        assert!(Pattern::new("^a", &mut none).unwrap().dfa.is_none());
     }
 
     #[test]

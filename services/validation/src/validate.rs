@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 /// Field path of an error named `name` by the kube-openapi validator: the name with a leading
 /// "." trimmed; an empty name (or ".") is upstream's nil path, printed `<nil>`.
-fn err_path(name: &str) -> String {
+pub(crate) fn err_path(name: &str) -> String {
     if name.is_empty() || name == "." {
         "<nil>".to_string()
     } else {
@@ -156,6 +156,46 @@ fn composite(msg: String) -> FieldError {
     )
 }
 
+/// Whether `v` has the schema's type (int-or-string: an integer or a string); only meaningful
+/// for typed schemas.
+#[inline]
+pub(crate) fn schema_type_matches(s: &Schema, v: &Value) -> bool {
+    if s.int_or_string {
+        type_matches(Type::Integer, v) || v.is_string()
+    } else {
+        type_matches(s.ty, v)
+    }
+}
+
+/// The type error of a non-null value under a typed schema (type.go), if any.
+pub(crate) fn type_error(s: &Schema, data: &Value, name: &str) -> Option<FieldError> {
+    let types_name: &str = if s.int_or_string {
+        "integer,string"
+    } else {
+        &s.type_name
+    };
+    let matches = schema_type_matches(s, data);
+    let is_scalar_non_string = !matches!(data, Value::String(_) | Value::Array(_));
+    // A supported string `format` on a non-string value: "must be of type <format>".
+    if is_scalar_non_string
+        && s.format.is_some()
+        && !(matches || data_format(data) == s.format_name)
+    {
+        Some(type_invalid(name, &s.format_name, data_format(data)))
+    } else if !matches {
+        Some(type_invalid(name, types_name, json_type_name(data)))
+    } else {
+        None
+    }
+}
+
+/// Whether a schema is typed (has a type, or is int-or-string).
+#[inline]
+pub(crate) fn is_typed(s: &Schema) -> bool {
+    s.int_or_string || s.ty != Type::Any
+}
+
+#[inline]
 fn type_matches(t: Type, v: &Value) -> bool {
     match (t, v) {
         (Type::Object, Value::Object(_)) => true,
@@ -170,6 +210,16 @@ fn type_matches(t: Type, v: &Value) -> bool {
     }
 }
 
+/// Validates `data` against `s` at kube-openapi path `name`, at recursion depth `depth`.
+pub(crate) fn validate_at(
+    s: &Schema,
+    data: &Value,
+    name: &mut String,
+    depth: usize,
+) -> Vec<FieldError> {
+    validate_node(s, data, name, depth).errs
+}
+
 /// Validates `data` against `s`; `name` is the kube-openapi path ("" at the root).
 fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> Res {
     let mut res = Res::new();
@@ -181,15 +231,15 @@ fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> R
         ));
         return res;
     }
-    let types_name: &str = if s.int_or_string {
-        "integer,string"
-    } else {
-        &s.type_name
-    };
-    let typed = s.int_or_string || s.ty != Type::Any;
+    let typed = is_typed(s);
 
     if data.is_null() {
         if typed && !s.nullable {
+            let types_name: &str = if s.int_or_string {
+                "integer,string"
+            } else {
+                &s.type_name
+            };
             res.errs.push(type_invalid(name, types_name, "null"));
         }
         if let Some(v) = &s.v
@@ -202,22 +252,8 @@ fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> R
 
     // 1. type
     if typed {
-        let matches = if s.int_or_string {
-            type_matches(Type::Integer, data) || data.is_string()
-        } else {
-            type_matches(s.ty, data)
-        };
-        let is_scalar_non_string = !matches!(data, Value::String(_) | Value::Array(_));
-        // A supported string `format` on a non-string value: "must be of type <format>".
-        if is_scalar_non_string
-            && s.format.is_some()
-            && !(matches || data_format(data) == s.format_name)
-        {
-            res.errs
-                .push(type_invalid(name, &s.format_name, data_format(data)));
-        } else if !matches {
-            res.errs
-                .push(type_invalid(name, types_name, json_type_name(data)));
+        if let Some(e) = type_error(s, data, name) {
+            res.errs.push(e);
         }
         res.matches += 1;
     }
@@ -229,7 +265,7 @@ fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> R
     };
 
     // 2. allOf / anyOf / oneOf / not
-    if !v.any_of.is_empty() || !v.one_of.is_empty() || !v.all_of.is_empty() || v.not.is_some() {
+    if has_junctors(v) {
         validate_junctors(v, data, name, depth, &mut res);
     }
 
@@ -250,6 +286,24 @@ fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> R
     }
     validate_structure(s, Some(v), data, name, depth, &mut res);
     res
+}
+
+/// Whether a node has allOf/anyOf/oneOf/not.
+#[inline]
+pub(crate) fn has_junctors(v: &crate::structural::ValueValidation) -> bool {
+    !v.any_of.is_empty() || !v.one_of.is_empty() || !v.all_of.is_empty() || v.not.is_some()
+}
+
+/// The allOf/anyOf/oneOf/not errors of `data` (schema.go's junctor validators).
+pub(crate) fn junctor_errors(
+    v: &crate::structural::ValueValidation,
+    data: &Value,
+    name: &mut String,
+    depth: usize,
+) -> Vec<FieldError> {
+    let mut res = Res::new();
+    validate_junctors(v, data, name, depth, &mut res);
+    res.errs
 }
 
 fn validate_format(s: &Schema, data: &Value, name: &str, res: &mut Res) {
@@ -284,27 +338,7 @@ fn validate_structure(
                 }
             }
             if let Some(v) = v {
-                if let Some(min) = v.min_items
-                    && (a.len() as i64) < min
-                {
-                    res.errs.push(invalid(
-                        name,
-                        Value::from(a.len() as i64),
-                        body_msg(name, &format!("should have at least {min} items")),
-                    ));
-                }
-                if let Some(max) = v.max_items
-                    && (a.len() as i64) > max
-                {
-                    res.errs.push(too_many(name, a.len(), max));
-                }
-                if v.unique_items && has_duplicates(a) {
-                    res.errs.push(invalid(
-                        name,
-                        Value::String(String::new()),
-                        body_msg(name, "shouldn't contain duplicates"),
-                    ));
-                }
+                array_errors(v, a, name, &mut res.errs);
             }
         }
         Value::Object(m) => {
@@ -325,6 +359,49 @@ fn validate_structure(
     }
 }
 
+/// minItems, maxItems and uniqueItems (slice_validator.go).
+pub(crate) fn array_errors(
+    v: &crate::structural::ValueValidation,
+    a: &[Value],
+    name: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    if let Some(min) = v.min_items
+        && (a.len() as i64) < min
+    {
+        errs.push(invalid(
+            name,
+            Value::from(a.len() as i64),
+            body_msg(name, &format!("should have at least {min} items")),
+        ));
+    }
+    if let Some(max) = v.max_items
+        && (a.len() as i64) > max
+    {
+        errs.push(too_many(name, a.len(), max));
+    }
+    if v.unique_items && has_duplicates(a) {
+        errs.push(invalid(
+            name,
+            Value::String(String::new()),
+            body_msg(name, "shouldn't contain duplicates"),
+        ));
+    }
+}
+
+/// Whether the array passes minItems, maxItems and uniqueItems.
+pub(crate) fn array_ok(v: &crate::structural::ValueValidation, a: &[Value]) -> bool {
+    v.min_items.is_none_or(|min| (a.len() as i64) >= min)
+        && v.max_items.is_none_or(|max| (a.len() as i64) <= max)
+        && !(v.unique_items && has_duplicates(a))
+}
+
+/// Whether `data` is one of the enum values (true when there is no enum).
+#[inline]
+pub(crate) fn enum_ok(v: &crate::structural::ValueValidation, data: &Value) -> bool {
+    v.enum_values.is_empty() || v.enum_values.iter().any(|e| json_equal(e, data))
+}
+
 fn enum_check(v: &crate::structural::ValueValidation, data: &Value, name: &str, res: &mut Res) {
     res.matches += 1;
     if !v.enum_values.iter().any(|e| json_equal(e, data)) {
@@ -332,7 +409,7 @@ fn enum_check(v: &crate::structural::ValueValidation, data: &Value, name: &str, 
     }
 }
 
-fn enum_fail(name: &str, data: &Value, values: &[Value]) -> FieldError {
+pub(crate) fn enum_fail(name: &str, data: &Value, values: &[Value]) -> FieldError {
     let allowed: Vec<String> = values
         .iter()
         .map(|x| match x {
@@ -378,7 +455,7 @@ fn has_duplicates(a: &[Value]) -> bool {
         .any(|x| !seen.insert(serde_json::to_string(x).unwrap_or_default()))
 }
 
-fn string_checks(
+pub(crate) fn string_checks(
     v: &crate::structural::ValueValidation,
     st: &str,
     name: &str,
@@ -386,9 +463,12 @@ fn string_checks(
     if v.max_length.is_none() && v.min_length.is_none() && v.pattern.is_none() {
         return None;
     }
-    let n = st.chars().count() as i64;
+    // Character count only when the byte length does not decide (chars <= bytes <= 4 chars).
+    let bytes = st.len() as i64;
+    let count = || st.chars().count() as i64;
     if let Some(max) = v.max_length
-        && n > max
+        && bytes > max
+        && count() > max
     {
         let unit = if max == 1 { "byte" } else { "bytes" };
         return Some(FieldError::new(
@@ -399,7 +479,7 @@ fn string_checks(
         ));
     }
     if let Some(min) = v.min_length
-        && n < min
+        && (bytes < min || (bytes < min.saturating_mul(4) && count() < min))
     {
         return Some(invalid(
             name,
@@ -408,7 +488,7 @@ fn string_checks(
         ));
     }
     if let Some(p) = &v.pattern
-        && !p.regex.is_match(st)
+        && !p.is_match(st)
     {
         return Some(invalid(
             name,
@@ -419,7 +499,7 @@ fn string_checks(
     None
 }
 
-fn number_checks(
+pub(crate) fn number_checks(
     v: &crate::structural::ValueValidation,
     data: &Value,
     name: &str,
@@ -585,24 +665,11 @@ fn validate_object(
     res: &mut Res,
 ) {
     res.matches += 1;
-    if let Some(v) = v {
-        let n = m.len() as i64;
-        if let Some(min) = v.min_properties
-            && n < min
-        {
-            res.errs.push(invalid(
-                name,
-                Value::from(n),
-                body_msg(name, &format!("should have at least {min} properties")),
-            ));
-            return;
-        }
-        if let Some(max) = v.max_properties
-            && n > max
-        {
-            res.errs.push(too_many(name, m.len(), max));
-            return;
-        }
+    if let Some(v) = v
+        && let Some(e) = object_count_error(v, m.len(), name)
+    {
+        res.errs.push(e);
+        return;
     }
     let base = name.len();
     // additionalProperties
@@ -610,11 +677,7 @@ fn validate_object(
         Some(Additional::Bool(false)) => {
             for k in m.keys() {
                 if s.property(k).is_none() {
-                    res.errs.push(invalid(
-                        name,
-                        Value::String(k.clone()),
-                        format!("{name}.{k} in body is a forbidden property"),
-                    ));
+                    res.errs.push(forbidden(name, k));
                 }
             }
         }
@@ -646,11 +709,54 @@ fn validate_object(
         }
     }
     if let Some(v) = v {
-        for k in &v.required {
-            if !m.contains_key(k.as_str()) {
-                res.errs
-                    .push(FieldError::required(err_path(&format!("{name}.{k}")), ""));
-            }
+        required_errors(v, m, name, &mut res.errs);
+    }
+}
+
+/// minProperties / maxProperties (object_validator.go): on failure the object validator
+/// stops before looking at the properties.
+pub(crate) fn object_count_error(
+    v: &crate::structural::ValueValidation,
+    len: usize,
+    name: &str,
+) -> Option<FieldError> {
+    let n = len as i64;
+    if let Some(min) = v.min_properties
+        && n < min
+    {
+        return Some(invalid(
+            name,
+            Value::from(n),
+            body_msg(name, &format!("should have at least {min} properties")),
+        ));
+    }
+    if let Some(max) = v.max_properties
+        && n > max
+    {
+        return Some(too_many(name, len, max));
+    }
+    None
+}
+
+/// A key not allowed by `additionalProperties: false`.
+pub(crate) fn forbidden(name: &str, k: &str) -> FieldError {
+    invalid(
+        name,
+        Value::String(k.to_string()),
+        format!("{name}.{k} in body is a forbidden property"),
+    )
+}
+
+/// `required` (object_validator.go), in the order the schema lists them.
+pub(crate) fn required_errors(
+    v: &crate::structural::ValueValidation,
+    m: &Map<String, Value>,
+    name: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    for k in &v.required {
+        if !m.contains_key(k.as_str()) {
+            errs.push(FieldError::required(err_path(&format!("{name}.{k}")), ""));
         }
     }
 }
