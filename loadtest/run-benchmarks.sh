@@ -13,9 +13,10 @@
 #      (port $REDIS_PORT, no persistence) for comparison;
 #   6. (LISTS=1, default) LIST of 10,000 CronTabs of 1 KiB on the same stack, in a tenant of
 #      its own: whole collection in one call, and every page of 500;
-#   7. (WATCHES=1, default) on a second, fresh stack (memory per watcher is an RSS delta):
-#      watch-selective (10,000 watchers, one namespace each, 1,000 writes/s), then
-#      watch-fanout (1,000 watchers of one namespace, 200 writes/s);
+#   7. (WATCHES=1, default) each on a fresh stack of its own (memory per watcher is an RSS
+#      delta): watch-selective (10,000 watchers, one namespace each, 1,000 writes/s) and
+#      watch-fanout (1,000 watchers of one namespace, 200 writes/s) over HTTP/1.1, and
+#      watch-selective over HTTP/2 (1,000 watch streams per connection);
 #   8. prints every figure and a summary table, and stops everything it started.
 #
 # Environment knobs: DURATION (10s), CONCURRENCY (64), OBJECTS (1000), LISTEN (127.0.0.1:6443),
@@ -155,26 +156,40 @@ if [[ $LISTS == 1 ]]; then
   run_load list-10k-pages-of-500 "${LIST[@]}" --list-limit 500 --list-all-pages --requests 20
 fi
 
+# run_watch <label> <listen> <crdplane-load watch args...>: a fresh stack per call, because
+# memory per idle watcher is an RSS delta (allocators keep freed pages for the next run).
+run_watch() {
+  local label=$1 listen=$2
+  shift 2
+  port_free "$listen" || { echo "port $listen is in use; set WATCH_LISTEN" >&2; exit 1; }
+  log "fresh stack for $label: crdplane up --listen $listen"
+  "$BIN/crdplane" up --data-dir "$WORK/$label-data" --listen "$listen" >"$WORK/$label-launcher.log" 2>&1 &
+  local wpid=$!
+  PIDS+=($wpid)
+  wait_http_200 "http://$listen/readyz" 90 || { cat "$WORK/$label-launcher.log" >&2; exit 1; }
+  local wpids
+  wpids=$(pgrep -P "$wpid" -f 'crdplane-(gateway|storage)' | paste -sd, -)
+  log "crdplane-load $* (pids $wpids)"
+  if "$BIN/crdplane-load" "$@" --server "http://$listen" --pids "$wpids" >"$WORK/$label.out"; then
+    :
+  else
+    echo "!! $label failed" >&2
+    FAILED=1
+  fi
+  cat "$WORK/$label.out"
+  local line
+  line=$(tail -n 1 "$WORK/$label.out")
+  [[ $line == \{* ]] && printf '%s\t%s\n' "$label" "$line" >>"$WORK/watch-summary.jsonl"
+  kill -TERM "$wpid" 2>/dev/null || true
+  wait "$wpid" 2>/dev/null || true
+}
+
 if [[ $WATCHES == 1 ]]; then
-  port_free "$WATCH_LISTEN" || { echo "port $WATCH_LISTEN is in use; set WATCH_LISTEN" >&2; exit 1; }
-  log "starting a fresh stack for the watch scenarios: crdplane up --listen $WATCH_LISTEN"
-  "$BIN/crdplane" up --data-dir "$WORK/watch-data" --listen "$WATCH_LISTEN" >"$WORK/watch-launcher.log" 2>&1 &
-  WPID=$!
-  PIDS+=($WPID)
-  wait_http_200 "http://$WATCH_LISTEN/readyz" 90 || { cat "$WORK/watch-launcher.log" >&2; exit 1; }
-  WPIDS=$(pgrep -P "$WPID" -f 'crdplane-(gateway|storage)' | paste -sd, -)
-  for sc in watch-selective watch-fanout; do
-    log "crdplane-load $sc (pids $WPIDS)"
-    if "$BIN/crdplane-load" "$sc" --server "http://$WATCH_LISTEN" --pids "$WPIDS" >"$WORK/$sc.out"; then
-      :
-    else
-      echo "!! $sc failed" >&2
-      FAILED=1
-    fi
-    cat "$WORK/$sc.out"
-    line=$(tail -n 1 "$WORK/$sc.out")
-    [[ $line == \{* ]] && printf '%s\t%s\n' "$sc" "$line" >>"$WORK/watch-summary.jsonl"
-  done
+  # HTTP/1.1: one connection per watcher (kubectl, the Python client, kube-rs over http://).
+  run_watch watch-selective "$WATCH_LISTEN" watch-selective
+  run_watch watch-fanout "$WATCH_LISTEN" watch-fanout
+  # HTTP/2: watches multiplexed, 1,000 streams per connection (client-go's transport).
+  run_watch watch-selective-http2 "$WATCH_LISTEN" watch-selective --http2-streams 1000
 fi
 
 # --- 2. services directly over gRPC -----------------------------------------------------------

@@ -191,8 +191,11 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
                     Box::pin(handle(ctx, req));
                 async move { Ok::<_, std::convert::Infallible>(fut.await) }
             });
-            let builder =
+            let mut builder =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            // HTTP/2 clients (client-go) multiplex all their watches over one connection;
+            // kube-apiserver allows 1000 streams per connection (http2MaxStreamsPerConnection).
+            builder.http2().max_concurrent_streams(1000);
             let _ = builder
                 .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(sock), svc)
                 .await;

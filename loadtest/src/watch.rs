@@ -61,6 +61,11 @@ pub struct WatchArgs {
     /// Watchers opened concurrently during setup.
     #[arg(long, default_value_t = 256)]
     pub connect_concurrency: usize,
+    /// 0: HTTP/1.1, one connection per watcher (kubectl and most clients over plain HTTP).
+    /// N > 0: HTTP/2 with prior knowledge, N watch streams per connection (client-go
+    /// multiplexes its watches over one HTTP/2 connection per server).
+    #[arg(long, default_value_t = 0)]
+    pub http2_streams: usize,
 }
 
 struct Target {
@@ -166,30 +171,57 @@ fn find_pids() -> Vec<u32> {
 type Seen = Vec<(u64, Instant)>;
 
 /// Opens one watch and records every event's revision and arrival until `stop`.
+/// An HTTP/2 connection shared by several watchers.
+type H2 = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
+
+/// Opens an HTTP/2 (prior knowledge) connection to `host`.
+async fn h2_connect(host: &str) -> anyhow::Result<H2> {
+    let tcp = TcpStream::connect(host).await?;
+    tcp.set_nodelay(true)?;
+    let (send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await?;
+    tokio::spawn(conn);
+    Ok(send)
+}
+
 async fn watcher(
     t: Arc<Target>,
     path: String,
+    h2: Option<H2>,
     ready: tokio::sync::mpsc::Sender<anyhow::Result<()>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Seen {
     let mut seen = Vec::new();
     let open = async {
-        let tcp = TcpStream::connect(&t.host).await?;
-        tcp.set_nodelay(true)?;
-        let (mut send, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
-        tokio::spawn(conn);
         let req = Request::builder()
             .uri(format!("{}{path}", t.base))
             .header("host", &t.host)
             .body(Empty::<Bytes>::new())?;
-        let resp = send.send_request(req).await?;
+        // The HTTP/1.1 connection's request handle lives as long as the watch.
+        let (h1, resp) = match h2 {
+            Some(mut send) => {
+                send.ready().await?;
+                (None, send.send_request(req).await?)
+            }
+            None => {
+                let tcp = TcpStream::connect(&t.host).await?;
+                tcp.set_nodelay(true)?;
+                let (mut send, conn) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                        .await?;
+                tokio::spawn(conn);
+                let resp = send.send_request(req).await?;
+                (Some(send), resp)
+            }
+        };
         if resp.status() != StatusCode::OK {
             anyhow::bail!("watch answered {}", resp.status());
         }
-        anyhow::Ok((send, resp.into_body()))
+        anyhow::Ok((h1, resp.into_body()))
     };
-    let (_send, mut body) = match open.await {
+    let (_h1, mut body) = match open.await {
         Ok(x) => {
             let _ = ready.send(Ok(())).await;
             x
@@ -346,14 +378,21 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
     let mut handles = Vec::with_capacity(watchers);
     let t1 = Instant::now();
     let sem = Arc::new(tokio::sync::Semaphore::new(a.connect_concurrency.max(1)));
+    let mut h2_conns: Vec<H2> = Vec::new();
+    if a.http2_streams > 0 {
+        for _ in 0..watchers.div_ceil(a.http2_streams) {
+            h2_conns.push(h2_connect(&t.host).await?);
+        }
+    }
     for i in 0..watchers {
+        let h2 = (a.http2_streams > 0).then(|| h2_conns[i / a.http2_streams].clone());
         let ns = &namespaces[if selective { i } else { 0 }];
         let path = format!("{}?watch=1&resourceVersion={start_rv}", collection(ns));
         let permit = sem.clone().acquire_owned().await?;
         let (t, ready, stop) = (t.clone(), ready_tx.clone(), stop_rx.clone());
         handles.push(tokio::spawn(async move {
             let (inner_tx, mut inner_rx) = tokio::sync::mpsc::channel(1);
-            let h = tokio::spawn(watcher(t, path, inner_tx, stop));
+            let h = tokio::spawn(watcher(t, path, h2, inner_tx, stop));
             let r = inner_rx.recv().await.unwrap_or(Ok(()));
             drop(permit);
             let _ = ready.send(r).await;

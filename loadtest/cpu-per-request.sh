@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# CPU time per request of each process of the stack (and of the load tool) for one HTTP
+# scenario: the measure to compare builds on a machine whose speed drifts, because it does not
+# depend on how much CPU the other tenants of the box leave us.
+#
+# Usage: loadtest/cpu-per-request.sh [BIN_DIR] [SCENARIO] [crdplane-load args...]
+#   BIN_DIR   directory with crdplane, crdplane-gateway, … and crdplane-load (default
+#             target/release); SCENARIO get (default) | create | update | list | mixed.
+# Environment: PORT (17443), DURATION (10s), CONCURRENCY (64).
+# It starts `crdplane up` on a temporary data dir, warms up for 2 s, samples utime+stime of
+# every child of the launcher from /proc/<pid>/stat before and after the timed run, and prints
+# ok/s, p50/p99 and µs of CPU per request for each process.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${1:-$ROOT/target/release}
+SC=${2:-get}
+shift $(($# > 2 ? 2 : $#))
+PORT=${PORT:-17443}
+DURATION=${DURATION:-10s}
+CONCURRENCY=${CONCURRENCY:-64}
+W=$(mktemp -d /tmp/crdplane-cpu.XXXXXX)
+"$BIN/crdplane" up --data-dir "$W/data" --listen "127.0.0.1:$PORT" >"$W/launcher.log" 2>&1 &
+LP=$!
+trap 'kill -TERM $LP 2>/dev/null; wait $LP 2>/dev/null; rm -rf "$W"' EXIT
+for _ in $(seq 1 300); do
+  curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+  kill -0 $LP 2>/dev/null || { cat "$W/launcher.log" >&2; exit 1; }
+  sleep 0.1
+done
+LOAD=("$BIN/crdplane-load" "$SC" --target http --server "http://127.0.0.1:$PORT"
+  --concurrency "$CONCURRENCY" --quiet "$@")
+"${LOAD[@]}" --duration 2s >/dev/null
+ticks() {
+  for p in $(pgrep -P $LP); do
+    echo "$(cat /proc/"$p"/comm) $(awk '{print $14+$15}' /proc/"$p"/stat)"
+  done | sort
+}
+ticks >"$W/t0"
+/usr/bin/time -f "%U %S" -o "$W/loadcpu" "${LOAD[@]}" --duration "$DURATION" --json-out "$W/out.json" >/dev/null
+ticks >"$W/t1"
+HZ=$(getconf CLK_TCK)
+python3 - "$W" "$HZ" <<'PY'
+import json, sys
+w, hz = sys.argv[1], int(sys.argv[2])
+d = json.load(open(f"{w}/out.json"))
+n = d["requests"]
+print(f"{d['scenario']}: {n} requests, {d['ok_per_sec']} ok/s, "
+      f"p50 {d['latency_us']['p50']/1000:.2f} ms, p99 {d['latency_us']['p99']/1000:.2f} ms")
+t0 = dict(l.split() for l in open(f"{w}/t0"))
+for line in open(f"{w}/t1"):
+    name, t = line.split()
+    if name in t0:
+        print(f"  {name:<16} {(int(t) - int(t0[name])) * 1e6 / hz / n:8.1f} µs CPU per request")
+u, s = open(f"{w}/loadcpu").read().split()[-2:]
+print(f"  {'crdplane-load':<16} {(float(u) + float(s)) * 1e6 / n:8.1f} µs CPU per request")
+PY
