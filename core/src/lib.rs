@@ -7,8 +7,11 @@
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
-//! - [`names`]: group/resource/kind naming helpers and timestamps.
+//! - [`names`]: group/resource/kind naming helpers and timestamps;
+//! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
+//!   returns (selector transitions as upstream's cacher).
 pub mod field;
+pub mod filter;
 pub mod names;
 pub mod rvslot;
 pub mod selector;

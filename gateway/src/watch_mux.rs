@@ -34,7 +34,7 @@
 use crate::api::Channel;
 use bytes::Bytes;
 use crdplane_core::ApiError;
-use crdplane_core::selector::{FieldSelector, LabelSelector};
+use crdplane_core::filter::{ObjectFilter, Transition, transition};
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use serde_json::Value;
@@ -53,64 +53,26 @@ pub const WATCHER_QUEUE: usize = 512;
 /// Object transform of a watcher (apiVersion rewrite for a served version).
 pub type Transform = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
 
-/// Which objects one watcher wants: namespace and name by key, selectors on the body.
+/// Which objects one watcher wants: the shared [`ObjectFilter`] (namespace and name by key,
+/// selectors on the body) plus the cacher's transitions over decoded objects.
 #[derive(Debug, Default)]
 pub struct WatchFilter {
-    pub namespace: String,
-    pub name: String,
-    label: Option<LabelSelector>,
-    field: Option<FieldSelector>,
+    inner: ObjectFilter,
+}
+
+impl std::ops::Deref for WatchFilter {
+    type Target = ObjectFilter;
+    fn deref(&self) -> &ObjectFilter {
+        &self.inner
+    }
 }
 
 impl WatchFilter {
     /// Selector strings were checked by the handler; a parse error here is still a 400.
     pub fn new(namespace: &str, name: &str, label: &str, field: &str) -> Result<Self, ApiError> {
-        let label = if label.trim().is_empty() {
-            None
-        } else {
-            Some(LabelSelector::parse(label).map_err(ApiError::bad_request)?)
-        };
-        let mut name = name.to_string();
-        let field = if field.trim().is_empty() {
-            None
-        } else {
-            let f = FieldSelector::parse(field).map_err(ApiError::bad_request)?;
-            match f.exact_name() {
-                Some(n) if name.is_empty() => {
-                    name = n.to_string();
-                    None
-                }
-                _ => Some(f),
-            }
-        };
         Ok(Self {
-            namespace: namespace.to_string(),
-            name,
-            label,
-            field,
+            inner: ObjectFilter::new(namespace, name, label, field)?,
         })
-    }
-
-    /// True when namespace and name decide alone.
-    pub fn key_only(&self) -> bool {
-        self.label.is_none() && self.field.is_none()
-    }
-
-    pub fn matches_key(&self, ns: &str, name: &str) -> bool {
-        (self.namespace.is_empty() || self.namespace == ns)
-            && (self.name.is_empty() || self.name == name)
-    }
-
-    pub fn matches_value(&self, obj: &Value) -> bool {
-        if let Some(l) = &self.label
-            && !l.matches_object(obj)
-        {
-            return false;
-        }
-        if let Some(f) = &self.field {
-            return f.matches(|label: &str| field_value(obj, label));
-        }
-        true
     }
 
     /// The event this watcher sees for a stored event: `(type, object is the previous
@@ -131,35 +93,14 @@ impl WatchFilter {
         }
         let (cur, prev) = decoded();
         let now = cur.is_some_and(|v| self.matches_value(&v));
-        if kind != b'M' || !has_prev {
-            return now.then_some((kind, false));
-        }
-        let before = prev.is_some_and(|v| self.matches_value(&v));
-        match (before, now) {
-            (true, true) => Some((b'M', false)),
-            (false, true) => Some((b'A', false)),
-            (true, false) => Some((b'D', true)),
-            (false, false) => None,
+        let before =
+            (kind == b'M' && has_prev).then(|| prev.is_some_and(|v| self.matches_value(&v)));
+        match transition(kind, before, now)? {
+            Transition::Same => Some((kind, false)),
+            Transition::Added => Some((b'A', false)),
+            Transition::DeletedPrev => Some((b'D', true)),
         }
     }
-}
-
-/// The string value of a field label in an object (a dotted path); absent → "".
-pub fn field_value(obj: &Value, label: &str) -> Option<String> {
-    let mut cur = obj;
-    for part in label.split('.') {
-        match cur.get(part) {
-            Some(v) => cur = v,
-            None => return Some(String::new()),
-        }
-    }
-    Some(match cur {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    })
 }
 
 pub fn type_name(kind: u8) -> &'static str {
