@@ -8,6 +8,7 @@
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
 //! - [`names`]: group/resource/kind naming helpers and timestamps;
+//! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
 pub mod field;
@@ -16,6 +17,7 @@ pub mod names;
 pub mod rvslot;
 pub mod selector;
 pub mod status;
+pub mod validation;
 
 pub use field::{FieldError, FieldErrorType};
 pub use names::GroupResource;

@@ -62,25 +62,8 @@ pub fn validate_name(name: &str) -> Vec<FieldError> {
         ));
         return errs;
     }
-    if name.len() > 63 {
-        errs.push(FieldError::invalid(
-            "metadata.name",
-            json!(name),
-            "must be no more than 63 characters",
-        ));
-    }
-    let b = name.as_bytes();
-    let ok = b
-        .iter()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric);
-    if !ok {
-        errs.push(FieldError::invalid(
-            "metadata.name",
-            json!(name),
-            DNS1123_LABEL_MSG,
-        ));
+    for msg in crdplane_core::validation::is_dns1123_label(name) {
+        errs.push(FieldError::invalid("metadata.name", json!(name), msg));
     }
     errs
 }

@@ -11,27 +11,7 @@
 
 use crate::crd::{CrdView, Names, Scale, Version};
 use crdplane_core::FieldError;
-use regex::Regex;
 use serde_json::{Value, json};
-use std::sync::LazyLock;
-
-const DNS1123_SUBDOMAIN_FMT: &str =
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-static DNS1123_SUBDOMAIN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(&format!("^{DNS1123_SUBDOMAIN_FMT}$")).expect("valid regex"));
-static DNS1035_LABEL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(&format!("^{DNS1035_LABEL_FMT}$")).expect("valid regex"));
-static QUALIFIED_NAME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(&format!("^{QUALIFIED_NAME_FMT}$")).expect("valid regex"));
-static LABEL_VALUE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(&format!("^({QUALIFIED_NAME_FMT})?$")).expect("valid regex"));
 
 /// Printer column types, sorted as `sets.String.List()` prints them.
 const PRINTER_COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"];
@@ -48,121 +28,9 @@ const PRINTER_COLUMN_FORMATS: &[&str] = &[
 pub const MAX_SELECTABLE_FIELDS: usize = 8;
 const API_APPROVAL_ANNOTATION: &str = "api-approved.kubernetes.io";
 
-/// `validation.RegexError`.
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    if examples.is_empty() {
-        return format!("{msg} (regex used for validation is '{fmt}')");
-    }
-    let mut s = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" or ");
-        }
-        s.push('\'');
-        s.push_str(e);
-        s.push_str("', ");
-    }
-    s.push_str(&format!("regex used for validation is '{fmt}')"));
-    s
-}
-
-fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} characters")
-}
-
-/// `validation.IsDNS1123Subdomain`.
-pub fn is_dns1123_subdomain(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if v.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    if !DNS1123_SUBDOMAIN.is_match(v) {
-        errs.push(regex_error(
-            DNS1123_SUBDOMAIN_MSG,
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-/// `validation.IsDNS1035Label`.
-pub fn is_dns1035_label(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if v.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !DNS1035_LABEL.is_match(v) {
-        errs.push(regex_error(
-            DNS1035_LABEL_MSG,
-            DNS1035_LABEL_FMT,
-            &["my-name", "abc-123"],
-        ));
-    }
-    errs
-}
-
-/// `validation.IsQualifiedName`.
-pub fn is_qualified_name(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = v.split('/').collect();
-    let name = match parts.as_slice() {
-        [n] => *n,
-        [prefix, n] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                for m in is_dns1123_subdomain(prefix) {
-                    errs.push(format!("prefix part {m}"));
-                }
-            }
-            *n
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(
-                    QUALIFIED_NAME_MSG,
-                    QUALIFIED_NAME_FMT,
-                    &["MyName", "my.name", "123-abc"]
-                )
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push(format!("name part {}", max_len_error(63)));
-    }
-    if !QUALIFIED_NAME.is_match(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                QUALIFIED_NAME_MSG,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
-
-/// `validation.IsValidLabelValue`.
-pub fn is_valid_label_value(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if v.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !LABEL_VALUE.is_match(v) {
-        errs.push(regex_error(
-            LABEL_VALUE_MSG,
-            &format!("({QUALIFIED_NAME_FMT})?"),
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
-}
+pub use crdplane_core::validation::{
+    is_dns1035_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
+};
 
 /// `ValidateObjectMeta` with the CRD name function (cluster-scoped; the namespace has been
 /// cleared by the create path).
