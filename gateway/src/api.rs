@@ -64,10 +64,11 @@ fn channel(url: &str) -> anyhow::Result<Channel> {
 impl Ctx {
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
         let max = 256 << 20;
+        let storage = StorageClient::new(channel(&cfg.storage_endpoint)?)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max);
         Ok(Arc::new(Self {
-            storage: StorageClient::new(channel(&cfg.storage_endpoint)?)
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
+            storage,
             registry: RegistryClient::new(channel(&cfg.registry_endpoint)?)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
@@ -181,31 +182,69 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
         let (sock, _) = listener.accept().await?;
         let _ = sock.set_nodelay(true);
         let ctx = ctx.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let ctx = ctx.clone();
-                // Boxed: hyper keeps a slot the size of the handler future in every
-                // connection, and most connections of a watch-heavy gateway are idle watches
-                // (~7 KiB each unboxed).
-                let fut: std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> =
-                    Box::pin(handle(ctx, req));
-                async move { Ok::<_, std::convert::Infallible>(fut.await) }
-            });
-            let mut builder =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            // HTTP/2 clients (client-go) multiplex all their watches over one connection;
-            // kube-apiserver allows 1000 streams per connection (http2MaxStreamsPerConnection).
-            builder.http2().max_concurrent_streams(1000);
-            let _ = builder
-                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(sock), svc)
-                .await;
-        });
+        tokio::spawn(serve_socket(ctx, sock));
     }
 }
 
-/// One request: never panics outward (a panic becomes a 500 Status).
+/// Bounds of the HTTP/1.1 layer: Go's `http.DefaultMaxHeaderBytes` (1 MiB) for the head,
+/// upstream's `MaxRequestBodyBytes` for the body.
+pub const HTTP1_LIMITS: crate::http1::Limits = crate::http1::Limits {
+    max_head: 1 << 20,
+    max_headers: 128,
+    max_body: crate::http::MAX_BODY,
+    too_large: || error_response(&ApiError::too_large(crate::http::MAX_BODY)),
+};
+
+/// One client connection: HTTP/1.1 through [`crate::http1`], HTTP/2 (prior knowledge) through
+/// hyper.
+async fn serve_socket(ctx: Arc<Ctx>, sock: tokio::net::TcpStream) {
+    let c = ctx.clone();
+    // Boxed: the connection task keeps a slot the size of the handler future for its whole
+    // life, and most connections of a watch-heavy gateway are idle watches (~7 KiB unboxed).
+    let handler =
+        move |parts, body| -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
+            Box::pin(handle_buffered(c.clone(), parts, body))
+        };
+    let Ok(Some(h2)) = crate::http1::serve_connection(sock, handler, HTTP1_LIMITS).await else {
+        return;
+    };
+    let svc = hyper::service::service_fn(move |req| {
+        let ctx = ctx.clone();
+        let fut: std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> =
+            Box::pin(handle(ctx, req));
+        async move { Ok::<_, std::convert::Infallible>(fut.await) }
+    });
+    let mut builder =
+        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // HTTP/2 clients multiplex all their watches over one connection; kube-apiserver allows
+    // 1000 streams per connection (http2MaxStreamsPerConnection).
+    builder.max_concurrent_streams(1000);
+    let io = hyper_util::rt::TokioIo::new(crate::http1::Rewind::new(h2));
+    let _ = builder.serve_connection(io, svc).await;
+}
+
+/// A request body: still on the wire (HTTP/2), or already read by the HTTP/1.1 layer.
+enum Payload {
+    Incoming(Incoming),
+    Read(Bytes),
+}
+
+/// One HTTP/2 request: never panics outward (a panic becomes a 500 Status).
 pub async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
+    run(ctx, parts, Payload::Incoming(body)).await
+}
+
+/// One request whose body the HTTP/1.1 layer has read (within `MAX_BODY`).
+pub async fn handle_buffered(
+    ctx: Arc<Ctx>,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Response<Body> {
+    run(ctx, parts, Payload::Read(body)).await
+}
+
+async fn run(ctx: Arc<Ctx>, parts: http::request::Parts, body: Payload) -> Response<Body> {
     let fut = AssertUnwindSafe(route(ctx, parts, body)).catch_unwind();
     match fut.await {
         Ok(Ok(r)) => r,
@@ -241,7 +280,7 @@ impl Req {
 async fn route(
     ctx: Arc<Ctx>,
     parts: http::request::Parts,
-    body: Incoming,
+    body: Payload,
 ) -> Result<Response<Body>, ApiError> {
     let query = Query::parse(parts.uri.query());
     let info = request_info::parse(
@@ -256,7 +295,10 @@ async fn route(
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
     let body = if has_body {
-        read_body(body, &parts.headers).await?
+        match body {
+            Payload::Incoming(b) => read_body(b, &parts.headers).await?,
+            Payload::Read(b) => b,
+        }
     } else {
         Bytes::new()
     };

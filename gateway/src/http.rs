@@ -43,6 +43,17 @@ pub fn text_response(code: StatusCode, body: &'static str) -> Response<Body> {
     r
 }
 
+/// A plain-text response with an owned body.
+pub fn text_response_owned(code: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
 /// Reads a request body up to `MAX_BODY` bytes (413 with upstream's text beyond).
 pub async fn read_body<B>(body: B, headers: &HeaderMap) -> Result<Bytes, ApiError>
 where

@@ -13,6 +13,7 @@ pub mod crds;
 pub mod crs;
 pub mod discovery;
 pub mod http;
+pub mod http1;
 pub mod namespaces;
 pub mod request_info;
 pub mod scale;

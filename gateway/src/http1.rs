@@ -1,0 +1,978 @@
+//! The gateway's HTTP/1.1 connection layer: the first thing a client's bytes meet after
+//! `api::serve` accepts a TCP connection, before `api::handle_buffered` routes the request.
+//!
+//! Request heads are parsed with `httparse`; bodies are read whole (Content-Length or chunked,
+//! bounded by `Limits::max_body`); responses go out with Content-Length when their size is
+//! known and with the chunked transfer coding otherwise (watch streams); connections are kept
+//! alive and pipelined requests are answered in order (RFC 9112). A connection that opens with
+//! the HTTP/2 preface (prior knowledge, as the load tool's `--http2-streams` and gRPC-style
+//! clients send it) is handed back to the caller, who serves it with hyper's HTTP/2 server.
+//!
+//! Why not hyper's HTTP/1 server: it keeps an 8 KiB read buffer and an 8 KiB header write
+//! buffer for the whole life of every connection. Go clients (kubectl, client-go informers)
+//! speak HTTP/1.1 to a plain-HTTP server and open one connection per watch, so most
+//! connections of a watch-heavy gateway are idle watches, and 16 KiB each is the whole
+//! per-watcher budget. Here a connection owns no buffer while it waits: idleness is awaited
+//! with `TcpStream::readable()`, bytes are read only once they have arrived, and the read
+//! buffer is released as soon as it is empty. While a response streams, the socket is watched
+//! the same way, so a client that goes away ends its watch at once.
+
+use crate::http::Body;
+use bytes::{Buf, Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version, header};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The client connection preface of HTTP/2 (RFC 9113 §3.4).
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Bounds on what a client may send.
+#[derive(Clone, Copy)]
+pub struct Limits {
+    /// Request line plus headers (Go's `http.DefaultMaxHeaderBytes` is 1 MiB).
+    pub max_head: usize,
+    /// Number of header fields (hyper's default, 100).
+    pub max_headers: usize,
+    /// Request body; beyond it the client gets `too_large()` and the connection is closed.
+    pub max_body: usize,
+    /// The 413 response for a body over `max_body`.
+    pub too_large: fn() -> Response<Body>,
+}
+
+/// How the request's body is framed (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    Empty,
+    Length(usize),
+    Chunked,
+}
+
+/// A parsed request head.
+#[derive(Debug)]
+pub struct Head {
+    pub parts: http::request::Parts,
+    /// Bytes the head took in the buffer.
+    pub len: usize,
+    pub framing: Framing,
+    /// Whether the connection stays open after this exchange.
+    pub keep_alive: bool,
+    /// `Expect: 100-continue`.
+    pub expect_continue: bool,
+}
+
+/// Why a head could not be accepted: answered with the status, then the connection closes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// 400: malformed request line, header, framing.
+    Bad(&'static str),
+    /// 431: more header bytes or fields than allowed.
+    TooLarge,
+}
+
+/// Parses a request head from the start of `buf`: `Ok(None)` when more bytes are needed.
+pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HeadError> {
+    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    let mut req = httparse::Request::new(&mut fields);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if buf.len() > limits.max_head {
+                Err(HeadError::TooLarge)
+            } else {
+                Ok(None)
+            };
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
+        Err(_) => return Err(HeadError::Bad("malformed request head")),
+    };
+    if len > limits.max_head {
+        return Err(HeadError::TooLarge);
+    }
+    let version = match req.version {
+        Some(0) => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    };
+    let method = Method::from_bytes(req.method.unwrap_or("").as_bytes())
+        .map_err(|_| HeadError::Bad("invalid method"))?;
+    let uri: http::Uri = req
+        .path
+        .unwrap_or("")
+        .parse()
+        .map_err(|_| HeadError::Bad("invalid request target"))?;
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    let mut length: Option<usize> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    let mut close = false;
+    let mut keep_alive_token = false;
+    let mut expect_continue = false;
+    for f in req.headers.iter() {
+        let name =
+            HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| HeadError::Bad("header"))?;
+        let value = HeaderValue::from_bytes(f.value).map_err(|_| HeadError::Bad("header"))?;
+        if name == header::CONTENT_LENGTH {
+            let n = std::str::from_utf8(f.value)
+                .ok()
+                .map(str::trim)
+                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<usize>().ok())
+                .ok_or(HeadError::Bad("invalid content-length"))?;
+            if length.is_some_and(|m| m != n) {
+                return Err(HeadError::Bad("conflicting content-length"));
+            }
+            length = Some(n);
+        } else if name == header::TRANSFER_ENCODING {
+            transfer_encoding = true;
+            // Only the last coding decides the framing.
+            chunked = value
+                .to_str()
+                .ok()
+                .and_then(|s| s.rsplit(',').next())
+                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        } else if name == header::CONNECTION {
+            for token in value.to_str().unwrap_or("").split(',') {
+                let t = token.trim();
+                close |= t.eq_ignore_ascii_case("close");
+                keep_alive_token |= t.eq_ignore_ascii_case("keep-alive");
+            }
+        } else if name == header::EXPECT {
+            expect_continue = value.as_bytes().eq_ignore_ascii_case(b"100-continue");
+        }
+        headers.append(name, value);
+    }
+    let framing = if transfer_encoding {
+        // A request with both is an attack vector (request smuggling): refuse it.
+        if !chunked || length.is_some() || version == Version::HTTP_10 {
+            return Err(HeadError::Bad("invalid transfer-encoding"));
+        }
+        Framing::Chunked
+    } else {
+        match length {
+            Some(0) | None => Framing::Empty,
+            Some(n) => Framing::Length(n),
+        }
+    };
+    let keep_alive = if version == Version::HTTP_10 {
+        keep_alive_token && !close
+    } else {
+        !close
+    };
+    let mut r = http::Request::new(());
+    *r.method_mut() = method;
+    *r.uri_mut() = uri;
+    *r.version_mut() = version;
+    *r.headers_mut() = headers;
+    Ok(Some(Head {
+        parts: r.into_parts().0,
+        len,
+        framing,
+        keep_alive,
+        expect_continue: expect_continue && version == Version::HTTP_11,
+    }))
+}
+
+/// Incremental decoder of the chunked transfer coding (RFC 9112 §7.1), consuming from the
+/// connection's buffer as bytes arrive.
+#[derive(Debug, Default)]
+pub struct ChunkedDecoder {
+    state: ChunkState,
+    out: BytesMut,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    #[default]
+    Size,
+    Data(usize),
+    DataEnd,
+    Trailers,
+    Done,
+}
+
+/// Longest chunk-size line (with extensions) or trailer line accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ChunkError {
+    Bad,
+    TooLarge,
+}
+
+impl ChunkedDecoder {
+    /// Consumes what it can of `buf`; `Ok(Some(body))` once the last chunk and the trailers
+    /// are in, `Ok(None)` when more bytes are needed.
+    pub fn decode(&mut self, buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, ChunkError> {
+        loop {
+            match self.state {
+                ChunkState::Size => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    let size = line.split(|b| *b == b';').next().unwrap_or(&[]);
+                    let size = std::str::from_utf8(size)
+                        .ok()
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty() && s.len() <= 16)
+                        .and_then(|s| usize::from_str_radix(s, 16).ok())
+                        .ok_or(ChunkError::Bad)?;
+                    if self.out.len().saturating_add(size) > max {
+                        return Err(ChunkError::TooLarge);
+                    }
+                    self.state = if size == 0 {
+                        ChunkState::Trailers
+                    } else {
+                        ChunkState::Data(size)
+                    };
+                }
+                ChunkState::Data(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = left.min(buf.len());
+                    self.out.extend_from_slice(&buf[..n]);
+                    buf.advance(n);
+                    self.state = if n == left {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left - n)
+                    };
+                }
+                ChunkState::DataEnd => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    if !line.is_empty() {
+                        return Err(ChunkError::Bad);
+                    }
+                    self.state = ChunkState::Size;
+                }
+                ChunkState::Trailers => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    // Trailer fields are read and dropped, as kube-apiserver ignores them.
+                    if line.is_empty() {
+                        self.state = ChunkState::Done;
+                    }
+                }
+                ChunkState::Done => return Ok(Some(std::mem::take(&mut self.out).freeze())),
+            }
+        }
+    }
+}
+
+/// Takes one CRLF-terminated line off the front of `buf` (without the CRLF).
+fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, ChunkError> {
+    match buf.windows(2).position(|w| w == b"\r\n") {
+        Some(i) if i <= MAX_CHUNK_LINE => {
+            let line = buf.split_to(i).freeze();
+            buf.advance(2);
+            Ok(Some(line))
+        }
+        Some(_) => Err(ChunkError::Bad),
+        None if buf.len() > MAX_CHUNK_LINE + 1 => Err(ChunkError::Bad),
+        None => Ok(None),
+    }
+}
+
+/// What `serve_connection` hands back when the client speaks HTTP/2: the socket and the bytes
+/// already read from it, to be replayed first (see [`Rewind`]).
+pub struct Handoff {
+    pub sock: TcpStream,
+    pub read: Bytes,
+}
+
+/// Serves HTTP/1.1 on `sock` until the client or an error ends the connection. Returns the
+/// connection instead when it opens with the HTTP/2 preface.
+pub async fn serve_connection<H, F>(
+    sock: TcpStream,
+    handler: H,
+    limits: Limits,
+) -> io::Result<Option<Handoff>>
+where
+    H: Fn(http::request::Parts, Bytes) -> F,
+    F: Future<Output = Response<Body>>,
+{
+    let mut buf = BytesMut::new();
+    let mut first = true;
+    loop {
+        // The request head.
+        let head = loop {
+            if first && !buf.is_empty() {
+                let n = buf.len().min(H2_PREFACE.len());
+                if buf[..n] == H2_PREFACE[..n] {
+                    if n == H2_PREFACE.len() {
+                        return Ok(Some(Handoff {
+                            sock,
+                            read: buf.freeze(),
+                        }));
+                    }
+                } else {
+                    first = false;
+                }
+            }
+            if !first && !buf.is_empty() {
+                match parse_head(&buf, &limits) {
+                    Ok(Some(h)) => break h,
+                    Ok(None) => {}
+                    Err(e) => {
+                        let (code, text) = match e {
+                            HeadError::Bad(_) => (StatusCode::BAD_REQUEST, "400 Bad Request"),
+                            HeadError::TooLarge => (
+                                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                                "431 Request Header Fields Too Large",
+                            ),
+                        };
+                        let r = plain_response(code, text);
+                        let _ = write_response(&sock, r, false, false, &mut buf, 0).await;
+                        return Ok(None);
+                    }
+                }
+            }
+            if read_more(&sock, &mut buf).await? == 0 {
+                return Ok(None);
+            }
+        };
+        buf.advance(head.len);
+        let is_head = head.parts.method == Method::HEAD;
+        let mut keep_alive = head.keep_alive;
+
+        // The body.
+        let body = match head.framing {
+            Framing::Empty => Bytes::new(),
+            Framing::Length(n) if n > limits.max_body => {
+                let _ =
+                    write_response(&sock, (limits.too_large)(), is_head, false, &mut buf, 0).await;
+                return Ok(None);
+            }
+            Framing::Length(n) => {
+                if buf.len() < n && head.expect_continue {
+                    write_all(&sock, b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+                }
+                while buf.len() < n {
+                    buf.reserve(n - buf.len());
+                    if read_more(&sock, &mut buf).await? == 0 {
+                        return Ok(None);
+                    }
+                }
+                buf.split_to(n).freeze()
+            }
+            Framing::Chunked => {
+                if head.expect_continue {
+                    write_all(&sock, b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+                }
+                let mut dec = ChunkedDecoder::default();
+                loop {
+                    match dec.decode(&mut buf, limits.max_body) {
+                        Ok(Some(b)) => break b,
+                        Ok(None) => {
+                            if read_more(&sock, &mut buf).await? == 0 {
+                                return Ok(None);
+                            }
+                        }
+                        Err(e) => {
+                            let r = match e {
+                                ChunkError::TooLarge => (limits.too_large)(),
+                                ChunkError::Bad => {
+                                    plain_response(StatusCode::BAD_REQUEST, "400 Bad Request")
+                                }
+                            };
+                            let _ = write_response(&sock, r, is_head, false, &mut buf, 0).await;
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+        };
+        if buf.is_empty() {
+            // Nothing pipelined: hold no buffer while the request runs or the connection idles.
+            buf = BytesMut::new();
+        }
+
+        let resp = handler(head.parts, body).await;
+        if resp.headers().get(header::CONNECTION).is_some_and(|v| {
+            v.to_str()
+                .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+        }) {
+            keep_alive = false;
+        }
+        let pipelined_cap = limits.max_head.saturating_add(limits.max_body);
+        if !write_response(&sock, resp, is_head, keep_alive, &mut buf, pipelined_cap).await? {
+            return Ok(None);
+        }
+        if !keep_alive {
+            return Ok(None);
+        }
+        if buf.is_empty() {
+            buf = BytesMut::new();
+        }
+    }
+}
+
+fn plain_response(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut r = crate::http::text_response(code, text);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// Reads what has arrived into `buf`; 0 at end of stream.
+async fn read_more(sock: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+    loop {
+        sock.readable().await?;
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(4096);
+        }
+        match sock.try_read_buf(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn write_all(sock: &TcpStream, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        sock.writable().await?;
+        match sock.try_write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the client closes the connection (or fails), keeping anything it sends
+/// meanwhile (a pipelined request) in `buf`, up to `cap` bytes.
+async fn closed(sock: &TcpStream, buf: &mut BytesMut, cap: usize) {
+    loop {
+        if buf.len() >= cap {
+            std::future::pending::<()>().await;
+        }
+        if sock.readable().await.is_err() {
+            return;
+        }
+        match sock.try_read_buf(buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Bodies up to this size are written in the same write as the head.
+const COALESCE: usize = 64 * 1024;
+
+/// Writes a response; `Ok(false)` when the connection must end (the client went away while
+/// a streamed body was being written, or the body failed).
+async fn write_response(
+    sock: &TcpStream,
+    resp: Response<Body>,
+    is_head: bool,
+    keep_alive: bool,
+    buf: &mut BytesMut,
+    pipelined_cap: usize,
+) -> io::Result<bool> {
+    let (parts, mut body) = resp.into_parts();
+    let status = parts.status;
+    let bodyless = is_head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let exact = body.size_hint().exact();
+    let mut head = Vec::with_capacity(128 + parts.headers.len() * 48);
+    head.extend_from_slice(b"HTTP/1.1 ");
+    head.extend_from_slice(status.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    head.extend_from_slice(b"\r\n");
+    for (k, v) in parts.headers.iter() {
+        if k == header::CONTENT_LENGTH || k == header::TRANSFER_ENCODING {
+            continue;
+        }
+        if k == header::CONNECTION && keep_alive {
+            continue;
+        }
+        head.extend_from_slice(k.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        head.extend_from_slice(b"date: ");
+        head.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    if !keep_alive && !parts.headers.contains_key(header::CONNECTION) {
+        head.extend_from_slice(b"connection: close\r\n");
+    }
+    let chunked = match exact {
+        Some(n) => {
+            if status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED {
+                head.extend_from_slice(b"content-length: ");
+                head.extend_from_slice(n.to_string().as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+            false
+        }
+        None if bodyless => false,
+        None => {
+            head.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            true
+        }
+    };
+    head.extend_from_slice(b"\r\n");
+    if bodyless {
+        write_all(sock, &head).await?;
+        return Ok(true);
+    }
+    if !chunked {
+        // A known-length body (every response but watch streams): one frame in practice.
+        let mut first = true;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return Ok(false) };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if first && head.len() + data.len() <= COALESCE {
+                head.extend_from_slice(&data);
+            } else {
+                if !head.is_empty() {
+                    write_all(sock, &head).await?;
+                    head = Vec::new();
+                }
+                write_all(sock, &data).await?;
+            }
+            first = false;
+        }
+        if !head.is_empty() {
+            write_all(sock, &head).await?;
+        }
+        return Ok(true);
+    }
+    write_all(sock, &head).await?;
+    drop(head);
+    loop {
+        let next = {
+            let frame = body.frame();
+            let gone = closed(sock, buf, pipelined_cap);
+            tokio::select! {
+                biased;
+                f = frame => f,
+                () = gone => return Ok(false),
+            }
+        };
+        let mut out = Vec::new();
+        let mut ended = false;
+        match next {
+            None => ended = true,
+            Some(Err(_)) => return Ok(false),
+            Some(Ok(frame)) => put_chunk(&mut out, frame),
+        }
+        // Frames that are already waiting (a burst of watch events) go out in the same write.
+        while !ended && out.len() < COALESCE {
+            match futures::FutureExt::now_or_never(body.frame()) {
+                None => break,
+                Some(None) => ended = true,
+                Some(Some(Err(_))) => {
+                    write_all(sock, &out).await?;
+                    return Ok(false);
+                }
+                Some(Some(Ok(frame))) => put_chunk(&mut out, frame),
+            }
+        }
+        if ended {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+        write_all(sock, &out).await?;
+        if ended {
+            return Ok(true);
+        }
+    }
+}
+
+/// Appends a data frame in the chunked transfer coding (trailers are not sent).
+fn put_chunk(out: &mut Vec<u8>, frame: http_body::Frame<Bytes>) {
+    let Ok(data) = frame.into_data() else {
+        return;
+    };
+    if data.is_empty() {
+        return;
+    }
+    out.reserve(data.len() + 20);
+    let digits = (usize::BITS - data.len().leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[(data.len() >> (i * 4)) & 0xf]);
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A socket whose first reads replay bytes already taken from it.
+pub struct Rewind {
+    pre: Bytes,
+    inner: TcpStream,
+}
+
+impl Rewind {
+    pub fn new(h: Handoff) -> Self {
+        Self {
+            pre: h.read,
+            inner: h.sock,
+        }
+    }
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.pre.is_empty() {
+            let n = self.pre.len().min(out.remaining());
+            out.put_slice(&self.pre[..n]);
+            self.pre.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, out)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_head: 1024,
+            max_headers: 8,
+            max_body: 64,
+            too_large: || crate::http::text_response(StatusCode::PAYLOAD_TOO_LARGE, "big"),
+        }
+    }
+
+    #[test]
+    fn head_needs_the_blank_line() {
+        assert!(
+            parse_head(b"GET /api HTTP/1.1\r\nHost: x\r\n", &limits())
+                .unwrap()
+                .is_none()
+        );
+        let h = parse_head(b"GET /api?x=1 HTTP/1.1\r\nHost: x\r\n\r\nGET", &limits())
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.len, 34);
+        assert_eq!(h.parts.uri.path(), "/api");
+        assert_eq!(h.parts.uri.query(), Some("x=1"));
+        assert_eq!(h.framing, Framing::Empty);
+        assert!(h.keep_alive);
+    }
+
+    #[test]
+    fn framing_and_connection_rules() {
+        let p = |s: &str| parse_head(s.as_bytes(), &limits());
+        let h = p("POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Length(12));
+        let h =
+            p("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n")
+                .unwrap()
+                .unwrap();
+        assert_eq!(h.framing, Framing::Chunked);
+        assert!(!h.keep_alive);
+        let h = p("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!h.keep_alive);
+        let h = p("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.keep_alive);
+        let h = p("PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.expect_continue);
+        for bad in [
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            "GET /a b HTTP/1.1\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
+        ] {
+            assert!(
+                matches!(p(bad), Err(HeadError::Bad(_))),
+                "{bad:?}: {:?}",
+                p(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn head_limits() {
+        let many: String = (0..9).map(|i| format!("x{i}: y\r\n")).collect();
+        let r = parse_head(
+            format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes(),
+            &limits(),
+        );
+        assert_eq!(r.unwrap_err(), HeadError::TooLarge);
+        let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(2000));
+        assert_eq!(
+            parse_head(long.as_bytes(), &limits()).unwrap_err(),
+            HeadError::TooLarge
+        );
+    }
+
+    #[test]
+    fn chunked_decoding_in_pieces() {
+        let wire = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+        for split in 1..wire.len() {
+            let mut dec = ChunkedDecoder::default();
+            let mut buf = BytesMut::from(&wire[..split]);
+            let mut got = dec.decode(&mut buf, 64).unwrap();
+            buf.extend_from_slice(&wire[split..]);
+            if got.is_none() {
+                got = dec.decode(&mut buf, 64).unwrap();
+            }
+            assert_eq!(got.as_deref(), Some(&b"Wikipedia"[..]), "split at {split}");
+            assert_eq!(&buf[..], b"NEXT");
+        }
+    }
+
+    #[test]
+    fn chunk_sizes_are_lowercase_hex() {
+        for (n, want) in [(1usize, "1"), (15, "f"), (16, "10"), (4096, "1000"), (70000, "11170")] {
+            let mut out = Vec::new();
+            put_chunk(&mut out, http_body::Frame::data(Bytes::from(vec![b'x'; n])));
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.starts_with(&format!("{want}\r\n")), "{n}");
+            assert_eq!(text.len(), want.len() + 4 + n);
+        }
+    }
+
+    #[test]
+    fn chunked_errors() {
+        let mut dec = ChunkedDecoder::default();
+        let mut buf = BytesMut::from(&b"zz\r\n"[..]);
+        assert_eq!(dec.decode(&mut buf, 64), Err(ChunkError::Bad));
+        let mut dec = ChunkedDecoder::default();
+        let mut buf = BytesMut::from(&b"41\r\n"[..]);
+        assert_eq!(dec.decode(&mut buf, 64), Err(ChunkError::TooLarge));
+        let mut dec = ChunkedDecoder::default();
+        let mut buf = BytesMut::from(&b"2\r\nabX\r\n"[..]);
+        assert_eq!(dec.decode(&mut buf, 64), Err(ChunkError::Bad));
+        let mut dec = ChunkedDecoder::default();
+        let mut buf = BytesMut::from(vec![b'1'; 5000].as_slice());
+        assert_eq!(dec.decode(&mut buf, 64), Err(ChunkError::Bad));
+    }
+
+    /// A server on 127.0.0.1:0 whose handler echoes method, path and body, and streams
+    /// `/stream` until the client leaves (reporting the drop on `gone`).
+    async fn server() -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<()>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (gone_tx, gone) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = l.accept().await.unwrap();
+                let gone_tx = gone_tx.clone();
+                tokio::spawn(async move {
+                    let h = move |p: http::request::Parts, b: Bytes| {
+                        let gone_tx = gone_tx.clone();
+                        async move {
+                            if p.uri.path() == "/stream" {
+                                struct Guard(tokio::sync::mpsc::Sender<()>);
+                                impl Drop for Guard {
+                                    fn drop(&mut self) {
+                                        let _ = self.0.try_send(());
+                                    }
+                                }
+                                let g = Guard(gone_tx);
+                                let s = futures::stream::unfold(0u32, move |i| {
+                                    let _keep = &g;
+                                    async move {
+                                        if i > 0 {
+                                            tokio::time::sleep(std::time::Duration::from_millis(5))
+                                                .await;
+                                        }
+                                        let f =
+                                            http_body::Frame::data(Bytes::from(format!("ev{i}\n")));
+                                        Some((Ok::<_, io::Error>(f), i + 1))
+                                    }
+                                });
+                                let body = http_body_util::StreamBody::new(s).boxed_unsync();
+                                return Response::new(body);
+                            }
+                            let text =
+                                format!("{} {} {}", p.method, p.uri, String::from_utf8_lossy(&b));
+                            crate::http::text_response_owned(StatusCode::OK, text)
+                        }
+                    };
+                    let _ = serve_connection(s, h, limits()).await;
+                });
+            }
+        });
+        (addr, gone)
+    }
+
+    async fn exchange(addr: std::net::SocketAddr, wire: &[u8]) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(wire).await.unwrap();
+        let mut out = Vec::new();
+        c.read_to_end(&mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[tokio::test]
+    async fn pipelined_requests_and_bodies() {
+        let (addr, _) = server().await;
+        let out = exchange(
+            addr,
+            b"POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloPOST /b HTTP/1.1\r\n\
+              Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n\
+              GET /c?x=1 HTTP/1.1\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        let bodies: Vec<&str> = out
+            .split("HTTP/1.1 200 OK\r\n")
+            .skip(1)
+            .map(|r| r.split("\r\n\r\n").nth(1).unwrap())
+            .collect();
+        assert_eq!(
+            bodies,
+            ["POST /a hello", "POST /b abc", "GET /c?x=1 "],
+            "{out}"
+        );
+        assert!(out.contains("content-length: 13\r\n"), "{out}");
+        assert!(out.contains("connection: close\r\n"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn limits_and_malformed_requests_close_the_connection() {
+        let (addr, _) = server().await;
+        let out = exchange(addr, b"POST /a HTTP/1.1\r\nContent-Length: 65\r\n\r\n").await;
+        assert!(
+            out.starts_with("HTTP/1.1 413 Payload Too Large\r\n"),
+            "{out}"
+        );
+        let out = exchange(
+            addr,
+            b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n",
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+        let out = exchange(addr, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n").await;
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");
+        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(2000));
+        let out = exchange(addr, long.as_bytes()).await;
+        assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    }
+
+    #[tokio::test]
+    async fn expect_continue_gets_100_first() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (addr, _) = server().await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"PUT /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut first = [0u8; 25];
+        c.read_exact(&mut first).await.unwrap();
+        assert_eq!(&first, b"HTTP/1.1 100 Continue\r\n\r\n");
+        c.write_all(b"ok").await.unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.unwrap();
+        assert!(out.ends_with("PUT /x ok"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn streams_are_chunked_and_end_when_the_client_leaves() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (addr, mut gone) = server().await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /stream HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains("4\r\nev2\n\r\n") {
+            let mut b = [0u8; 256];
+            let n = c.read(&mut b).await.unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&b[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("transfer-encoding: chunked\r\n"), "{text}");
+        assert!(
+            text.contains("\r\n\r\n4\r\nev0\n\r\n4\r\nev1\n\r\n"),
+            "{text}"
+        );
+        drop(c);
+        // The response body (the watch) is dropped once the client has gone.
+        tokio::time::timeout(std::time::Duration::from_secs(10), gone.recv())
+            .await
+            .expect("stream dropped after the client closed");
+    }
+
+    #[tokio::test]
+    async fn http2_preface_is_handed_back_with_the_bytes_read() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let srv = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let h = |_p: http::request::Parts, _b: Bytes| async {
+                crate::http::text_response(StatusCode::OK, "h1")
+            };
+            let handoff = serve_connection(s, h, limits()).await.unwrap().unwrap();
+            let mut rw = Rewind::new(handoff);
+            let mut all = vec![0u8; H2_PREFACE.len() + 4];
+            rw.read_exact(&mut all).await.unwrap();
+            all
+        });
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(&H2_PREFACE[..3]).await.unwrap();
+        c.flush().await.unwrap();
+        tokio::task::yield_now().await;
+        c.write_all(&H2_PREFACE[3..]).await.unwrap();
+        c.write_all(b"abcd").await.unwrap();
+        let all = srv.await.unwrap();
+        assert_eq!(&all[..H2_PREFACE.len()], H2_PREFACE);
+        assert_eq!(&all[H2_PREFACE.len()..], b"abcd");
+    }
+}
