@@ -47,11 +47,16 @@ pub struct Ctx {
     pub registry: RegistryClient<Channel>,
     pub validation: ValidationClient<Channel>,
     pub crds: CrdCache,
+    /// Custom resource GETs, coalesced into storage GetMany calls.
+    pub gets: crate::batch::GetBatcher,
     /// (tenant, namespace) pairs known to exist; dropped on any change to the namespace.
     pub namespaces: RwLock<HashSet<(String, String)>>,
     /// Tenants whose default namespaces this process has ensured.
     pub tenants: RwLock<HashSet<String>>,
 }
+
+/// Storage GetMany calls a gateway keeps in flight (see [`crate::batch`]).
+pub const GET_BATCHES_IN_FLIGHT: usize = 2;
 
 /// The gRPC channel of the gateway's service clients: one HTTP/2 connection per service,
 /// opened lazily, driven without tonic's buffer task (see `crdplane-transport`).
@@ -68,6 +73,7 @@ impl Ctx {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
         Ok(Arc::new(Self {
+            gets: crate::batch::GetBatcher::new(storage.clone(), GET_BATCHES_IN_FLIGHT),
             storage,
             registry: RegistryClient::new(channel(&cfg.registry_endpoint)?)
                 .max_decoding_message_size(max)

@@ -505,13 +505,12 @@ async fn get(
     let i = &req.info;
     let output = negotiate_output(req.header("accept"))?;
     let s = ctx
-        .storage
-        .clone()
-        .get(pb::GetRequest {
-            key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
-        })
-        .await?
-        .into_inner();
+        .gets
+        .get(key(crd, &i.tenant, &i.namespace, &i.name))
+        .await?;
+    if !s.found {
+        return Err(ApiError::not_found(&crd.gr(), &i.name));
+    }
     let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
         .await?
         .pop()

@@ -8,6 +8,7 @@
 //! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
 
 pub mod api;
+pub mod batch;
 pub mod crd;
 pub mod crds;
 pub mod crs;

@@ -23,6 +23,9 @@ pub struct StorageService {
     pub hub: Arc<Hub>,
 }
 
+/// Largest GetMany batch accepted (the gateway sends at most 256).
+pub const MAX_GET_MANY: usize = 1024;
+
 fn ks(r: &Option<pb::ResourceRef>) -> Result<Keyspace, Status> {
     let r = r
         .as_ref()
@@ -407,6 +410,38 @@ impl Storage for StorageService {
     ) -> Result<Response<pb::StoredObject>, Status> {
         let (ks, ns, name) = key_parts(&req.get_ref().key)?;
         Ok(out(self.store.get(&ks, &ns, &name).await?))
+    }
+
+    async fn get_many(
+        &self,
+        req: Request<pb::GetManyRequest>,
+    ) -> Result<Response<pb::GetManyResponse>, Status> {
+        let r = req.into_inner();
+        if r.keys.len() > MAX_GET_MANY {
+            return Err(
+                ApiError::bad_request(format!("at most {MAX_GET_MANY} keys per GetMany")).into(),
+            );
+        }
+        let keys = r
+            .keys
+            .into_iter()
+            .map(|k| key_parts(&Some(k)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results = self
+            .store
+            .get_many(&keys)
+            .await?
+            .into_iter()
+            .map(|s| match s {
+                Some(s) => pb::GetResult {
+                    found: true,
+                    json: s.json,
+                    resource_version: s.rv,
+                },
+                None => pb::GetResult::default(),
+            })
+            .collect();
+        Ok(Response::new(pb::GetManyResponse { results }))
     }
 
     async fn create(

@@ -194,6 +194,22 @@ impl Store {
         }
     }
 
+    /// Several objects in one Redis pipeline (`None`: not found), in the order asked.
+    pub async fn get_many(
+        &self,
+        keys: &[(Keyspace, String, String)],
+    ) -> Result<Vec<Option<Stored>>, ApiError> {
+        let mut p = redis::pipe();
+        for (ks, ns, name) in keys {
+            p.cmd("HGET").arg(&ks.obj).arg(object_key(ns, name));
+        }
+        let mut c = self.conn.clone();
+        let vs: Vec<Option<Vec<u8>>> = p.query_async(&mut c).await.map_err(redis_err)?;
+        vs.into_iter()
+            .map(|v| v.map(stored_from_value).transpose())
+            .collect()
+    }
+
     pub async fn exists(
         &self,
         ks: &Keyspace,

@@ -344,3 +344,43 @@ async fn watch_from_compacted_history_is_410_with_upstream_text() {
         e.message
     );
 }
+
+#[tokio::test]
+async fn get_many_answers_in_request_order_across_tenants() {
+    let (_redis, mut c) = start(100).await;
+    let a = create(&mut c, "t1", "ns", "a").await;
+    let b = create(&mut c, "t2", "ns", "b").await;
+    let r = c
+        .get_many(pb::GetManyRequest {
+            keys: vec![
+                key("t2", "ns", "b"),
+                key("t1", "ns", "missing"),
+                key("t1", "ns", "a"),
+                key("t2", "ns", "a"),
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let got: Vec<(bool, u64)> = r.iter().map(|g| (g.found, g.resource_version)).collect();
+    assert_eq!(
+        got,
+        [
+            (true, b.resource_version),
+            (false, 0),
+            (true, a.resource_version),
+            (false, 0)
+        ]
+    );
+    assert_eq!(r[0].json, b.json);
+    assert_eq!(r[2].json, a.json);
+    // A bad key fails the whole call, as Get does.
+    let e = c
+        .get_many(pb::GetManyRequest {
+            keys: vec![key("t1", "ns", "a"), key("t1", "ns", "x/y")],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(e).code, 400);
+}
