@@ -1,10 +1,12 @@
 //! crdplane gateway: the Kubernetes REST API (paths, verbs, JSON, Table output, watch
 //! streams, Status errors) in front of the crdplane gRPC services.
 //!
-//! Request path: hyper connection → [`api::handle`] (panic → 500 Status, body limit, tenant
+//! Request path: TCP connection → [`http1`] (HTTP/1.1 framing; HTTP/2 connections go to
+//! hyper) → [`api::handle_buffered`] / [`api::handle`] (panic → 500 Status, body limit, tenant
 //! and [`request_info`] parse) → non-resource endpoints ([`discovery`]: health, version,
 //! discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]), CRDs ([`crds`] →
-//! registry), custom resources ([`crs`] → validation + storage; [`watch`] for streams).
+//! registry), custom resources ([`crs`] → validation + storage; [`watch`] for streams,
+//! [`batch`] coalescing concurrent GETs into storage GetMany calls).
 //! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
 
 pub mod api;
