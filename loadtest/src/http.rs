@@ -1,6 +1,7 @@
 //! HTTP target: the gateway, spoken to as a Kubernetes API server over plaintext HTTP/1.1
-//! with keep-alive (hyper-util's pooled legacy client; each worker holds at most one
-//! connection at a time, so the pool settles at one connection per worker).
+//! with keep-alive. Each worker is one client with its own connection (hyper's HTTP/1
+//! client connection, reopened if the server closes it), so the tool spends its CPU on
+//! requests rather than on a shared pool; setup requests use hyper-util's pooled client.
 //!
 //! Setup (not timed): create the CronTab CRD with its schema (`409 AlreadyExists` is fine),
 //! wait until `GET /apis/stable.example.com/v1` answers 200 and the collection lists, ensure
@@ -25,8 +26,14 @@ const SETUP_WAIT: Duration = Duration::from_secs(30);
 /// Largest response body the tool reads (bigger bodies count as an error).
 const MAX_RESPONSE: usize = 256 * 1024 * 1024;
 
+type Conn = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
 pub struct HttpTarget {
     client: Client<HttpConnector, Full<Bytes>>,
+    /// `host:port` of the endpoint, for the workers' own connections.
+    authority: String,
+    /// One connection slot per worker.
+    conns: Vec<tokio::sync::Mutex<Option<Conn>>>,
     /// `http://host:port[/clusters/<tenant>]`
     base: String,
     /// `<base>/apis/stable.example.com/v1/namespaces/<ns>/crontabs`
@@ -74,8 +81,18 @@ impl HttpTarget {
             .pool_idle_timeout(Duration::from_secs(90))
             .build(conn);
         let (base, collection) = paths(&cfg.endpoint, cfg.tenant.as_deref(), &cfg.namespace);
+        let authority = cfg
+            .endpoint
+            .parse::<hyper::Uri>()
+            .ok()
+            .and_then(|u| u.authority().map(|a| a.to_string()))
+            .unwrap_or_else(|| "127.0.0.1:6443".into());
         HttpTarget {
             client,
+            authority,
+            conns: (0..cfg.concurrency.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
             base,
             collection,
             namespace: cfg.namespace.clone(),
@@ -121,13 +138,81 @@ impl HttpTarget {
         Ok((status, body))
     }
 
-    async fn expect_2xx(
+    /// Sends one request on worker `worker`'s own connection (opened on first use, and again
+    /// after the server closed it) and reads the whole response body.
+    pub async fn send_on(
         &self,
+        worker: usize,
+        method: Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), Failure> {
+        let path = uri
+            .parse::<hyper::Uri>()
+            .ok()
+            .and_then(|u| u.path_and_query().map(|p| p.as_str().to_string()))
+            .unwrap_or_else(|| uri.to_string());
+        let mut b = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, &self.authority)
+            .header(header::ACCEPT, "application/json")
+            .header(header::USER_AGENT, "crdplane-load/0.1");
+        let body = match body {
+            Some(v) => {
+                b = b.header(header::CONTENT_TYPE, "application/json");
+                Full::new(Bytes::from(v))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let req = b
+            .body(body)
+            .map_err(|e| Failure::new("bad request", e.to_string()))?;
+        let mut slot = self.conns[worker % self.conns.len()].lock().await;
+        if slot.as_ref().is_none_or(|c| c.is_closed()) {
+            let tcp = tokio::net::TcpStream::connect(&self.authority)
+                .await
+                .map_err(|e| Failure::new("transport", format!("connect: {e}")))?;
+            let _ = tcp.set_nodelay(true);
+            let (send, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .map_err(|e| Failure::new("transport", error_chain(&e)))?;
+            tokio::spawn(conn);
+            *slot = Some(send);
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Err(Failure::new("transport", "no connection".to_string()));
+        };
+        let sent = async {
+            conn.ready().await?;
+            conn.send_request(req).await
+        }
+        .await;
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                *slot = None;
+                return Err(Failure::new("transport", error_chain(&e)));
+            }
+        };
+        let status = resp.status();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| Failure::new("transport body", e.to_string()))?
+            .to_bytes();
+        Ok((status, body))
+    }
+
+    async fn expect_2xx_on(
+        &self,
+        worker: usize,
         method: Method,
         uri: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, Failure> {
-        let (status, body) = self.send(method, uri, body).await?;
+        let (status, body) = self.send_on(worker, method, uri, body).await?;
         if status.is_success() {
             Ok(body)
         } else {
@@ -148,9 +233,14 @@ impl HttpTarget {
     }
 
     /// The current resourceVersion of an object (an untimed GET before its first update).
-    pub async fn read_rv(&self, name: &str) -> Result<String, Failure> {
+    pub async fn read_rv(&self, worker: usize, name: &str) -> Result<String, Failure> {
         let body = self
-            .expect_2xx(Method::GET, &format!("{}/{name}", self.collection), None)
+            .expect_2xx_on(
+                worker,
+                Method::GET,
+                &format!("{}/{name}", self.collection),
+                None,
+            )
             .await?;
         resource_version_of(&body)
     }
@@ -160,6 +250,7 @@ impl HttpTarget {
     /// resourceVersion after an update.
     pub async fn op(
         &self,
+        worker: usize,
         op: Op,
         name: &str,
         seq: u64,
@@ -167,7 +258,8 @@ impl HttpTarget {
     ) -> Result<Option<String>, Failure> {
         match op {
             Op::Create => {
-                self.expect_2xx(
+                self.expect_2xx_on(
+                    worker,
                     Method::POST,
                     &self.collection,
                     Some(self.object(name, seq, None)),
@@ -176,8 +268,13 @@ impl HttpTarget {
                 Ok(None)
             }
             Op::Get => {
-                self.expect_2xx(Method::GET, &format!("{}/{name}", self.collection), None)
-                    .await?;
+                self.expect_2xx_on(
+                    worker,
+                    Method::GET,
+                    &format!("{}/{name}", self.collection),
+                    None,
+                )
+                .await?;
                 Ok(None)
             }
             // Custom resources refuse unconditional updates (upstream customresource
@@ -185,7 +282,8 @@ impl HttpTarget {
             // resourceVersion the worker last saw, as client-go's Update does.
             Op::Update => {
                 let body = self
-                    .expect_2xx(
+                    .expect_2xx_on(
+                        worker,
                         Method::PUT,
                         &format!("{}/{name}", self.collection),
                         Some(self.object(name, seq, rv)),
@@ -199,13 +297,13 @@ impl HttpTarget {
                 } else {
                     self.collection.clone()
                 };
-                let mut body = self.expect_2xx(Method::GET, &uri, None).await?;
+                let mut body = self.expect_2xx_on(worker, Method::GET, &uri, None).await?;
                 // With --list-all-pages: the rest of the paged list, token by token.
                 while self.list_all_pages
                     && let Some(token) = continue_of(&body)
                 {
                     let next = format!("{uri}&continue={token}");
-                    body = self.expect_2xx(Method::GET, &next, None).await?;
+                    body = self.expect_2xx_on(worker, Method::GET, &next, None).await?;
                 }
                 Ok(None)
             }

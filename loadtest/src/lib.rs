@@ -90,14 +90,14 @@ impl Target {
         rv: Option<&str>,
     ) -> Result<Option<String>, Failure> {
         match self {
-            Target::Http(t) => t.op(op, name, seq, rv).await,
+            Target::Http(t) => t.op(worker, op, name, seq, rv).await,
             Target::Grpc(t) => t.op(worker, op, name, seq, rv).await,
         }
     }
 
     async fn read_rv(&self, worker: usize, name: &str) -> Result<String, Failure> {
         match self {
-            Target::Http(t) => t.read_rv(name).await,
+            Target::Http(t) => t.read_rv(worker, name).await,
             Target::Grpc(t) => t.read_rv(worker, name).await,
         }
     }
