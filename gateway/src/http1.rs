@@ -32,12 +32,15 @@ use tokio::net::TcpStream;
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// Most header fields a request head may carry, whatever `Limits::max_headers` says.
+pub const MAX_HEADERS: usize = 128;
+
 /// Bounds on what a client may send.
 #[derive(Clone, Copy)]
 pub struct Limits {
     /// Request line plus headers (Go's `http.DefaultMaxHeaderBytes` is 1 MiB).
     pub max_head: usize,
-    /// Number of header fields (hyper's default, 100).
+    /// Number of header fields (at most [`MAX_HEADERS`]).
     pub max_headers: usize,
     /// Request body; beyond it the client gets `too_large()` and the connection is closed.
     pub max_body: usize,
@@ -77,9 +80,11 @@ pub enum HeadError {
 
 /// Parses a request head from the start of `buf`: `Ok(None)` when more bytes are needed.
 pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HeadError> {
-    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let mut req = httparse::Request::new(&mut fields);
-    let len = match req.parse(buf) {
+    let mut fields =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let n = limits.max_headers.min(MAX_HEADERS);
+    let len = match req.parse_with_uninit_headers(buf, &mut fields[..n]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             return if buf.len() > limits.max_head {
@@ -468,6 +473,25 @@ async fn closed(sock: &TcpStream, buf: &mut BytesMut, cap: usize) {
     }
 }
 
+/// Appends the current time as an HTTP date (`Sun, 22 Nov 2026 06:17:04 GMT`), formatted
+/// once per second per thread.
+fn date_now(out: &mut Vec<u8>) {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            *c = (secs, httpdate::fmt_http_date(now));
+        }
+        out.extend_from_slice(c.1.as_bytes());
+    });
+}
+
 /// Bodies up to this size are written in the same write as the head.
 const COALESCE: usize = 64 * 1024;
 
@@ -508,7 +532,7 @@ async fn write_response(
     }
     if !parts.headers.contains_key(header::DATE) {
         head.extend_from_slice(b"date: ");
-        head.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
+        date_now(&mut head);
         head.extend_from_slice(b"\r\n");
     }
     if !keep_alive && !parts.headers.contains_key(header::CONNECTION) {
@@ -608,7 +632,9 @@ fn put_chunk(out: &mut Vec<u8>, frame: http_body::Frame<Bytes>) {
         return;
     }
     out.reserve(data.len() + 20);
-    let digits = (usize::BITS - data.len().leading_zeros()).div_ceil(4).max(1);
+    let digits = (usize::BITS - data.len().leading_zeros())
+        .div_ceil(4)
+        .max(1);
     for i in (0..digits).rev() {
         out.push(b"0123456789abcdef"[(data.len() >> (i * 4)) & 0xf]);
     }
@@ -777,13 +803,29 @@ mod tests {
 
     #[test]
     fn chunk_sizes_are_lowercase_hex() {
-        for (n, want) in [(1usize, "1"), (15, "f"), (16, "10"), (4096, "1000"), (70000, "11170")] {
+        for (n, want) in [
+            (1usize, "1"),
+            (15, "f"),
+            (16, "10"),
+            (4096, "1000"),
+            (70000, "11170"),
+        ] {
             let mut out = Vec::new();
             put_chunk(&mut out, http_body::Frame::data(Bytes::from(vec![b'x'; n])));
             let text = String::from_utf8(out).unwrap();
             assert!(text.starts_with(&format!("{want}\r\n")), "{n}");
             assert_eq!(text.len(), want.len() + 4 + n);
         }
+    }
+
+    #[test]
+    fn date_header_is_an_imf_fixdate() {
+        let mut out = Vec::new();
+        date_now(&mut out);
+        let d = String::from_utf8(out).unwrap();
+        assert_eq!(d.len(), 29, "{d}");
+        assert!(d.ends_with(" GMT"), "{d}");
+        assert!(httpdate::parse_http_date(&d).is_ok(), "{d}");
     }
 
     #[test]
