@@ -9,31 +9,37 @@
 //! traversal order, the same object, the same field errors in the same order. One walk is
 //! enough because every pass is a function of the subtree below a node and its schema:
 //!
-//! * a child is pruned, null-pruned and defaulted before its own validation, and a missing
-//!   defaulted property is inserted (and validated) in key order, where the merge walk over
-//!   the sorted object keys and sorted schema properties finds it;
-//! * a node's own checks (type, allOf/anyOf/oneOf/not, enum, min/maxProperties, required,
-//!   min/maxItems...) run after its children; the errors kube-openapi reports before the
-//!   children's are spliced in front of them (only ever done when there is an error);
+//! * a child is pruned, null-pruned and defaulted before its own checks, and a missing
+//!   defaulted property is inserted in key order, where the merge walk over the sorted
+//!   object keys and sorted schema properties finds it;
+//! * validation during the walk only decides *whether* the final object is valid: each
+//!   node's own checks run after its children, first as the precompiled
+//!   [`crate::structural::Plan`] (`quick`: the kinds a node cannot reject), then, if that does
+//!   not decide, as exact predicates ([`crate::validate::is_valid`]'s rules). The first
+//!   failure stops checking. Only then, for an invalid object, does
+//!   [`crate::validate::validate`] run over the final object for upstream's exact errors in
+//!   upstream's order — so the error list is the separate validation pass's by construction;
 //! * field paths are not built while walking: each frame holds a [`Path`] link to its
-//!   parent, and a path string is built only when a field is pruned or an error reported;
-//! * every node-level check first runs as a cheap predicate; only when it fails does the
-//!   exact error text come from the same functions [`crate::validate`] uses.
+//!   parent, and a path string is built only when a field is pruned.
 //!
 //! `serde_json` built with `preserve_order` would iterate keys in insertion order; the merge
 //! walk needs sorted keys, so in that build the separate passes run instead.
 
 use crate::default;
 use crate::prune::is_object_meta_field;
-use crate::structural::{Additional, Schema, key_prefix};
+use crate::structural::{
+    Additional, K_ARRAY, K_BOOL, K_FLOAT, K_INT, K_OBJECT, K_STRING, KeyWords, Schema, kind_bit,
+};
 use crate::validate as val;
 use crdplane_core::FieldError;
 use serde_json::{Map, Value};
-use std::cmp::Ordering;
 use std::sync::OnceLock;
 
-/// kube-openapi's validator stops descending at this depth (an internal error is reported).
-const MAX_VALIDATION_DEPTH: usize = 512;
+/// Depth beyond which the walk stops deciding validity itself and leaves it to the
+/// validator (which reports an internal error beyond depth 512). Schemas are at most 64
+/// levels deep and the walk follows the schema, so this is a safety margin, not a limit
+/// real objects reach.
+const MAX_CHECK_DEPTH: usize = 256;
 
 /// Result of [`prune_default_validate`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,16 +90,19 @@ fn run(obj: &mut Value, schema: &Schema, validate: bool) -> Outcome {
     }
     let mut w = Walker {
         pruned: Vec::new(),
-        errs: Vec::new(),
-        validate,
+        check: validate,
         drops: Vec::new(),
-        pending: Vec::new(),
-        side: Vec::new(),
     };
-    w.node(obj, schema, true, &Path::Root, 0);
+    w.value(obj, schema, true, &Path::Root, 0);
+    // An invalid object (or one the walk could not decide): upstream's errors, exactly.
+    let errors = if validate && !w.check {
+        val::validate(schema, obj, "")
+    } else {
+        Vec::new()
+    };
     Outcome {
         pruned: w.pruned,
-        errors: w.errs,
+        errors,
     }
 }
 
@@ -102,154 +111,116 @@ fn run(obj: &mut Value, schema: &Schema, validate: bool) -> Outcome {
 #[derive(Clone, Copy)]
 enum Path<'a> {
     Root,
-    /// A declared property.
     Key(&'a Path<'a>, &'a str),
-    /// A key under `additionalProperties` (kube-openapi joins it with a "." even at the root).
-    AddKey(&'a Path<'a>, &'a str),
     Index(&'a Path<'a>, usize),
 }
 
 impl Path<'_> {
-    fn write(&self, out: &mut String, validator: bool) {
+    fn write(&self, out: &mut String) {
         match *self {
             Path::Root => {}
             Path::Key(p, k) => {
-                p.write(out, validator);
+                p.write(out);
                 if !out.is_empty() {
                     out.push('.');
                 }
                 out.push_str(k);
             }
-            Path::AddKey(p, k) => {
-                p.write(out, validator);
-                if validator || !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
             Path::Index(p, i) => {
-                p.write(out, validator);
+                p.write(out);
                 val::push_index(out, i);
             }
         }
     }
 
-    /// The kube-openapi validator's name for this location (see `validate::validate`).
-    fn name(&self) -> String {
-        let mut s = String::new();
-        self.write(&mut s, true);
-        s
-    }
-
     /// The field path pruning reports (`spec.a[0].b`).
     fn field(&self) -> String {
         let mut s = String::new();
-        self.write(&mut s, false);
+        self.write(&mut s);
         s
     }
 }
 
 struct Walker {
     pruned: Vec<String>,
-    errs: Vec<FieldError>,
-    validate: bool,
+    /// Validation is wanted and nothing has failed so far. Cleared at the first failure (or
+    /// when the walk cannot decide): from then on the walk only prunes and defaults.
+    check: bool,
     /// Keys to remove from the objects being walked (a stack shared by all levels).
     drops: Vec<String>,
-    /// Defaulted missing properties to insert: (property index, value).
-    pending: Vec<(usize, Value)>,
-    /// Property errors held back while a node with both properties and
-    /// additionalProperties reports its additionalProperties errors first.
-    side: Vec<FieldError>,
-}
-
-/// How one child of an object is reported by the validator.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    /// A declared property; with `true` its errors are held back (see [`Walker::side`]).
-    Prop(bool),
-    Additional,
 }
 
 impl Walker {
-    /// Prunes, null-prunes, defaults and validates `x` under `s` (pruning and defaulting as
+    /// Prunes, null-prunes, defaults and checks `x` under `s` (pruning and defaulting as
     /// `prune_value(x, Some(s), root)` followed by the null and default passes).
-    fn node(&mut self, x: &mut Value, s: &Schema, root: bool, path: &Path<'_>, depth: usize) {
-        if self.validate && depth > MAX_VALIDATION_DEPTH {
-            self.errs.push(FieldError::internal(
-                val::err_path(&path.name()),
-                "object nesting is too deep",
-            ));
-            self.validate = false;
-            self.node(x, s, root, path, depth);
-            self.validate = true;
-            return;
-        }
+    fn value(&mut self, x: &mut Value, s: &Schema, root: bool, path: &Path<'_>, depth: usize) {
         match x {
-            Value::Object(m) => {
-                let start = self.errs.len();
-                let present = self.entries(m, s, root, path, depth);
-                if self.validate {
-                    self.object_checks(x, s, path, depth, start, present);
-                }
+            Value::Object(_) => self.object(x, s, root, path, depth),
+            Value::Array(_) => self.array(x, s, path, depth),
+            _ => self.leaf(x, s, depth),
+        }
+    }
+
+    /// Checks a scalar or null (nothing to prune).
+    #[inline(always)]
+    fn leaf(&mut self, x: &Value, s: &Schema, depth: usize) {
+        if self.check && !scalar_passes(s, x, kind_bit(x), depth) {
+            self.check = false;
+        }
+    }
+
+    /// Checks a value that is final already (kept apiVersion/kind/metadata...).
+    fn check_final(&mut self, x: &Value, s: &Schema, depth: usize) {
+        if self.check && !val::is_valid_at(s, x, depth) {
+            self.check = false;
+        }
+    }
+
+    /// The value defaulting puts in place of a missing or non-nullable null field of schema
+    /// `p` (which has a default), checked.
+    fn filled_default(&mut self, p: &Schema, depth: usize) -> Value {
+        if let Some(d) = &p.plan.default {
+            if !p.plan.default_ok {
+                self.check = false;
             }
-            Value::Array(a) => {
-                let start = self.errs.len();
-                self.items(a, s, path, depth);
-                if self.validate {
-                    self.array_checks(x, s, path, depth, start);
-                }
-            }
-            _ => {
-                if self.validate {
-                    self.leaf(x, s, path, depth);
-                }
-            }
+            return d.clone();
         }
+        let mut v = p.default.clone().unwrap_or(Value::Null);
+        default::apply_defaults(&mut v, p);
+        self.check_final(&v, p, depth);
+        v
     }
 
-    /// Validates a scalar or null (nothing to prune).
-    #[inline]
-    fn leaf(&mut self, x: &Value, s: &Schema, path: &Path<'_>, depth: usize) {
-        if !leaf_ok(s, x) {
-            self.exact(x, s, path, depth);
+    /// An object: its entries, missing defaulted properties, then its own checks.
+    fn object(&mut self, x: &mut Value, s: &Schema, root: bool, path: &Path<'_>, depth: usize) {
+        let Value::Object(m) = x else { return };
+        if depth > MAX_CHECK_DEPTH {
+            self.check = false;
         }
-    }
-
-    /// The validator's exact errors for `x` (the slow path: builds the name).
-    #[cold]
-    #[inline(never)]
-    fn exact(&mut self, x: &Value, s: &Schema, path: &Path<'_>, depth: usize) {
-        let mut name = path.name();
-        self.errs.extend(val::validate_at(s, x, &mut name, depth));
-    }
-
-    /// Validates a value that is final already (a default, kept ObjectMeta...).
-    fn validate_only(&mut self, x: &Value, s: &Schema, path: &Path<'_>, depth: usize) {
-        if !self.validate {
-            return;
-        }
-        match x {
-            _ if depth > MAX_VALIDATION_DEPTH => self.exact(x, s, path, depth),
-            Value::Object(_) | Value::Array(_) => self.exact(x, s, path, depth),
-            _ => self.leaf(x, s, path, depth),
-        }
-    }
-
-    /// Runs `f` for a child in `stream`, holding back its errors if needed.
-    #[inline]
-    fn in_stream(&mut self, stream: Stream, f: impl FnOnce(&mut Self)) {
-        if stream == Stream::Prop(true) && self.validate {
-            let before = self.errs.len();
-            f(self);
-            self.side.extend(self.errs.drain(before..));
+        let mut present = if root || s.embedded {
+            self.entries::<true>(m, s, root, path, depth)
         } else {
-            f(self);
+            self.entries::<false>(m, s, false, path, depth)
+        };
+        if !s.plan.defaulted.is_empty() {
+            self.fill_missing(m, s, &mut present, depth);
+        }
+        if self.check && s.plan.quick & K_OBJECT == 0 {
+            let ok = match s.plan.required_only {
+                Some(mask) => present & mask == mask,
+                None => object_own_ok(s, x, present, depth),
+            };
+            if !ok {
+                self.check = false;
+            }
         }
     }
 
-    /// The children of an object: returns the bit set of declared properties (by index, the
-    /// first 64) present afterwards.
-    fn entries(
+    /// The entries of an object (`EMBEDDED`: a resource root or embedded resource, whose
+    /// apiVersion/kind/metadata are special). Returns the bit set of declared properties (by
+    /// index, the first 64) present afterwards.
+    #[inline(always)]
+    fn entries<const EMBEDDED: bool>(
         &mut self,
         m: &mut Map<String, Value>,
         s: &Schema,
@@ -257,219 +228,256 @@ impl Walker {
         path: &Path<'_>,
         depth: usize,
     ) -> u64 {
-        let embedded = root || s.embedded;
-        let props = &s.properties;
-        let mixed = self.validate && !props.is_empty() && s.additional.is_some();
+        let keys = &s.prop_keys[..];
+        let n = keys.len();
         let drops_start = self.drops.len();
-        let pending_start = self.pending.len();
-        let side_start = self.side.len();
         let mut present = 0u64;
         let mut j = 0usize;
         for (k, v) in m.iter_mut() {
-            let kb = k.as_bytes();
-            let mut prop_idx = None;
-            if j < props.len() {
-                let kp = key_prefix(kb);
-                while j < props.len() {
-                    match s.cmp_prop(j, kb, kp) {
-                        Ordering::Less => {
-                            self.missing(s, j, path, depth, mixed, &mut present);
-                            j += 1;
-                        }
-                        Ordering::Equal => {
-                            prop_idx = Some(j);
-                            j += 1;
-                            break;
-                        }
-                        Ordering::Greater => break,
+            // The merge walk over sorted keys and sorted properties: `j` is the first
+            // property not yet passed; properties passed over are absent.
+            let mut hit = usize::MAX;
+            if j < n {
+                let kb = k.as_bytes();
+                let kw = KeyWords::of(kb);
+                while j < n {
+                    let pw = &keys[j];
+                    if *pw == kw && (kw.len <= 16 || s.properties[j].0.as_bytes() == kb) {
+                        hit = j;
+                        j += 1;
+                        break;
                     }
+                    if sorts_after(s.properties[j].0.as_bytes(), kb) {
+                        // The key sorts before property `j`: it is not declared.
+                        break;
+                    }
+                    j += 1;
                 }
             }
-            let keep = self.entry(k, v, prop_idx, s, embedded, root, path, depth, mixed);
+            let keep = if EMBEDDED
+                && hit == usize::MAX
+                && s.additional.is_none()
+                && !s.preserve_unknown
+                && matches!((k.as_str(), &*v), ("apiVersion" | "kind", Value::String(_)))
+            {
+                // The common case of the resource root: typed TypeMeta, no schema for it.
+                true
+            } else if EMBEDDED
+                && is_meta_field(k)
+                && let Some(keep) = self.meta(k, v, s, hit, path, depth)
+            {
+                keep
+            } else if let Some((_, p)) = s.properties.get(hit) {
+                self.child(k, v, p, path, depth + 1)
+            } else if let Some(Additional::Schema(a)) = &s.additional {
+                self.child(k, v, a, path, depth + 1)
+            } else {
+                self.unspecified(k, v, s, root, path)
+            };
             if !keep {
                 self.drops.push(k.clone());
-            } else if let Some(i) = prop_idx
-                && i < 64
-            {
-                present |= 1 << i;
+            } else if hit < 64 {
+                present |= 1 << hit;
             }
-        }
-        while j < props.len() {
-            self.missing(s, j, path, depth, mixed, &mut present);
-            j += 1;
         }
         if self.drops.len() > drops_start {
             for k in self.drops.drain(drops_start..) {
                 m.remove(&k);
             }
         }
-        if self.pending.len() > pending_start {
-            for (i, v) in self.pending.drain(pending_start..) {
-                m.insert(props[i].0.clone(), v);
-            }
-        }
-        if self.side.len() > side_start {
-            self.errs.extend(self.side.drain(side_start..));
-        }
         present
     }
 
-    /// Property `j` is absent: with a default, the default (defaulted inside) is validated
-    /// here, in key order, and inserted after the walk over the object.
-    fn missing(
+    /// Missing properties with a default get it (defaulted inside).
+    #[inline(never)]
+    fn fill_missing(
         &mut self,
+        m: &mut Map<String, Value>,
         s: &Schema,
-        j: usize,
-        path: &Path<'_>,
-        depth: usize,
-        mixed: bool,
         present: &mut u64,
+        depth: usize,
     ) {
-        let (k, p) = &s.properties[j];
-        let Some(d) = &p.default else { return };
-        let mut v = d.clone();
-        default::apply_defaults(&mut v, p);
-        self.in_stream(Stream::Prop(mixed), |w| {
-            w.validate_only(&v, p, &Path::Key(path, k), depth + 1)
-        });
-        self.pending.push((j, v));
-        if j < 64 {
-            *present |= 1 << j;
+        for &i in &s.plan.defaulted {
+            let missing = if i < 64 {
+                *present & (1 << i) == 0
+            } else {
+                !m.contains_key(s.properties[i].0.as_str())
+            };
+            if missing {
+                let v = self.filled_default(&s.properties[i].1, depth + 1);
+                m.insert(s.properties[i].0.clone(), v);
+                if i < 64 {
+                    *present |= 1 << i;
+                }
+            }
         }
     }
 
-    /// One key of an object; returns whether it stays.
-    #[allow(clippy::too_many_arguments)]
+    /// A key with a schema (declared, or under `additionalProperties`); returns whether it
+    /// stays.
     #[inline(always)]
-    fn entry(
+    fn child(
         &mut self,
         k: &str,
         v: &mut Value,
-        prop_idx: Option<usize>,
-        s: &Schema,
-        embedded: bool,
-        root: bool,
+        sub: &Schema,
         path: &Path<'_>,
         depth: usize,
-        mixed: bool,
     ) -> bool {
-        let prop = prop_idx.map(|i| &s.properties[i].1);
-        let add_schema = s.additional_schema();
-        // The schema the null/default passes and the validator use for this key.
-        let sub = prop.or(add_schema);
-        let (stream, cp) = match prop {
-            Some(_) => (Stream::Prop(mixed), Path::Key(path, k)),
-            None => (Stream::Additional, Path::AddKey(path, k)),
-        };
-        let forbidden = prop.is_none() && matches!(s.additional, Some(Additional::Bool(false)));
-        let cd = depth + 1;
-        if embedded {
-            // apiVersion/kind/metadata of a resource are kept without pruning (any type under
-            // x-kubernetes-preserve-unknown-fields); ObjectMeta loses its unknown keys.
-            let meta = if s.preserve_unknown {
-                is_meta_field(k)
-            } else {
-                match k {
-                    "apiVersion" | "kind" => v.is_string(),
-                    "metadata" => v.is_object(),
-                    _ => false,
-                }
-            };
-            if meta {
-                if k == "metadata" {
-                    self.coerce_meta(v, path);
-                }
-                if let Some(sub) = sub {
-                    if v.is_null() {
-                        if !null_keep(v, sub) {
-                            return false;
-                        }
-                    } else {
-                        default::prune_non_nullable_nulls(v, sub);
-                        default::apply_defaults(v, sub);
-                    }
-                    self.in_stream(stream, |w| w.validate_only(v, sub, &cp, cd));
-                } else if forbidden {
-                    self.forbid(path, k);
-                }
+        let kind = match v {
+            Value::Object(_) => {
+                self.object(v, sub, false, &Path::Key(path, k), depth);
                 return true;
             }
-        }
-        if let Some(sub) = sub {
-            match v {
-                Value::Null => {
-                    if !null_keep(v, sub) {
-                        return false;
-                    }
-                    self.in_stream(stream, |w| w.validate_only(v, sub, &cp, cd));
-                }
-                // Scalars: nothing to prune or default, only the (usually passing) checks.
-                Value::Bool(_) | Value::Number(_) | Value::String(_)
-                    if cd <= MAX_VALIDATION_DEPTH =>
-                {
-                    if self.validate && !leaf_ok(sub, v) {
-                        self.in_stream(stream, |w| w.exact(v, sub, &cp, cd));
-                    }
-                }
-                _ => self.in_stream(stream, |w| w.node(v, sub, false, &cp, cd)),
+            Value::Array(_) => {
+                self.array(v, sub, &Path::Key(path, k), depth);
+                return true;
             }
-            return true;
+            Value::Null => return self.null_field(v, sub, depth),
+            Value::String(_) => K_STRING,
+            Value::Number(n) => {
+                if n.is_f64() {
+                    K_FLOAT
+                } else {
+                    K_INT
+                }
+            }
+            Value::Bool(_) => K_BOOL,
+        };
+        if self.check && !scalar_passes(sub, v, kind, depth) {
+            self.check = false;
         }
+        true
+    }
+
+    /// A `null` field: kept if nullable, else replaced by the default (defaulted inside),
+    /// else dropped. Returns whether it stays.
+    #[inline(never)]
+    fn null_field(&mut self, v: &mut Value, sub: &Schema, depth: usize) -> bool {
+        if sub.nullable {
+            self.leaf(v, sub, depth);
+            true
+        } else if sub.default.is_some() {
+            *v = self.filled_default(sub, depth);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A key no schema describes; returns whether it stays.
+    #[inline(never)]
+    fn unspecified(
+        &mut self,
+        k: &str,
+        v: &mut Value,
+        s: &Schema,
+        root: bool,
+        path: &Path<'_>,
+    ) -> bool {
+        let forbidden = matches!(s.additional, Some(Additional::Bool(false)));
         if s.preserve_unknown {
             // Unspecified fields are kept as they are.
-            if forbidden {
-                self.forbid(path, k);
-            }
-            return true;
-        }
-        if s.additional.is_some() {
+        } else if s.additional.is_some() {
             // additionalProperties: true/false keeps the key but prunes below it.
-            self.untyped(v, &cp);
-            if forbidden {
-                self.forbid(path, k);
+            self.untyped(v, &Path::Key(path, k));
+        } else {
+            // Upstream does not report apiVersion/kind/metadata dropped at the root.
+            if !(root && is_meta_field(k)) {
+                self.pruned.push(Path::Key(path, k).field());
             }
-            return true;
+            return false;
         }
-        // Upstream does not report apiVersion/kind/metadata dropped at the root.
-        if !(root && is_meta_field(k)) {
-            self.pruned.push(cp.field());
+        if forbidden {
+            self.check = false;
         }
-        false
+        true
     }
 
-    fn forbid(&mut self, path: &Path<'_>, k: &str) {
-        if self.validate {
-            self.errs.push(val::forbidden(&path.name(), k));
-        }
-    }
-
-    /// The items of an array.
-    fn items(&mut self, a: &mut [Value], s: &Schema, path: &Path<'_>, depth: usize) {
-        let Some(items) = s.items.as_deref() else {
-            if !s.preserve_unknown {
-                for (i, v) in a.iter_mut().enumerate() {
-                    self.untyped(v, &Path::Index(path, i));
-                }
-            }
-            return;
+    /// apiVersion/kind/metadata of a resource (the root or an embedded resource): kept
+    /// without pruning (any type under x-kubernetes-preserve-unknown-fields); ObjectMeta
+    /// loses its unknown keys. `Some(keep)` when `k` is one of them.
+    #[inline(never)]
+    fn meta(
+        &mut self,
+        k: &str,
+        v: &mut Value,
+        s: &Schema,
+        hit: usize,
+        path: &Path<'_>,
+        depth: usize,
+    ) -> Option<bool> {
+        let sub = match s.properties.get(hit) {
+            Some((_, p)) => Some(p),
+            None => s.additional_schema(),
         };
-        for (i, v) in a.iter_mut().enumerate() {
-            let cp = Path::Index(path, i);
-            if v.is_null() {
-                if !items.nullable
-                    && let Some(d) = &items.default
-                {
-                    *v = d.clone();
-                    default::apply_defaults(v, items);
-                }
-                self.validate_only(v, items, &cp, depth + 1);
-            } else if matches!(v, Value::Object(_) | Value::Array(_)) {
-                self.node(v, items, false, &cp, depth + 1);
-            } else if self.validate && depth < MAX_VALIDATION_DEPTH && !leaf_ok(items, v) {
-                self.exact(v, items, &cp, depth + 1);
-            } else if depth >= MAX_VALIDATION_DEPTH {
-                self.node(v, items, false, &cp, depth + 1);
+        let meta = if s.preserve_unknown {
+            is_meta_field(k)
+        } else {
+            match k {
+                "apiVersion" | "kind" => v.is_string(),
+                "metadata" => v.is_object(),
+                _ => false,
             }
+        };
+        if !meta {
+            return None;
+        }
+        if k == "metadata" {
+            self.coerce_meta(v, path);
+        }
+        if let Some(sub) = sub {
+            if v.is_null() {
+                if !sub.nullable {
+                    if sub.default.is_none() {
+                        return Some(false);
+                    }
+                    *v = self.filled_default(sub, depth + 1);
+                }
+            } else {
+                default::prune_non_nullable_nulls(v, sub);
+                default::apply_defaults(v, sub);
+            }
+            self.check_final(v, sub, depth + 1);
+        } else if matches!(s.additional, Some(Additional::Bool(false))) {
+            self.check = false;
+        }
+        Some(true)
+    }
+
+    /// An array: its items, then its own checks.
+    fn array(&mut self, x: &mut Value, s: &Schema, path: &Path<'_>, depth: usize) {
+        let Value::Array(a) = x else { return };
+        if depth > MAX_CHECK_DEPTH {
+            self.check = false;
+        }
+        match s.items.as_deref() {
+            None => {
+                if !s.preserve_unknown {
+                    for (i, v) in a.iter_mut().enumerate() {
+                        if matches!(v, Value::Object(_) | Value::Array(_)) {
+                            self.untyped(v, &Path::Index(path, i));
+                        }
+                    }
+                }
+            }
+            Some(items) => {
+                for (i, v) in a.iter_mut().enumerate() {
+                    match v {
+                        Value::Object(_) => {
+                            self.object(v, items, false, &Path::Index(path, i), depth + 1)
+                        }
+                        Value::Array(_) => self.array(v, items, &Path::Index(path, i), depth + 1),
+                        Value::Null if !items.nullable && items.default.is_some() => {
+                            *v = self.filled_default(items, depth + 1);
+                        }
+                        _ => self.leaf(v, items, depth + 1),
+                    }
+                }
+            }
+        }
+        if self.check && s.plan.quick & K_ARRAY == 0 && !array_own_ok(s, x, depth) {
+            self.check = false;
         }
     }
 
@@ -508,90 +516,14 @@ impl Walker {
             }
         });
     }
+}
 
-    /// An object's own checks, after its children: type, allOf/anyOf/oneOf/not and enum
-    /// (reported before the children's errors, which start at `start`), min/maxProperties
-    /// (which replace the children's errors) and required.
-    fn object_checks(
-        &mut self,
-        x: &Value,
-        s: &Schema,
-        path: &Path<'_>,
-        depth: usize,
-        start: usize,
-        present: u64,
-    ) {
-        let Value::Object(m) = x else { return };
-        let typed = val::is_typed(s);
-        let ok = (!typed || val::schema_type_matches(s, x))
-            && s.v.as_deref().is_none_or(|v| {
-                !val::has_junctors(v)
-                    && val::enum_ok(v, x)
-                    && ((v.min_properties.is_none() && v.max_properties.is_none())
-                        || val::object_count_error(v, m.len(), "").is_none())
-                    && required_ok(v, s, m, present)
-            });
-        if ok {
-            return;
-        }
-        let mut name = path.name();
-        let mut pre = Vec::new();
-        if typed && let Some(e) = val::type_error(s, x, &name) {
-            pre.push(e);
-        }
-        if let Some(v) = s.v.as_deref() {
-            if val::has_junctors(v) {
-                pre.extend(val::junctor_errors(v, x, &mut name, depth));
-            }
-            if !val::enum_ok(v, x) {
-                pre.push(val::enum_fail(&name, x, &v.enum_values));
-            }
-            if let Some(e) = val::object_count_error(v, m.len(), &name) {
-                self.errs.truncate(start);
-                self.errs.extend(pre);
-                self.errs.push(e);
-                return;
-            }
-        }
-        if !pre.is_empty() {
-            self.errs.splice(start..start, pre);
-        }
-        if let Some(v) = s.v.as_deref() {
-            val::required_errors(v, m, &name, &mut self.errs);
-        }
-    }
-
-    /// An array's own checks, after its items: type and allOf/anyOf/oneOf/not before the
-    /// items' errors, then min/maxItems, uniqueItems and enum.
-    fn array_checks(&mut self, x: &Value, s: &Schema, path: &Path<'_>, depth: usize, start: usize) {
-        let Value::Array(a) = x else { return };
-        let typed = val::is_typed(s);
-        let ok = (!typed || val::schema_type_matches(s, x))
-            && s.v
-                .as_deref()
-                .is_none_or(|v| !val::has_junctors(v) && val::array_ok(v, a) && val::enum_ok(v, x));
-        if ok {
-            return;
-        }
-        let mut name = path.name();
-        let mut pre = Vec::new();
-        if typed && let Some(e) = val::type_error(s, x, &name) {
-            pre.push(e);
-        }
-        if let Some(v) = s.v.as_deref()
-            && val::has_junctors(v)
-        {
-            pre.extend(val::junctor_errors(v, x, &mut name, depth));
-        }
-        if !pre.is_empty() {
-            self.errs.splice(start..start, pre);
-        }
-        if let Some(v) = s.v.as_deref() {
-            val::array_errors(v, a, &name, &mut self.errs);
-            if !val::enum_ok(v, x) {
-                self.errs.push(val::enum_fail(&name, x, &v.enum_values));
-            }
-        }
+/// Whether `a` sorts after `b` (bytewise; the first bytes usually decide).
+#[inline(always)]
+fn sorts_after(a: &[u8], b: &[u8]) -> bool {
+    match (a.first(), b.first()) {
+        (Some(x), Some(y)) if x != y => x > y,
+        _ => a > b,
     }
 }
 
@@ -599,20 +531,95 @@ fn is_meta_field(k: &str) -> bool {
     matches!(k, "apiVersion" | "kind" | "metadata")
 }
 
-/// A `null` under a known schema: kept if nullable, else replaced by the default (defaulted
-/// inside), else dropped. Returns whether to keep it.
-fn null_keep(v: &mut Value, sub: &Schema) -> bool {
-    if sub.nullable {
+/// Whether a scalar or null (of kind `kind`) passes its checks at `s`: by the plan
+/// ([`crate::structural::Plan::quick`], then the range rules), else by [`scalar_ok`].
+#[inline(always)]
+fn scalar_passes(s: &Schema, x: &Value, kind: u8, depth: usize) -> bool {
+    let plan = &s.plan;
+    if plan.quick & kind != 0 {
         return true;
     }
-    match &sub.default {
-        Some(d) => {
-            *v = d.clone();
-            default::apply_defaults(v, sub);
-            true
+    if plan.ranged & kind != 0 {
+        match x {
+            Value::String(st) => {
+                let (lo, hi) = plan.str_bytes;
+                if (lo..=hi).contains(&st.len())
+                    && (!plan.str_pattern
+                        || (s.v.as_deref())
+                            .and_then(|v| v.pattern.as_ref())
+                            .is_some_and(|p| p.is_match(st)))
+                {
+                    return true;
+                }
+            }
+            Value::Number(n) => {
+                let f = n.as_f64().unwrap_or(0.0);
+                if f >= plan.num.0 && f <= plan.num.1 {
+                    return true;
+                }
+            }
+            _ => {}
         }
-        None => false,
     }
+    scalar_ok(s, x, kind, depth)
+}
+
+/// Whether a scalar (not null) passes its checks at `s`, when [`crate::structural::Plan::quick`]
+/// did not decide (`kind`: its [`kind_bit`]).
+#[inline(never)]
+fn scalar_ok(s: &Schema, x: &Value, kind: u8, depth: usize) -> bool {
+    if s.plan.types & kind == 0 || s.plan.junctors {
+        // A null, a type mismatch, a float under an integer type, or allOf/anyOf/oneOf/not.
+        return val::is_valid_at(s, x, depth);
+    }
+    if let (Some(f), Value::String(st)) = (s.format, x)
+        && !crate::formats::check(f, st)
+    {
+        return false;
+    }
+    let Some(v) = s.v.as_deref() else {
+        return true;
+    };
+    let own = match x {
+        Value::String(st) => val::string_ok(v, st),
+        Value::Number(_) => val::number_ok(v, x),
+        _ => true,
+    };
+    own && val::enum_ok(v, x)
+}
+
+/// Whether an object's own checks pass after its children were walked: type,
+/// allOf/anyOf/oneOf/not, enum, min/maxProperties and required (`present`: the declared
+/// properties the walk saw or inserted).
+#[inline(never)]
+fn object_own_ok(s: &Schema, x: &Value, present: u64, depth: usize) -> bool {
+    let Value::Object(m) = x else { return false };
+    if val::is_typed(s) && !val::schema_type_matches(s, x) {
+        return false;
+    }
+    let Some(v) = s.v.as_deref() else {
+        return true;
+    };
+    (!val::has_junctors(v) || val::junctors_valid(v, x, depth))
+        && val::enum_ok(v, x)
+        && val::object_count_ok(v, m.len())
+        && required_ok(v, s, m, present)
+}
+
+/// Whether an array's own checks pass after its items were walked: type,
+/// allOf/anyOf/oneOf/not, min/maxItems, uniqueItems and enum.
+#[inline(never)]
+fn array_own_ok(s: &Schema, x: &Value, depth: usize) -> bool {
+    let Value::Array(a) = x else { return false };
+    if val::is_typed(s) && !val::schema_type_matches(s, x) {
+        return false;
+    }
+    let Some(v) = s.v.as_deref() else {
+        return true;
+    };
+    (!val::has_junctors(v) || val::junctors_valid(v, x, depth))
+        && val::array_ok(v, a)
+        && val::enum_ok(v, x)
 }
 
 /// Whether every `required` key is present (`present`: declared properties seen by the walk).
@@ -636,38 +643,4 @@ fn required_ok(
             Some(&j) if bits && j < 64 => present & (1 << j) != 0,
             _ => m.contains_key(k.as_str()),
         })
-}
-
-/// Whether validating a scalar or null against `s` reports nothing (a fast, allocation-free
-/// check; `false` sends the value to the exact validator, which may still find nothing).
-#[inline(always)]
-fn leaf_ok(s: &Schema, x: &Value) -> bool {
-    let typed = val::is_typed(s);
-    if x.is_null() {
-        return (!typed || s.nullable) && s.v.as_deref().is_none_or(|v| v.enum_values.is_empty());
-    }
-    if typed && !val::schema_type_matches(s, x) {
-        return false;
-    }
-    if let (Some(f), Value::String(st)) = (s.format, x)
-        && !crate::formats::check(f, st)
-    {
-        return false;
-    }
-    let Some(v) = s.v.as_deref() else {
-        return true;
-    };
-    if val::has_junctors(v) {
-        return false;
-    }
-    let checks_ok = match x {
-        Value::String(st) => val::string_checks(v, st, "").is_none(),
-        Value::Number(_) => {
-            let mut errs = Vec::new();
-            val::number_checks(v, x, "", &mut errs);
-            errs.is_empty()
-        }
-        _ => true,
-    };
-    checks_ok && val::enum_ok(v, x)
 }

@@ -140,6 +140,9 @@ pub struct Pattern {
     pub source: String,
     pub regex: Regex,
     pub dfa: Option<regex_automata::dfa::dense::DFA<Vec<u32>>>,
+    /// The DFA's unanchored start state for a search from the start of a string (the same
+    /// for every string: nothing comes before it).
+    start: Option<regex_automata::util::primitives::StateID>,
 }
 
 impl Pattern {
@@ -148,13 +151,20 @@ impl Pattern {
     pub fn new(src: &str, dfa_budget: &mut usize) -> Result<Pattern, String> {
         let regex = compile_pattern(src)?;
         let dfa = pattern_dfa(src).filter(|d| d.memory_usage() <= *dfa_budget);
+        use regex_automata::dfa::Automaton;
+        use regex_automata::util::start;
+        let mut start = None;
         if let Some(d) = &dfa {
             *dfa_budget -= d.memory_usage();
+            start = d
+                .start_state(&start::Config::new().anchored(regex_automata::Anchored::No))
+                .ok();
         }
         Ok(Pattern {
             source: src.to_string(),
             regex,
-            dfa,
+            dfa: if start.is_some() { dfa } else { None },
+            start,
         })
     }
 
@@ -162,12 +172,31 @@ impl Pattern {
     #[inline]
     pub fn is_match(&self, hay: &str) -> bool {
         use regex_automata::dfa::Automaton;
-        if let Some(dfa) = &self.dfa
-            && let Ok(m) = dfa.try_search_fwd(&regex_automata::Input::new(hay).earliest(true))
-        {
-            return m.is_some();
+        let (Some(dfa), Some(mut st)) = (&self.dfa, self.start) else {
+            return self.regex.is_match(hay);
+        };
+        // An earliest-match forward scan: the DFA enters a match state (one byte late, or
+        // at the end of input) as soon as some match has ended, and a dead state once none
+        // can. (No quit bytes are configured; a quit state would defer to the regex.)
+        for &b in hay.as_bytes() {
+            st = dfa.next_state(st, b);
+            if dfa.is_special_state(st) {
+                if dfa.is_match_state(st) {
+                    return true;
+                }
+                if dfa.is_dead_state(st) {
+                    return false;
+                }
+                if dfa.is_quit_state(st) {
+                    return self.regex.is_match(hay);
+                }
+            }
         }
-        self.regex.is_match(hay)
+        st = dfa.next_eoi_state(st);
+        if dfa.is_quit_state(st) {
+            return self.regex.is_match(hay);
+        }
+        dfa.is_match_state(st)
     }
 }
 
@@ -220,6 +249,190 @@ pub struct ValueValidation {
     pub not: Option<Box<Schema>>,
 }
 
+/// Value kinds as bits, for [`Plan::quick`] ([`kind_bit`]).
+pub const K_NULL: u8 = 1;
+pub const K_BOOL: u8 = 2;
+/// A number serde_json holds as an integer (`i64`/`u64`).
+pub const K_INT: u8 = 4;
+/// A number serde_json holds as a float.
+pub const K_FLOAT: u8 = 8;
+pub const K_STRING: u8 = 16;
+pub const K_ARRAY: u8 = 32;
+pub const K_OBJECT: u8 = 64;
+const K_ALL_NON_NULL: u8 = K_BOOL | K_INT | K_FLOAT | K_STRING | K_ARRAY | K_OBJECT;
+
+/// The kind bit of a JSON value (see [`Plan::quick`]).
+#[inline(always)]
+pub fn kind_bit(v: &Value) -> u8 {
+    match v {
+        Value::Null => K_NULL,
+        Value::Bool(_) => K_BOOL,
+        Value::Number(n) => {
+            if n.is_f64() {
+                K_FLOAT
+            } else {
+                K_INT
+            }
+        }
+        Value::String(_) => K_STRING,
+        Value::Array(_) => K_ARRAY,
+        Value::Object(_) => K_OBJECT,
+    }
+}
+
+/// Facts about a node computed once by [`compile`], so that the per-request walk
+/// ([`crate::pipeline`]) and [`crate::validate::is_valid`] skip work that cannot report
+/// anything. `Plan::default()` is the conservative plan (nothing is skipped, defaults are
+/// computed and validated on use), so a node built by hand is still handled exactly.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Bit set of the value kinds ([`kind_bit`]) for which this node's *own* checks (type,
+    /// nullable, format, enum, allOf/anyOf/oneOf/not, string/number bounds and pattern,
+    /// min/maxItems, uniqueItems, min/maxProperties, required) cannot fail: the type
+    /// accepts the kind and no value validation applies to it. Children (items,
+    /// properties, additionalProperties) are not covered.
+    pub quick: u8,
+    /// `default` with the defaults below it applied: the value defaulting inserts for a
+    /// missing or non-nullable `null` field.
+    pub default: Option<Value>,
+    /// Whether [`Plan::default`] validates against this node.
+    pub default_ok: bool,
+    /// Bit set of the value kinds the node's type certainly accepts (a float under an
+    /// integer type is left out: it is checked the slow way).
+    pub types: u8,
+    /// Whether the node has allOf/anyOf/oneOf/not.
+    pub junctors: bool,
+    /// Indexes of the properties that have a default.
+    pub defaulted: Vec<usize>,
+    /// Value kinds (strings, numbers) whose only checks at this node are the bounds below:
+    /// a string passes when its byte length is within `str_bytes` (maxLength counts
+    /// characters, never more than bytes; minLength is certain once bytes >= 4 * min - 3),
+    /// a number when it is within `num` (inclusive minimum/maximum).
+    pub ranged: u8,
+    pub str_bytes: (usize, usize),
+    pub num: (f64, f64),
+    /// With `ranged` strings: also match this node's `pattern`.
+    pub str_pattern: bool,
+    /// When an object's only own check is `required` over the first 64 properties: their
+    /// bit set (by property index).
+    pub required_only: Option<u64>,
+}
+
+/// [`Plan::types`] of a node (see there).
+fn type_kinds(s: &Schema) -> u8 {
+    if s.int_or_string {
+        K_INT | K_STRING
+    } else {
+        match s.ty {
+            Type::Any => K_ALL_NON_NULL,
+            Type::Object => K_OBJECT,
+            Type::Array => K_ARRAY,
+            Type::String => K_STRING,
+            Type::Integer => K_INT,
+            Type::Number => K_INT | K_FLOAT,
+            Type::Boolean => K_BOOL,
+            Type::Other => 0,
+        }
+    }
+}
+
+/// [`Plan::quick`] of a node (see there).
+fn quick_kinds(s: &Schema) -> u8 {
+    let typed = s.int_or_string || s.ty != Type::Any;
+    let v = s.v.as_deref();
+    let no_enum = v.is_none_or(|v| v.enum_values.is_empty());
+    let mut quick = 0;
+    // A null is only checked for its type (nullable) and enum, before anything else.
+    if (!typed || s.nullable) && no_enum {
+        quick |= K_NULL;
+    }
+    if !no_enum || has_junctors(s) {
+        return quick;
+    }
+    let mut unchecked = K_BOOL;
+    if s.format.is_none()
+        && v.is_none_or(|v| v.max_length.is_none() && v.min_length.is_none() && v.pattern.is_none())
+    {
+        unchecked |= K_STRING;
+    }
+    if v.is_none_or(|v| v.multiple_of.is_none() && v.minimum.is_none() && v.maximum.is_none()) {
+        unchecked |= K_INT | K_FLOAT;
+    }
+    if v.is_none_or(|v| v.min_items.is_none() && v.max_items.is_none() && !v.unique_items) {
+        unchecked |= K_ARRAY;
+    }
+    if v.is_none_or(|v| {
+        v.min_properties.is_none() && v.max_properties.is_none() && v.required.is_empty()
+    }) {
+        unchecked |= K_OBJECT;
+    }
+    quick | (type_kinds(s) & unchecked)
+}
+
+fn has_junctors(s: &Schema) -> bool {
+    s.v.as_deref().is_some_and(|v| {
+        !v.any_of.is_empty() || !v.one_of.is_empty() || !v.all_of.is_empty() || v.not.is_some()
+    })
+}
+
+/// The range rules of [`Plan::ranged`] and [`Plan::required_only`].
+fn range_rules(s: &Schema, plan: &mut Plan) {
+    let types = type_kinds(s);
+    let Some(v) = s.v.as_deref() else { return };
+    if has_junctors(s) || !v.enum_values.is_empty() {
+        return;
+    }
+    // (A negative maxLength rejects every string: left to the exact check.)
+    if types & K_STRING != 0 && s.format.is_none() && v.max_length.is_none_or(|m| m >= 0) {
+        let lo = match v.min_length {
+            Some(min) if min > 0 => {
+                usize::try_from(min.saturating_mul(4) - 3).unwrap_or(usize::MAX)
+            }
+            _ => 0,
+        };
+        let hi = v
+            .max_length
+            .map_or(usize::MAX, |max| usize::try_from(max).unwrap_or(usize::MAX));
+        plan.ranged |= K_STRING;
+        plan.str_bytes = (lo, hi);
+        plan.str_pattern = v.pattern.is_some();
+    }
+    if types & (K_INT | K_FLOAT) != 0
+        && v.multiple_of.is_none()
+        && !(v.minimum.is_some() && v.exclusive_minimum)
+        && !(v.maximum.is_some() && v.exclusive_maximum)
+    {
+        plan.ranged |= types & (K_INT | K_FLOAT);
+        plan.num = (
+            v.minimum.unwrap_or(f64::NEG_INFINITY),
+            v.maximum.unwrap_or(f64::INFINITY),
+        );
+    }
+    if types & K_OBJECT != 0 && v.min_properties.is_none() && v.max_properties.is_none() {
+        plan.required_only = v.required_mask;
+    }
+}
+
+/// Fills in a compiled node's [`Plan`] (its children's plans must be complete).
+fn plan_node(s: &mut Schema) {
+    s.plan.quick = quick_kinds(s);
+    s.plan.types = type_kinds(s);
+    s.plan.junctors = has_junctors(s);
+    let mut plan = std::mem::take(&mut s.plan);
+    range_rules(s, &mut plan);
+    s.plan = plan;
+    s.plan.defaulted = (s.properties.iter().enumerate())
+        .filter(|(_, (_, p))| p.default.is_some())
+        .map(|(i, _)| i)
+        .collect();
+    if let Some(d) = &s.default {
+        let mut filled = d.clone();
+        crate::default::apply_defaults(&mut filled, s);
+        s.plan.default_ok = crate::validate::is_valid(s, &filled);
+        s.plan.default = Some(filled);
+    }
+}
+
 /// One node of the compiled structural schema.
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -233,9 +446,9 @@ pub struct Schema {
     pub default: Option<Value>,
     /// Properties sorted by name (binary search on lookup).
     pub properties: Vec<(String, Schema)>,
-    /// [`key_prefix`] of each property name, parallel to `properties` (cheap ordered
-    /// comparisons in the pipeline's merge walk).
-    pub prop_prefixes: Vec<u128>,
+    /// [`KeyWords`] of each property name, parallel to `properties` (cheap equality tests
+    /// in the pipeline's merge walk).
+    pub prop_keys: Vec<KeyWords>,
     pub additional: Option<Additional>,
     pub items: Option<Box<Schema>>,
     pub preserve_unknown: bool,
@@ -249,6 +462,8 @@ pub struct Schema {
     pub has_embedded: bool,
     /// Whether this node or any structural descendant is a list-type set/map list.
     pub has_set_or_map: bool,
+    /// What the pipeline may skip at this node (derived by [`compile`]).
+    pub plan: Plan,
 }
 
 impl Default for Schema {
@@ -261,7 +476,7 @@ impl Default for Schema {
             format: None,
             default: None,
             properties: Vec::new(),
-            prop_prefixes: Vec::new(),
+            prop_keys: Vec::new(),
             additional: None,
             items: None,
             preserve_unknown: false,
@@ -272,6 +487,7 @@ impl Default for Schema {
             v: None,
             has_embedded: false,
             has_set_or_map: false,
+            plan: Plan::default(),
         }
     }
 }
@@ -292,25 +508,6 @@ impl Schema {
             props: &self.properties,
             pos: 0,
             last: None,
-        }
-    }
-
-    /// How property `j` orders against a key with bytes `k` and prefix `kp` (= `key_prefix(k)`).
-    #[inline]
-    pub fn cmp_prop(&self, j: usize, k: &[u8], kp: u128) -> std::cmp::Ordering {
-        let name = self.properties[j].0.as_bytes();
-        // (A hand-built node without prefixes falls back to plain comparison.)
-        let Some(&pp) = self.prop_prefixes.get(j) else {
-            return name.cmp(k);
-        };
-        if pp != kp {
-            return pp.cmp(&kp);
-        }
-        if name.len() <= 16 && k.len() <= 16 {
-            // Equal zero-padded prefixes: the strings differ at most by trailing NULs.
-            name.len().cmp(&k.len())
-        } else {
-            name.cmp(k)
         }
     }
 
@@ -359,42 +556,38 @@ impl<'a> PropCursor<'a> {
     }
 }
 
-/// The first 16 bytes of a key, zero-padded, big-endian: comparing prefixes orders keys
-/// lexicographically whenever the prefixes differ.
-#[inline]
-pub fn key_prefix(k: &[u8]) -> u128 {
-    let (hi, lo) = if k.len() >= 8 {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&k[..8]);
-        (u64::from_be_bytes(b), partial_be(&k[8..]))
-    } else {
-        (partial_be(k), 0)
-    };
-    (u128::from(hi) << 64) | u128::from(lo)
+/// A key's length and two machine words covering its first and last bytes (overlapping
+/// loads; for keys of up to 16 bytes they cover every byte): two keys of at most 16 bytes
+/// are equal exactly when their `KeyWords` are. Longer keys also need a full comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyWords {
+    pub len: usize,
+    pub first: u64,
+    pub last: u64,
 }
 
-/// Up to the first 8 bytes of `b` as a big-endian u64, zero-padded.
-#[inline]
-fn partial_be(b: &[u8]) -> u64 {
-    if b.len() >= 8 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[..8]);
-        return u64::from_be_bytes(a);
+impl KeyWords {
+    #[inline(always)]
+    pub fn of(k: &[u8]) -> KeyWords {
+        let n = k.len();
+        let w64 = |b: &[u8]| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        let w32 = |b: &[u8]| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let (first, last) = if n >= 8 {
+            (w64(&k[..8]), w64(&k[n - 8..]))
+        } else if n >= 4 {
+            (w32(&k[..4]), w32(&k[n - 4..]))
+        } else if n > 0 {
+            let b = |i: usize| u64::from(k[i]);
+            (b(0) | (b(n / 2) << 8) | (b(n - 1) << 16), 0)
+        } else {
+            (0, 0)
+        };
+        KeyWords {
+            len: n,
+            first,
+            last,
+        }
     }
-    let mut v = 0u64;
-    let mut i = 0;
-    if b.len() >= 4 {
-        v = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) << 32;
-        i = 4;
-    }
-    if b.len() - i >= 2 {
-        v |= u64::from(u16::from_be_bytes([b[i], b[i + 1]])) << (48 - 8 * i);
-        i += 2;
-    }
-    if b.len() > i {
-        v |= u64::from(b[i]) << (56 - 8 * i);
-    }
-    v
 }
 
 /// Compile error (only hard limits and malformed input; semantic problems are reported by
@@ -501,7 +694,7 @@ fn compile_node(v: &Value, depth: usize, ctx: &mut Ctx) -> Result<Schema, Compil
             ps.push((k.clone(), compile_node(pv, depth + 1, ctx)?));
         }
         ps.sort_by(|a, b| a.0.cmp(&b.0));
-        s.prop_prefixes = ps.iter().map(|(k, _)| key_prefix(k.as_bytes())).collect();
+        s.prop_keys = ps.iter().map(|(k, _)| KeyWords::of(k.as_bytes())).collect();
         s.properties = ps;
     }
     match m.get("additionalProperties") {
@@ -631,6 +824,7 @@ fn compile_node(v: &Value, depth: usize, ctx: &mut Ctx) -> Result<Schema, Compil
         || children().any(|c| c.has_set_or_map);
     s.has_embedded = has_embedded;
     s.has_set_or_map = has_set_or_map;
+    plan_node(&mut s);
     Ok(s)
 }
 
@@ -696,39 +890,104 @@ mod tests {
     }
 
     #[test]
-    fn prefix_comparison_orders_like_strings() {
-        let keys = [
+    fn key_words_equal_exactly_when_short_keys_are_equal() {
+        let mut keys: Vec<String> = [
             "",
             "a",
             "a\0",
-            "a\0\0",
+            "\0",
+            "\0\0",
             "ab",
+            "ba",
+            "aba",
+            "abb",
+            "abc",
+            "abcd",
+            "abce",
+            "bbcd",
+            "abcde",
+            "abxde",
+            "abcdefg",
+            "abcdefh",
+            "xbcdefg",
+            "abcdefgh",
             "abcdefghijklmnop",
-            "abcdefghijklmnopq",
-            "abcdefghijklmnopq\0",
             "abcdefghijklmnoq",
-            "b",
-            "\u{ff}",
+            "bbcdefghijklmnop",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopr",
             "containerPort",
             "containers",
-            "apiVersion",
-            "metadata",
             "é",
-        ];
-        let mut props = serde_json::Map::new();
-        for k in keys {
-            props.insert(k.to_string(), json!({"type": "string"}));
+            "éa",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every length up to 17 with one differing byte at each position.
+        for n in 0..=17usize {
+            let base: String = "abcdefghijklmnopq"[..n].to_string();
+            for i in 0..n {
+                let mut b = base.clone().into_bytes();
+                b[i] = b'Z';
+                keys.push(String::from_utf8(b).unwrap());
+            }
+            keys.push(base);
         }
-        let s = compile(&json!({"type": "object", "properties": props})).unwrap();
-        for k in keys {
-            for (j, (p, _)) in s.properties.iter().enumerate() {
-                assert_eq!(
-                    s.cmp_prop(j, k.as_bytes(), key_prefix(k.as_bytes())),
-                    p.as_bytes().cmp(k.as_bytes()),
-                    "{p:?} vs {k:?}"
-                );
+        for a in &keys {
+            for b in &keys {
+                let (wa, wb) = (KeyWords::of(a.as_bytes()), KeyWords::of(b.as_bytes()));
+                assert_eq!(wa.len, a.len());
+                if a.len() <= 16 && b.len() <= 16 {
+                    assert_eq!(wa == wb, a == b, "{a:?} vs {b:?}");
+                } else if a == b {
+                    assert_eq!(wa, wb);
+                }
             }
         }
+    }
+
+    #[test]
+    fn plans_record_what_each_node_can_skip() {
+        let s = compile(&json!({"type": "object", "required": ["b"], "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+            "c": {"type": "string", "maxLength": 5, "minLength": 2, "pattern": "^x"},
+            "d": {"type": "number", "minimum": 0, "exclusiveMinimum": true},
+            "e": {"type": "string", "enum": ["A"], "default": "B"},
+            "f": {"type": "string", "nullable": true},
+            "g": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "h": {"type": "object", "default": {}, "properties": {"i": {"type": "string", "default": "I"}}},
+            "j": {}
+        }}))
+        .unwrap();
+        let p = |k: &str| &s.property(k).unwrap().plan;
+        assert_eq!(s.plan.quick, 0, "required: not quick");
+        assert_eq!(s.plan.required_only, Some(1 << 1));
+        assert_eq!(s.plan.defaulted, vec![1, 4, 7]);
+        assert_eq!(p("a").quick, K_STRING);
+        assert_eq!((p("a").ranged, p("a").types), (0, K_STRING));
+        assert_eq!(p("b").quick, 0);
+        assert_eq!((p("b").ranged, p("b").num), (K_INT, (1.0, 10.0)));
+        assert_eq!(
+            (p("b").default.clone(), p("b").default_ok),
+            (Some(json!(3)), true)
+        );
+        assert_eq!(p("c").ranged, K_STRING);
+        assert_eq!((p("c").str_bytes, p("c").str_pattern), ((5, 5), true));
+        assert_eq!(p("d").ranged, 0, "exclusive bounds go the exact way");
+        assert_eq!(
+            (p("e").quick, p("e").ranged, p("e").default_ok),
+            (0, 0, false)
+        );
+        assert_eq!(p("f").quick, K_NULL | K_STRING);
+        assert!(p("g").junctors);
+        assert_eq!((p("g").quick, p("g").types), (0, K_INT | K_STRING));
+        assert_eq!(p("h").default, Some(json!({"i": "I"})));
+        assert!(p("h").default_ok);
+        assert_eq!(p("j").quick, K_NULL | K_ALL_NON_NULL);
+        // A node built by hand has the conservative plan: nothing is skipped.
+        assert_eq!(Schema::default().plan.quick, 0);
     }
 
     #[test]

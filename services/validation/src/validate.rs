@@ -12,7 +12,7 @@
 //! customResourceStrategy.Validate.
 
 use crate::formats;
-use crate::structural::{Additional, ListType, Schema, Type};
+use crate::structural::{Additional, K_ARRAY, K_OBJECT, ListType, Schema, Type, kind_bit};
 use crdplane_core::field::{go_float, go_quote};
 use crdplane_core::{FieldError, FieldErrorType};
 use serde_json::{Map, Value};
@@ -210,16 +210,6 @@ fn type_matches(t: Type, v: &Value) -> bool {
     }
 }
 
-/// Validates `data` against `s` at kube-openapi path `name`, at recursion depth `depth`.
-pub(crate) fn validate_at(
-    s: &Schema,
-    data: &Value,
-    name: &mut String,
-    depth: usize,
-) -> Vec<FieldError> {
-    validate_node(s, data, name, depth).errs
-}
-
 /// Validates `data` against `s`; `name` is the kube-openapi path ("" at the root).
 fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> Res {
     let mut res = Res::new();
@@ -292,18 +282,6 @@ fn validate_node(s: &Schema, data: &Value, name: &mut String, depth: usize) -> R
 #[inline]
 pub(crate) fn has_junctors(v: &crate::structural::ValueValidation) -> bool {
     !v.any_of.is_empty() || !v.one_of.is_empty() || !v.all_of.is_empty() || v.not.is_some()
-}
-
-/// The allOf/anyOf/oneOf/not errors of `data` (schema.go's junctor validators).
-pub(crate) fn junctor_errors(
-    v: &crate::structural::ValueValidation,
-    data: &Value,
-    name: &mut String,
-    depth: usize,
-) -> Vec<FieldError> {
-    let mut res = Res::new();
-    validate_junctors(v, data, name, depth, &mut res);
-    res.errs
 }
 
 fn validate_format(s: &Schema, data: &Value, name: &str, res: &mut Res) {
@@ -455,6 +433,21 @@ fn has_duplicates(a: &[Value]) -> bool {
         .any(|x| !seen.insert(serde_json::to_string(x).unwrap_or_default()))
 }
 
+/// maxLength fails (characters are counted only when the byte length does not decide:
+/// chars <= bytes <= 4 chars).
+#[inline]
+fn max_length_fails(max: i64, st: &str) -> bool {
+    st.len() as i64 > max && st.chars().count() as i64 > max
+}
+
+/// minLength fails (see [`max_length_fails`]).
+#[inline]
+fn min_length_fails(min: i64, st: &str) -> bool {
+    let bytes = st.len() as i64;
+    bytes < min || (bytes < min.saturating_mul(4) && (st.chars().count() as i64) < min)
+}
+
+/// The first failing string check (maxLength, minLength, pattern), as kube-openapi reports it.
 pub(crate) fn string_checks(
     v: &crate::structural::ValueValidation,
     st: &str,
@@ -463,12 +456,8 @@ pub(crate) fn string_checks(
     if v.max_length.is_none() && v.min_length.is_none() && v.pattern.is_none() {
         return None;
     }
-    // Character count only when the byte length does not decide (chars <= bytes <= 4 chars).
-    let bytes = st.len() as i64;
-    let count = || st.chars().count() as i64;
     if let Some(max) = v.max_length
-        && bytes > max
-        && count() > max
+        && max_length_fails(max, st)
     {
         let unit = if max == 1 { "byte" } else { "bytes" };
         return Some(FieldError::new(
@@ -479,7 +468,7 @@ pub(crate) fn string_checks(
         ));
     }
     if let Some(min) = v.min_length
-        && (bytes < min || (bytes < min.saturating_mul(4) && count() < min))
+        && min_length_fails(min, st)
     {
         return Some(invalid(
             name,
@@ -499,6 +488,39 @@ pub(crate) fn string_checks(
     None
 }
 
+/// Whether [`string_checks`] finds nothing.
+#[inline]
+pub(crate) fn string_ok(v: &crate::structural::ValueValidation, st: &str) -> bool {
+    v.max_length.is_none_or(|max| !max_length_fails(max, st))
+        && v.min_length.is_none_or(|min| !min_length_fails(min, st))
+        && v.pattern.as_ref().is_none_or(|p| p.is_match(st))
+}
+
+/// multipleOf fails (a negative factor always does).
+#[inline]
+fn multiple_of_fails(m: f64, f: f64) -> bool {
+    m < 0.0 || !is_json_integer(if m < 1.0 { 1.0 / m * f } else { f / m })
+}
+
+#[inline]
+fn minimum_fails(v: &crate::structural::ValueValidation, min: f64, f: f64) -> bool {
+    (!v.exclusive_minimum && f < min) || (v.exclusive_minimum && f <= min)
+}
+
+#[inline]
+fn maximum_fails(v: &crate::structural::ValueValidation, max: f64, f: f64) -> bool {
+    (!v.exclusive_maximum && f > max) || (v.exclusive_maximum && f >= max)
+}
+
+/// Whether [`number_checks`] finds nothing.
+#[inline]
+pub(crate) fn number_ok(v: &crate::structural::ValueValidation, data: &Value) -> bool {
+    let f = as_f64(data);
+    v.multiple_of.is_none_or(|m| !multiple_of_fails(m, f))
+        && v.minimum.is_none_or(|min| !minimum_fails(v, min, f))
+        && v.maximum.is_none_or(|max| !maximum_fails(v, max, f))
+}
+
 pub(crate) fn number_checks(
     v: &crate::structural::ValueValidation,
     data: &Value,
@@ -507,7 +529,9 @@ pub(crate) fn number_checks(
 ) {
     let f = as_f64(data);
     let fv = || Value::from(f);
-    if let Some(m) = v.multiple_of {
+    if let Some(m) = v.multiple_of
+        && multiple_of_fails(m, f)
+    {
         if m < 0.0 {
             errs.push(invalid(
                 name,
@@ -518,18 +542,15 @@ pub(crate) fn number_checks(
                 ),
             ));
         } else {
-            let mult = if m < 1.0 { 1.0 / m * f } else { f / m };
-            if !is_json_integer(mult) {
-                errs.push(invalid(
-                    name,
-                    fv(),
-                    body_msg(name, &format!("should be a multiple of {}", go_float(m))),
-                ));
-            }
+            errs.push(invalid(
+                name,
+                fv(),
+                body_msg(name, &format!("should be a multiple of {}", go_float(m))),
+            ));
         }
     }
     if let Some(min) = v.minimum
-        && ((!v.exclusive_minimum && f < min) || (v.exclusive_minimum && f <= min))
+        && minimum_fails(v, min, f)
     {
         let rel = if v.exclusive_minimum {
             "should be greater than"
@@ -543,7 +564,7 @@ pub(crate) fn number_checks(
         ));
     }
     if let Some(max) = v.maximum
-        && ((!v.exclusive_maximum && f > max) || (v.exclusive_maximum && f >= max))
+        && maximum_fails(v, max, f)
     {
         let rel = if v.exclusive_maximum {
             "should be less than"
@@ -738,6 +759,13 @@ pub(crate) fn object_count_error(
     None
 }
 
+/// Whether [`object_count_error`] finds nothing.
+#[inline]
+pub(crate) fn object_count_ok(v: &crate::structural::ValueValidation, len: usize) -> bool {
+    let n = len as i64;
+    v.min_properties.is_none_or(|min| n >= min) && v.max_properties.is_none_or(|max| n <= max)
+}
+
 /// A key not allowed by `additionalProperties: false`.
 pub(crate) fn forbidden(name: &str, k: &str) -> FieldError {
     invalid(
@@ -767,6 +795,84 @@ pub(crate) fn required_errors(
 pub fn validate(schema: &Schema, obj: &Value, root: &str) -> Vec<FieldError> {
     let mut name = root.to_string();
     validate_node(schema, obj, &mut name, 0).errs
+}
+
+/// Whether [`validate`] reports nothing for `obj` (whatever the root path): the same rules,
+/// evaluated as a predicate that stops at the first failure and builds no error.
+pub fn is_valid(schema: &Schema, obj: &Value) -> bool {
+    is_valid_at(schema, obj, 0)
+}
+
+/// [`is_valid`] of `data` at recursion depth `depth` (`validate_node(..).errs.is_empty()`).
+pub(crate) fn is_valid_at(s: &Schema, data: &Value, depth: usize) -> bool {
+    if depth > 512 {
+        return false;
+    }
+    let kind = kind_bit(data);
+    if s.plan.quick & kind != 0 && kind & (K_ARRAY | K_OBJECT) == 0 {
+        // A scalar or null whose own checks cannot fail (and it has no children).
+        return true;
+    }
+    let typed = is_typed(s);
+    if data.is_null() {
+        return (!typed || s.nullable) && s.v.as_deref().is_none_or(|v| v.enum_values.is_empty());
+    }
+    if typed && !schema_type_matches(s, data) {
+        return false;
+    }
+    if let Some(v) = s.v.as_deref() {
+        if has_junctors(v) && !junctors_valid(v, data, depth) {
+            return false;
+        }
+        let own = match data {
+            Value::String(st) => string_ok(v, st),
+            Value::Number(_) => number_ok(v, data),
+            Value::Array(a) => array_ok(v, a),
+            Value::Object(m) => {
+                object_count_ok(v, m.len()) && v.required.iter().all(|k| m.contains_key(k))
+            }
+            _ => true,
+        };
+        if !own || !enum_ok(v, data) {
+            return false;
+        }
+    }
+    if let (Some(f), Value::String(st)) = (s.format, data)
+        && !formats::check(f, st)
+    {
+        return false;
+    }
+    match data {
+        Value::Array(a) => s
+            .items
+            .as_deref()
+            .is_none_or(|items| a.iter().all(|x| is_valid_at(items, x, depth + 1))),
+        Value::Object(m) => {
+            let mut cur = s.prop_cursor();
+            m.iter().all(|(k, x)| match cur.get(k) {
+                Some(ps) => is_valid_at(ps, x, depth + 1),
+                None => match &s.additional {
+                    Some(Additional::Bool(false)) => false,
+                    Some(Additional::Schema(a)) => is_valid_at(a, x, depth + 1),
+                    _ => true,
+                },
+            })
+        }
+        _ => true,
+    }
+}
+
+/// Whether allOf/anyOf/oneOf/not report nothing for `data` ([`junctor_errors`] is empty).
+pub(crate) fn junctors_valid(
+    v: &crate::structural::ValueValidation,
+    data: &Value,
+    depth: usize,
+) -> bool {
+    let ok = |alt: &Schema| is_valid_at(alt, data, depth + 1);
+    (v.any_of.is_empty() || v.any_of.iter().any(ok))
+        && (v.one_of.is_empty() || v.one_of.iter().filter(|a| ok(a)).count() == 1)
+        && v.all_of.iter().all(ok)
+        && v.not.as_deref().is_none_or(|n| !ok(n))
 }
 
 // ---------------------------------------------------------------------------------------

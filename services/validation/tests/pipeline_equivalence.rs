@@ -176,6 +176,37 @@ fn embedded_resources_and_object_meta() {
 }
 
 #[test]
+fn valid_objects_take_the_fast_path_and_report_nothing() {
+    // Every check the plans shortcut (ranges, patterns, required masks, defaults), passing.
+    let schema = json!({"type": "object", "properties": {"spec": {
+        "type": "object", "required": ["n"],
+        "properties": {
+            "n": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
+            "i": {"type": "integer", "minimum": 1, "maximum": 3},
+            "f": {"type": "number", "maximum": 1.5},
+            "u": {"type": "string", "maxLength": 2},
+            "d": {"type": "string", "enum": ["x", "y"], "default": "y"}}}}});
+    for (obj, ok) in [
+        (json!({"spec": {"n": "abc", "i": 2, "f": 1.5}}), true),
+        // multi-byte: 2 characters in 4 bytes passes maxLength 2 the exact way
+        (json!({"spec": {"n": "ab", "u": "éé"}}), true),
+        (json!({"spec": {"n": "ab", "u": "ééé"}}), false),
+        (json!({"spec": {"n": "a"}}), false),
+        (json!({"spec": {"n": "abc1"}}), false),
+        (json!({"spec": {"n": "abc", "i": 2.0}}), true),
+        (json!({"spec": {"n": "abc", "i": 2.5}}), false),
+        (json!({"spec": {"n": "abc", "f": 1.6}}), false),
+        (json!({"spec": {"i": 1}}), false),
+    ] {
+        let s = structural::compile(&schema).unwrap();
+        let (o, _, errs) = fused(&s, &obj);
+        assert_eq!(errs.is_empty(), ok, "{obj} -> {errs:?}");
+        assert_eq!(o["spec"]["d"], json!("y"));
+        assert_same(&schema, &obj);
+    }
+}
+
+#[test]
 fn deep_objects_report_the_depth_error_once() {
     let mut schema = json!({"type": "string"});
     let mut obj = json!("x");
@@ -380,6 +411,16 @@ proptest! {
         let mut o = doc.clone();
         let pruned = pipeline::prune_and_default(&mut o, &c);
         prop_assert_eq!((o, pruned), (want.0, want.1));
+    }
+
+    #[test]
+    fn is_valid_agrees_with_validate(s in schema(), obj in value()) {
+        // The predicate the one walk's plans and checks follow: exactly "no errors".
+        let c = structural::compile(&s).unwrap();
+        prop_assert_eq!(validate::is_valid(&c, &obj), validate::validate(&c, &obj, "").is_empty());
+        let doc = json!({"spec": obj});
+        let c = structural::compile(&json!({"type": "object", "properties": {"spec": s}})).unwrap();
+        prop_assert_eq!(validate::is_valid(&c, &doc), validate::validate(&c, &doc, "").is_empty());
     }
 
     #[test]
