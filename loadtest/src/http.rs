@@ -56,6 +56,45 @@ pub fn status_key(status: StatusCode, body: &[u8]) -> String {
     }
 }
 
+/// A request with the tool's headers (and `Host`, for a request on a connection of its own).
+fn request(
+    method: Method,
+    uri: &str,
+    host: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> Result<Request<Full<Bytes>>, Failure> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::ACCEPT, "application/json")
+        .header(header::USER_AGENT, "crdplane-load/0.1");
+    if let Some(h) = host {
+        b = b.header(header::HOST, h);
+    }
+    let body = match body {
+        Some(v) => {
+            b = b.header(header::CONTENT_TYPE, "application/json");
+            Full::new(Bytes::from(v))
+        }
+        None => Full::new(Bytes::new()),
+    };
+    b.body(body)
+        .map_err(|e| Failure::new("bad request", e.to_string()))
+}
+
+/// The status and the whole body of a response (bounded by `MAX_RESPONSE`).
+async fn read_body(
+    resp: hyper::Response<hyper::body::Incoming>,
+) -> Result<(StatusCode, Bytes), Failure> {
+    let status = resp.status();
+    let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
+        .collect()
+        .await
+        .map_err(|e| Failure::new("transport body", e.to_string()))?
+        .to_bytes();
+    Ok((status, body))
+}
+
 /// Paths for a base URL, tenant and namespace.
 pub fn paths(endpoint: &str, tenant: Option<&str>, namespace: &str) -> (String, String) {
     let base = match tenant {
@@ -109,33 +148,13 @@ impl HttpTarget {
         uri: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), Failure> {
-        let mut b = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(header::ACCEPT, "application/json")
-            .header(header::USER_AGENT, "crdplane-load/0.1");
-        let body = match body {
-            Some(v) => {
-                b = b.header(header::CONTENT_TYPE, "application/json");
-                Full::new(Bytes::from(v))
-            }
-            None => Full::new(Bytes::new()),
-        };
-        let req = b
-            .body(body)
-            .map_err(|e| Failure::new("bad request", e.to_string()))?;
+        let req = request(method, uri, None, body)?;
         let resp = self
             .client
             .request(req)
             .await
             .map_err(|e| Failure::new("transport", error_chain(&e)))?;
-        let status = resp.status();
-        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
-            .collect()
-            .await
-            .map_err(|e| Failure::new("transport body", e.to_string()))?
-            .to_bytes();
-        Ok((status, body))
+        read_body(resp).await
     }
 
     /// Sends one request on worker `worker`'s own connection (opened on first use, and again
@@ -152,22 +171,7 @@ impl HttpTarget {
             .ok()
             .and_then(|u| u.path_and_query().map(|p| p.as_str().to_string()))
             .unwrap_or_else(|| uri.to_string());
-        let mut b = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::HOST, &self.authority)
-            .header(header::ACCEPT, "application/json")
-            .header(header::USER_AGENT, "crdplane-load/0.1");
-        let body = match body {
-            Some(v) => {
-                b = b.header(header::CONTENT_TYPE, "application/json");
-                Full::new(Bytes::from(v))
-            }
-            None => Full::new(Bytes::new()),
-        };
-        let req = b
-            .body(body)
-            .map_err(|e| Failure::new("bad request", e.to_string()))?;
+        let req = request(method, &path, Some(&self.authority), body)?;
         let mut slot = self.conns[worker % self.conns.len()].lock().await;
         if slot.as_ref().is_none_or(|c| c.is_closed()) {
             let tcp = tokio::net::TcpStream::connect(&self.authority)
@@ -196,13 +200,7 @@ impl HttpTarget {
                 return Err(Failure::new("transport", error_chain(&e)));
             }
         };
-        let status = resp.status();
-        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
-            .collect()
-            .await
-            .map_err(|e| Failure::new("transport body", e.to_string()))?
-            .to_bytes();
-        Ok((status, body))
+        read_body(resp).await
     }
 
     async fn expect_2xx_on(

@@ -438,14 +438,7 @@ impl Store {
             .arg(&ks.idx)
             .arg(&min)
             .arg(&max);
-        if exact > 0 {
-            p.cmd("XRANGE")
-                .arg(&ks.ev)
-                .arg(format!("{}-0", exact + 1))
-                .arg("+");
-        }
-        let mut r: Vec<Value> = p.query_async(&mut c).await.map_err(redis_err)?;
-        let events = if exact > 0 { r.pop() } else { None };
+        let (mut r, events) = query_with_later_events(&mut c, p, ks, exact).await?;
         let total = r.pop().map(|v| int(&v)).unwrap_or(0).max(0) as u64;
         let keys: Vec<String> = match r.pop() {
             Some(Value::Array(a)) => a
@@ -513,14 +506,7 @@ impl Store {
             .arg(&ks.rev)
             .cmd("HGETALL")
             .arg(&ks.obj);
-        if exact > 0 {
-            p.cmd("XRANGE")
-                .arg(&ks.ev)
-                .arg(format!("{}-0", exact + 1))
-                .arg("+");
-        }
-        let mut r: Vec<Value> = p.query_async(&mut c).await.map_err(redis_err)?;
-        let events = if exact > 0 { r.pop() } else { None };
+        let (mut r, events) = query_with_later_events(&mut c, p, ks, exact).await?;
         let all = r.pop().unwrap_or(Value::Nil);
         let revision = r.first().map(int).unwrap_or(0) as u64;
         let prefix = format!("{namespace}/");
@@ -630,6 +616,25 @@ pub struct HistoryEvent {
     pub kind: u8,
     pub key: String,
     pub json: Bytes,
+}
+
+/// Runs the MULTI `p`, with (when `exact > 0`) an XRANGE of the history after `exact`
+/// appended: the replies of `p`'s commands, and the XRANGE reply for [`later_events`].
+async fn query_with_later_events(
+    c: &mut ConnectionManager,
+    mut p: redis::Pipeline,
+    ks: &Keyspace,
+    exact: u64,
+) -> Result<(Vec<Value>, Option<Value>), ApiError> {
+    if exact > 0 {
+        p.cmd("XRANGE")
+            .arg(&ks.ev)
+            .arg(format!("{}-0", exact + 1))
+            .arg("+");
+    }
+    let mut r: Vec<Value> = p.query_async(c).await.map_err(redis_err)?;
+    let events = if exact > 0 { r.pop() } else { None };
+    Ok((r, events))
 }
 
 /// The keys written after revision `exact` (from an XRANGE of the history starting at
