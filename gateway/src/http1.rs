@@ -307,7 +307,10 @@ where
     let mut buf = BytesMut::new();
     let mut first = true;
     loop {
-        // The request head.
+        // The request head. A head can only end at a line feed, so it is parsed again only
+        // when one has arrived since the last attempt: a client that trickles its head a byte
+        // at a time costs one parse per line (at most `max_headers` + 1), not one per byte.
+        let mut parsed_upto = 0;
         let head = loop {
             if first && !buf.is_empty() {
                 let n = buf.len().min(H2_PREFACE.len());
@@ -322,7 +325,9 @@ where
                     first = false;
                 }
             }
-            if !first && !buf.is_empty() {
+            let new_line = buf[parsed_upto.min(buf.len())..].contains(&b'\n');
+            if !first && !buf.is_empty() && (new_line || buf.len() > limits.max_head) {
+                parsed_upto = buf.len();
                 match parse_head(&buf, &limits) {
                     Ok(Some(h)) => break h,
                     Ok(None) => {}
@@ -945,6 +950,22 @@ mod tests {
         let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(2000));
         let out = exchange(addr, long.as_bytes()).await;
         assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_head_trickled_byte_by_byte_is_answered() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (addr, _) = server().await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.set_nodelay(true).unwrap();
+        for b in b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" {
+            c.write_all(&[*b]).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.ends_with("GET /slow "), "{out}");
     }
 
     #[tokio::test]
