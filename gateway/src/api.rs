@@ -49,14 +49,19 @@ pub struct Ctx {
     pub crds: CrdCache,
     /// Custom resource GETs, coalesced into storage GetMany calls.
     pub gets: crate::batch::GetBatcher,
+    /// Custom resource creates, coalesced into storage CreateMany calls.
+    pub creates: crate::batch::CreateBatcher,
+    /// Admissions of custom resource writes, coalesced into validation AdmitMany calls.
+    pub admits: crate::batch::AdmitBatcher,
     /// (tenant, namespace) pairs known to exist; dropped on any change to the namespace.
     pub namespaces: RwLock<HashSet<(String, String)>>,
     /// Tenants whose default namespaces this process has ensured.
     pub tenants: RwLock<HashSet<String>>,
 }
 
-/// Storage GetMany calls a gateway keeps in flight (see [`crate::batch`]).
-pub const GET_BATCHES_IN_FLIGHT: usize = 2;
+/// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
+/// (see [`crate::batch`]).
+pub const BATCHES_IN_FLIGHT: usize = 2;
 
 /// The gRPC channel of the gateway's service clients: one HTTP/2 connection per service,
 /// opened lazily, driven without tonic's buffer task (see `crdplane-transport`).
@@ -72,15 +77,18 @@ impl Ctx {
         let storage = StorageClient::new(channel(&cfg.storage_endpoint)?)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
+        let validation = ValidationClient::new(channel(&cfg.validation_endpoint)?)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max);
         Ok(Arc::new(Self {
-            gets: crate::batch::GetBatcher::new(storage.clone(), GET_BATCHES_IN_FLIGHT),
+            gets: crate::batch::gets(storage.clone(), BATCHES_IN_FLIGHT),
+            creates: crate::batch::creates(storage.clone(), BATCHES_IN_FLIGHT),
+            admits: crate::batch::admits(validation.clone(), BATCHES_IN_FLIGHT),
             storage,
             registry: RegistryClient::new(channel(&cfg.registry_endpoint)?)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
-            validation: ValidationClient::new(channel(&cfg.validation_endpoint)?)
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
+            validation,
             crds: CrdCache::default(),
             namespaces: Default::default(),
             tenants: Default::default(),

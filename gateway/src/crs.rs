@@ -291,11 +291,11 @@ pub async fn admit(
         kind: crd.kind.clone(),
         namespaced: crd.namespaced,
     };
-    let resp = match ctx.validation.clone().admit(mk()).await {
-        Ok(r) => r.into_inner(),
+    let resp = match ctx.admits.call(mk()).await {
+        Ok(r) => r,
         Err(s) if s.code() == tonic::Code::NotFound => {
             load_schema(ctx, crd, tenant, &ver.name).await?;
-            ctx.validation.clone().admit(mk()).await?.into_inner()
+            ctx.admits.call(mk()).await?
         }
         Err(s) => return Err(ApiError::from_grpc(&s)),
     };
@@ -506,7 +506,7 @@ async fn get(
     let output = negotiate_output(req.header("accept"))?;
     let s = ctx
         .gets
-        .get(key(crd, &i.tenant, &i.namespace, &i.name))
+        .call(key(crd, &i.tenant, &i.namespace, &i.name))
         .await?;
     if !s.found {
         return Err(ApiError::not_found(&crd.gr(), &i.name));
@@ -726,15 +726,13 @@ async fn create(
         .unwrap_or("")
         .to_string();
     let s = ctx
-        .storage
-        .clone()
-        .create(pb::CreateRequest {
+        .creates
+        .call(pb::CreateRequest {
             key: Some(key(crd, &i.tenant, &i.namespace, &name)),
             object: Some(storage_write(crd, obj)?),
             dry_run: dry,
         })
-        .await?
-        .into_inner();
+        .await?;
     let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
         .await?
         .pop()

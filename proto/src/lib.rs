@@ -6,3 +6,43 @@ pub mod v1 {
     tonic::include_proto!("crdplane.v1");
 }
 pub use v1::*;
+
+impl From<&tonic::Status> for v1::ItemStatus {
+    /// One failed item of a batched call, as the status it would have got on its own.
+    fn from(s: &tonic::Status) -> Self {
+        Self {
+            code: s.code() as i32,
+            message: s.message().to_string(),
+            details: s.details().to_vec().into(),
+        }
+    }
+}
+
+impl v1::ItemStatus {
+    /// Back to the gRPC status the item would have got as a call of its own.
+    pub fn to_status(&self) -> tonic::Status {
+        tonic::Status::with_details(
+            tonic::Code::from_i32(self.code),
+            self.message.clone(),
+            self.details.clone(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::v1::ItemStatus;
+
+    #[test]
+    fn item_status_round_trips_code_message_and_details() {
+        let s = tonic::Status::with_details(
+            tonic::Code::AlreadyExists,
+            "x \"a\" already exists",
+            prost::bytes::Bytes::from_static(b"{\"kind\":\"Status\"}"),
+        );
+        let back = ItemStatus::from(&s).to_status();
+        assert_eq!(back.code(), tonic::Code::AlreadyExists);
+        assert_eq!(back.message(), "x \"a\" already exists");
+        assert_eq!(&back.details()[..], b"{\"kind\":\"Status\"}");
+    }
+}

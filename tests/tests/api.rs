@@ -526,3 +526,85 @@ fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// Creates sent all at once (the gateway coalesces them into AdmitMany and CreateMany calls)
+/// are each answered as a lone create would be: 201 for new names, 409 with upstream's text
+/// for the second create of a name, 422 with upstream's text for an invalid object, per
+/// tenant; resourceVersions are distinct and the list holds exactly the created objects.
+#[test]
+fn concurrent_creates_are_answered_one_by_one() {
+    let stack = Stack::start_with_redis().unwrap();
+    let apis = [setup(&stack, "acme"), setup(&stack, "other")];
+    // (tenant index, name, replicas): every name twice in "acme", once in "other"; some invalid.
+    let mut plan = Vec::new();
+    for i in 0..16 {
+        let replicas = if i % 5 == 4 { 15 } else { 1 + i % 10 };
+        plan.push((0usize, format!("c{i}"), replicas));
+        plan.push((0, format!("c{i}"), replicas));
+        plan.push((1, format!("c{i}"), replicas));
+    }
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(plan.len()));
+    let results: Vec<(usize, String, i64, u16, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = plan
+            .iter()
+            .map(|(t, name, replicas)| {
+                let barrier = barrier.clone();
+                let api = &apis[*t];
+                s.spawn(move || {
+                    barrier.wait();
+                    let (code, body) = api.post(CTS, &crontab(name, *replicas));
+                    (*t, name.clone(), *replicas, code, body)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for t in 0..2 {
+        let mut rvs = std::collections::BTreeSet::new();
+        let mut created = std::collections::BTreeSet::new();
+        for i in 0..16 {
+            let name = format!("c{i}");
+            let answers: Vec<&(usize, String, i64, u16, Value)> =
+                results.iter().filter(|r| r.0 == t && r.1 == name).collect();
+            let mut codes: Vec<u16> = answers.iter().map(|r| r.3).collect();
+            codes.sort();
+            if i % 5 == 4 {
+                assert!(codes.iter().all(|&c| c == 422), "{name}: {codes:?}");
+                assert_eq!(
+                    answers[0].4["message"],
+                    format!(
+                        "CronTab.stable.example.com \"{name}\" is invalid: spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10"
+                    )
+                );
+                continue;
+            }
+            let want: &[u16] = if t == 0 { &[201, 409] } else { &[201] };
+            assert_eq!(codes, want, "{name}");
+            for (_, _, replicas, code, body) in answers {
+                if *code == 201 {
+                    assert_eq!(body["metadata"]["name"], name.as_str());
+                    assert_eq!(body["spec"]["replicas"], *replicas);
+                    let rv = body["metadata"]["resourceVersion"].as_str().unwrap();
+                    assert!(rvs.insert(rv.to_string()), "rv {rv} given twice");
+                    created.insert(name.clone());
+                } else {
+                    assert_eq!(body["reason"], "AlreadyExists");
+                    assert_eq!(
+                        body["message"],
+                        format!("crontabs.stable.example.com \"{name}\" already exists")
+                    );
+                }
+            }
+        }
+        let (code, list) = apis[t].get(CTS);
+        assert_eq!(code, 200);
+        let listed: std::collections::BTreeSet<String> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(listed, created);
+        assert_eq!(created.len(), 13);
+    }
+}

@@ -26,6 +26,9 @@ pub struct StorageService {
 /// Largest GetMany batch accepted (the gateway sends at most 256).
 pub const MAX_GET_MANY: usize = 1024;
 
+/// Largest CreateMany batch accepted (the gateway sends at most 256).
+pub const MAX_CREATE_MANY: usize = 1024;
+
 fn ks(r: &Option<pb::ResourceRef>) -> Result<Keyspace, Status> {
     let r = r
         .as_ref()
@@ -458,6 +461,62 @@ impl Storage for StorageService {
             return Ok(dry(head, tail, 0));
         }
         Ok(out(self.store.create(&ks, &ns, &name, head, tail).await?))
+    }
+
+    async fn create_many(
+        &self,
+        req: Request<pb::CreateManyRequest>,
+    ) -> Result<Response<pb::CreateManyResponse>, Status> {
+        let reqs = req.into_inner().requests;
+        if reqs.len() > MAX_CREATE_MANY {
+            return Err(ApiError::bad_request(format!(
+                "at most {MAX_CREATE_MANY} requests per CreateMany"
+            ))
+            .into());
+        }
+        // Each item is checked as `create` checks it; the valid, non-dry-run ones go to Redis
+        // together, the others are answered on their own.
+        let parsed: Vec<Result<_, Status>> = reqs
+            .iter()
+            .map(|r| Ok((key_parts(&r.key)?, write_parts(&r.object)?)))
+            .collect();
+        let batch: Vec<(&Keyspace, &str, &str, &[u8], &[u8])> = parsed
+            .iter()
+            .zip(&reqs)
+            .filter(|(_, r)| !r.dry_run)
+            .filter_map(|(p, _)| p.as_ref().ok())
+            .map(|((ks, ns, name), (head, tail))| (ks, ns.as_str(), name.as_str(), *head, *tail))
+            .collect();
+        let mut stored = self.store.create_many(&batch).await.into_iter();
+        let mut results = Vec::with_capacity(reqs.len());
+        for (p, r) in parsed.iter().zip(&reqs) {
+            let res: Result<pb::StoredObject, Status> = match p {
+                Err(e) => Err(e.clone()),
+                Ok(((ks, ns, name), (head, tail))) if r.dry_run => {
+                    match self.store.exists(ks, ns, name).await {
+                        Ok(Some(_)) => Err(ApiError::already_exists(&ks.gr, name).into()),
+                        Ok(None) => Ok(dry(head, tail, 0).into_inner()),
+                        Err(e) => Err(e.into()),
+                    }
+                }
+                Ok(_) => match stored.next() {
+                    Some(Ok(s)) => Ok(out(s).into_inner()),
+                    Some(Err(e)) => Err(e.into()),
+                    None => Err(ApiError::internal("storage lost a batched create").into()),
+                },
+            };
+            results.push(match res {
+                Ok(o) => pb::WriteResult {
+                    object: Some(o),
+                    error: None,
+                },
+                Err(s) => pb::WriteResult {
+                    object: None,
+                    error: Some(pb::ItemStatus::from(&s)),
+                },
+            });
+        }
+        Ok(Response::new(pb::CreateManyResponse { results }))
     }
 
     async fn update(

@@ -269,6 +269,63 @@ impl Store {
         })
     }
 
+    /// Several creates in one Redis pipeline: each is still the one atomic create script, so
+    /// the outcome of every item is exactly that of `create` (items of one resource get their
+    /// revisions in request order). Results come in request order. A script cache flushed
+    /// behind our back (NOSCRIPT) is handled by running those items through `create`.
+    pub async fn create_many(
+        &self,
+        items: &[(&Keyspace, &str, &str, &[u8], &[u8])],
+    ) -> Vec<Result<Stored, ApiError>> {
+        let mut p = redis::pipe();
+        p.ignore_errors();
+        let sha = self.scripts.create.get_hash();
+        for (ks, ns, name, head, tail) in items {
+            p.cmd("EVALSHA")
+                .arg(sha)
+                .arg(4)
+                .arg(&ks.rev)
+                .arg(&ks.obj)
+                .arg(&ks.idx)
+                .arg(&ks.ev)
+                .arg(object_key(ns, name))
+                .arg(*head)
+                .arg(*tail)
+                .arg(self.history_len)
+                .arg(&ks.channel)
+                .arg(ks.notify_channel())
+                .arg(&ks.tenant);
+        }
+        let mut c = self.conn.clone();
+        let replies: Vec<redis::RedisResult<Vec<Value>>> = match p.query_async(&mut c).await {
+            Ok(r) => r,
+            Err(e) => {
+                let e = redis_err(e);
+                return items.iter().map(|_| Err(e.clone())).collect();
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for ((ks, ns, name, head, tail), reply) in items.iter().zip(replies) {
+            out.push(match reply {
+                Ok(r) if r.first().map(int) == Some(1) => {
+                    let rv = r.get(1).map(int).unwrap_or(0) as u64;
+                    Ok(Stored {
+                        json: crdplane_core::rvslot::join(head, rv, tail).into(),
+                        rv,
+                    })
+                }
+                Ok(_) => Err(ApiError::already_exists(&ks.gr, name)),
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    self.create(ks, ns, name, head, tail).await
+                }
+                Err(e) => Err(redis_err(e)),
+            });
+        }
+        out
+    }
+
     pub async fn update(
         &self,
         ks: &Keyspace,

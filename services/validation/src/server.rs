@@ -170,6 +170,56 @@ fn internal(e: impl std::fmt::Display) -> Status {
     ApiError::internal(e).to_grpc()
 }
 
+/// Requests (or batches) with less JSON than this are admitted on the request's task; larger
+/// ones go to the blocking pool.
+const INLINE_ADMIT_BYTES: usize = 64 * 1024;
+
+/// Largest AdmitMany batch accepted (the gateway sends at most 256).
+pub const MAX_ADMIT_MANY: usize = 1024;
+
+fn admit_bytes(req: &pb::AdmitRequest) -> usize {
+    req.object.len() + req.old_object.len()
+}
+
+/// One admission against a loaded schema: `admit::admit` with the request's parameters.
+fn admit_one(schema: &Schema, req: &pb::AdmitRequest) -> pb::AdmitResponse {
+    let operation = match pb::admit_request::Operation::try_from(req.operation) {
+        Ok(pb::admit_request::Operation::Update) => Operation::Update,
+        _ => Operation::Create,
+    };
+    let field_validation = match pb::admit_request::FieldValidation::try_from(req.field_validation)
+    {
+        Ok(pb::admit_request::FieldValidation::Ignore) => FieldValidation::Ignore,
+        Ok(pb::admit_request::FieldValidation::Strict) => FieldValidation::Strict,
+        _ => FieldValidation::Warn,
+    };
+    let input = AdmitInput {
+        operation,
+        object: &req.object,
+        old_object: if req.old_object.is_empty() {
+            None
+        } else {
+            Some(&req.old_object)
+        },
+        field_validation,
+        subresource: &req.subresource,
+        api_version: &req.api_version,
+        kind: &req.kind,
+        namespaced: req.namespaced,
+    };
+    let out = admit::admit(schema, &input);
+    pb::AdmitResponse {
+        object: if out.errors.is_empty() {
+            serde_json::to_vec(&out.object).unwrap_or_default().into()
+        } else {
+            Default::default()
+        },
+        errors: to_proto_list(&out.errors),
+        warnings: out.warnings,
+        unknown_fields: out.unknown_fields,
+    }
+}
+
 fn not_loaded(r: &pb::SchemaRef) -> Status {
     ApiError::new(
         Reason::NotFound,
@@ -262,54 +312,63 @@ impl Validation for ValidationService {
         let req = request.into_inner();
         let r = req
             .schema
-            .clone()
+            .as_ref()
             .ok_or_else(|| bad_request("schema reference is required"))?;
-        let schema = self.cache.get(&r).ok_or_else(|| not_loaded(&r))?;
-        let small = req.object.len() + req.old_object.len() < 64 * 1024;
-        let run = move || {
-            let operation = match pb::admit_request::Operation::try_from(req.operation) {
-                Ok(pb::admit_request::Operation::Update) => Operation::Update,
-                _ => Operation::Create,
-            };
-            let field_validation =
-                match pb::admit_request::FieldValidation::try_from(req.field_validation) {
-                    Ok(pb::admit_request::FieldValidation::Ignore) => FieldValidation::Ignore,
-                    Ok(pb::admit_request::FieldValidation::Strict) => FieldValidation::Strict,
-                    _ => FieldValidation::Warn,
-                };
-            let input = AdmitInput {
-                operation,
-                object: &req.object,
-                old_object: if req.old_object.is_empty() {
-                    None
-                } else {
-                    Some(&req.old_object)
-                },
-                field_validation,
-                subresource: &req.subresource,
-                api_version: &req.api_version,
-                kind: &req.kind,
-                namespaced: req.namespaced,
-            };
-            let out = admit::admit(&schema, &input);
-            pb::AdmitResponse {
-                object: if out.errors.is_empty() {
-                    serde_json::to_vec(&out.object).unwrap_or_default().into()
-                } else {
-                    Default::default()
-                },
-                errors: to_proto_list(&out.errors),
-                warnings: out.warnings,
-                unknown_fields: out.unknown_fields,
-            }
-        };
+        let schema = self.cache.get(r).ok_or_else(|| not_loaded(r))?;
         // Small objects are cheaper inline than a hop to the blocking pool.
-        let resp = if small {
+        let resp = if admit_bytes(&req) < INLINE_ADMIT_BYTES {
+            admit_one(&schema, &req)
+        } else {
+            tokio::task::spawn_blocking(move || admit_one(&schema, &req))
+                .await
+                .map_err(internal)?
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn admit_many(
+        &self,
+        request: Request<pb::AdmitManyRequest>,
+    ) -> Result<Response<pb::AdmitManyResponse>, Status> {
+        let reqs = request.into_inner().requests;
+        if reqs.len() > MAX_ADMIT_MANY {
+            return Err(bad_request(format!(
+                "at most {MAX_ADMIT_MANY} requests per AdmitMany"
+            )));
+        }
+        // Resolve every schema first (a cache lookup each; a batch is mostly one schema).
+        let items: Vec<(pb::AdmitRequest, Result<Arc<Schema>, Status>)> = reqs
+            .into_iter()
+            .map(|req| {
+                let schema = match req.schema.as_ref() {
+                    None => Err(bad_request("schema reference is required")),
+                    Some(r) => self.cache.get(r).ok_or_else(|| not_loaded(r)),
+                };
+                (req, schema)
+            })
+            .collect();
+        let total: usize = items.iter().map(|(req, _)| admit_bytes(req)).sum();
+        let run = move || {
+            items
+                .iter()
+                .map(|(req, schema)| match schema {
+                    Ok(schema) => pb::AdmitResult {
+                        response: Some(admit_one(schema, req)),
+                        error: None,
+                    },
+                    Err(s) => pb::AdmitResult {
+                        response: None,
+                        error: Some(pb::ItemStatus::from(s)),
+                    },
+                })
+                .collect::<Vec<_>>()
+        };
+        let results = if total < INLINE_ADMIT_BYTES {
             run()
         } else {
             tokio::task::spawn_blocking(run).await.map_err(internal)?
         };
-        Ok(Response::new(resp))
+        Ok(Response::new(pb::AdmitManyResponse { results }))
     }
 
     async fn normalize(

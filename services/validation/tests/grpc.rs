@@ -159,3 +159,89 @@ async fn round_trip() {
         tonic::Code::NotFound
     );
 }
+
+/// AdmitMany answers each request as Admit would, in request order: a loaded schema's valid
+/// and invalid objects, and an item whose schema is not loaded (that item alone NOT_FOUND).
+#[tokio::test]
+async fn admit_many_answers_each_item_as_admit_would() {
+    let mut c = start().await;
+    c.load_schema(pb::LoadSchemaRequest {
+        schema: Some(schema_ref("acme")),
+        crd_json: CRD.as_bytes().to_vec().into(),
+    })
+    .await
+    .unwrap();
+    let obj = |name: &str, replicas: u32| {
+        json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"cronSpec": "* * * * */5", "image": "img", "replicas": replicas, "foo": 1}})
+    };
+    let warn = pb::admit_request::FieldValidation::Warn;
+    let mut unloaded = admit_req(obj("c", 1), warn);
+    unloaded.schema = Some(schema_ref("not-loaded"));
+    let requests = vec![
+        admit_req(obj("a", 2), warn),
+        admit_req(obj("b", 15), warn),
+        unloaded,
+        admit_req(obj("d", 3), pb::admit_request::FieldValidation::Ignore),
+    ];
+    let singles: Vec<_> = {
+        let mut out = Vec::new();
+        for r in &requests {
+            out.push(c.admit(r.clone()).await.map(|r| r.into_inner()));
+        }
+        out
+    };
+    let many = c
+        .admit_many(pb::AdmitManyRequest {
+            requests: requests.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    assert_eq!(many.len(), 4);
+    for (single, item) in singles.iter().zip(&many) {
+        match (single, item) {
+            (
+                Ok(s),
+                pb::AdmitResult {
+                    response: Some(m),
+                    error: None,
+                },
+            ) => assert_eq!(s, m),
+            (
+                Err(s),
+                pb::AdmitResult {
+                    response: None,
+                    error: Some(e),
+                },
+            ) => {
+                let e = e.to_status();
+                assert_eq!(
+                    (e.code(), e.message(), e.details()),
+                    (s.code(), s.message(), s.details())
+                );
+            }
+            other => panic!("mismatch: {other:?}"),
+        }
+    }
+    // And the answers are the expected ones, not just equal to each other.
+    let a: Value = serde_json::from_slice(&many[0].response.as_ref().unwrap().object).unwrap();
+    assert_eq!(a["metadata"]["name"], "a");
+    assert_eq!(a["spec"].get("foo"), None);
+    assert_eq!(
+        many[0].response.as_ref().unwrap().warnings,
+        vec![r#"unknown field "spec.foo""#]
+    );
+    let b = many[1].response.as_ref().unwrap();
+    assert_eq!(
+        aggregate_message(&from_proto_list(&b.errors)),
+        "spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10"
+    );
+    assert_eq!(
+        many[2].error.as_ref().unwrap().to_status().code(),
+        tonic::Code::NotFound
+    );
+    assert!(many[3].response.as_ref().unwrap().warnings.is_empty());
+}
