@@ -559,7 +559,7 @@ fn concurrent_creates_are_answered_one_by_one() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for t in 0..2 {
+    for (t, api) in apis.iter().enumerate() {
         let mut rvs = std::collections::BTreeSet::new();
         let mut created = std::collections::BTreeSet::new();
         for i in 0..16 {
@@ -596,7 +596,7 @@ fn concurrent_creates_are_answered_one_by_one() {
                 }
             }
         }
-        let (code, list) = apis[t].get(CTS);
+        let (code, list) = api.get(CTS);
         assert_eq!(code, 200);
         let listed: std::collections::BTreeSet<String> = list["items"]
             .as_array()

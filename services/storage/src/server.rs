@@ -2,7 +2,7 @@
 
 use crate::filter::{Filter, Transition};
 use crate::keys::{Keyspace, changes_channel};
-use crate::store::{AtRevision, Store, Stored};
+use crate::store::{AtRevision, NewObject, Store, Stored};
 use crate::watch::{Hub, parse_event};
 use bytes::Bytes;
 use crdplane_core::ApiError;
@@ -480,7 +480,7 @@ impl Storage for StorageService {
             .iter()
             .map(|r| Ok((key_parts(&r.key)?, write_parts(&r.object)?)))
             .collect();
-        let batch: Vec<(&Keyspace, &str, &str, &[u8], &[u8])> = parsed
+        let batch: Vec<NewObject<'_>> = parsed
             .iter()
             .zip(&reqs)
             .filter(|(_, r)| !r.dry_run)

@@ -130,6 +130,10 @@ pub(crate) fn redis_err(e: redis::RedisError) -> ApiError {
     ApiError::unavailable(format!("storage backend error: {e}"))
 }
 
+/// One object of a `create_many`: keyspace, namespace, name, and the JSON split at the
+/// resourceVersion slot (head, tail).
+pub type NewObject<'a> = (&'a Keyspace, &'a str, &'a str, &'a [u8], &'a [u8]);
+
 fn stored_from_value(v: Vec<u8>) -> Result<Stored, ApiError> {
     let (rv, start) =
         parse_stored(&v).ok_or_else(|| ApiError::internal("corrupt stored object"))?;
@@ -273,10 +277,7 @@ impl Store {
     /// the outcome of every item is exactly that of `create` (items of one resource get their
     /// revisions in request order). Results come in request order. A script cache flushed
     /// behind our back (NOSCRIPT) is handled by running those items through `create`.
-    pub async fn create_many(
-        &self,
-        items: &[(&Keyspace, &str, &str, &[u8], &[u8])],
-    ) -> Vec<Result<Stored, ApiError>> {
+    pub async fn create_many(&self, items: &[NewObject<'_>]) -> Vec<Result<Stored, ApiError>> {
         let mut p = redis::pipe();
         p.ignore_errors();
         let sha = self.scripts.create.get_hash();
