@@ -2,7 +2,8 @@
 //! concurrency, ordered lists and watch.
 //!
 //! Request path: gateway / registry → gRPC `crdplane.v1.Storage` → [`server`] → [`store`]
-//! (Lua scripts, one atomic script per write) → Redis; live events come back through Redis
+//! (Lua scripts: one atomic script per write; the creates of one resource batched by
+//! `CreateMany` run as one script call) → Redis; live events come back through Redis
 //! pub/sub into [`watch::Hub`] and out to gRPC watch streams. Key layout: [`keys`].
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 

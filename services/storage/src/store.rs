@@ -119,6 +119,9 @@ pub struct Store {
     pub history_len: usize,
 }
 
+/// The create script (`lua/create.lua`): any number of objects of one resource.
+const CREATE_LUA: &str = include_str!("lua/create.lua");
+
 struct Scripts {
     create: Script,
     update: Script,
@@ -170,7 +173,7 @@ impl Store {
         Ok(Self {
             conn,
             scripts: std::sync::Arc::new(Scripts {
-                create: Script::new(include_str!("lua/create.lua")),
+                create: Script::new(CREATE_LUA),
                 update: Script::new(include_str!("lua/update.lua")),
                 delete: Script::new(include_str!("lua/delete.lua")),
                 list: Script::new(include_str!("lua/list.lua")),
@@ -245,86 +248,125 @@ impl Store {
         head: &[u8],
         tail: &[u8],
     ) -> Result<Stored, ApiError> {
-        let mut c = self.conn.clone();
-        let r: Vec<Value> = self
-            .scripts
-            .create
-            .key(&ks.rev)
-            .key(&ks.obj)
-            .key(&ks.idx)
-            .key(&ks.ev)
-            .arg(object_key(namespace, name))
-            .arg(head)
-            .arg(tail)
-            .arg(self.history_len)
-            .arg(&ks.channel)
-            .arg(ks.notify_channel())
-            .arg(&ks.tenant)
-            .invoke_async(&mut c)
+        self.create_many(&[(ks, namespace, name, head, tail)])
             .await
-            .map_err(redis_err)?;
-        if r.first().map(int) != Some(1) {
-            return Err(ApiError::already_exists(&ks.gr, name));
-        }
-        let rv = r.get(1).map(int).unwrap_or(0) as u64;
-        Ok(Stored {
-            json: crdplane_core::rvslot::join(head, rv, tail).into(),
-            rv,
-        })
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::internal("storage lost a create")))
     }
 
-    /// Several creates in one Redis pipeline: each is still the one atomic create script, so
-    /// the outcome of every item is exactly that of `create` (items of one resource get their
-    /// revisions in request order). Results come in request order. A script cache flushed
-    /// behind our back (NOSCRIPT) is handled by running those items through `create`.
+    /// Creates in request order, each with exactly the outcome of a create of its own (a name
+    /// given twice: the second gets AlreadyExists). The objects of one resource go to Redis as
+    /// one run of the create script (one script call per resource, so keys of one hash tag
+    /// only), all resources' runs in one pipeline; each object gets its own revision, stream
+    /// entry and watch event. Results come in request order. A script cache flushed behind
+    /// our back (NOSCRIPT) is reloaded and the affected runs retried once.
     pub async fn create_many(&self, items: &[NewObject<'_>]) -> Vec<Result<Stored, ApiError>> {
-        let mut p = redis::pipe();
-        p.ignore_errors();
-        let sha = self.scripts.create.get_hash();
-        for (ks, ns, name, head, tail) in items {
-            p.cmd("EVALSHA")
-                .arg(sha)
-                .arg(4)
-                .arg(&ks.rev)
-                .arg(&ks.obj)
-                .arg(&ks.idx)
-                .arg(&ks.ev)
-                .arg(object_key(ns, name))
-                .arg(*head)
-                .arg(*tail)
-                .arg(self.history_len)
-                .arg(&ks.channel)
-                .arg(ks.notify_channel())
-                .arg(&ks.tenant);
-        }
-        let mut c = self.conn.clone();
-        let replies: Vec<redis::RedisResult<Vec<Value>>> = match p.query_async(&mut c).await {
-            Ok(r) => r,
-            Err(e) => {
-                let e = redis_err(e);
-                return items.iter().map(|_| Err(e.clone())).collect();
+        // Item indexes grouped by keyspace, in request order within each group.
+        let mut groups: Vec<(&Keyspace, Vec<usize>)> = Vec::new();
+        for (i, (ks, ..)) in items.iter().enumerate() {
+            match groups.iter_mut().find(|(g, _)| g.obj == ks.obj) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((ks, vec![i])),
             }
-        };
-        let mut out = Vec::with_capacity(items.len());
-        for ((ks, ns, name, head, tail), reply) in items.iter().zip(replies) {
-            out.push(match reply {
-                Ok(r) if r.first().map(int) == Some(1) => {
-                    let rv = r.get(1).map(int).unwrap_or(0) as u64;
-                    Ok(Stored {
-                        json: crdplane_core::rvslot::join(head, rv, tail).into(),
-                        rv,
-                    })
-                }
-                Ok(_) => Err(ApiError::already_exists(&ks.gr, name)),
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    self.create(ks, ns, name, head, tail).await
-                }
-                Err(e) => Err(redis_err(e)),
-            });
         }
-        out
+        let mut out: Vec<Option<Result<Stored, ApiError>>> = items.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..groups.len()).collect();
+        let mut c = self.conn.clone();
+        for attempt in 0..2 {
+            let mut p = redis::pipe();
+            p.ignore_errors();
+            for &g in &pending {
+                let (ks, idx) = &groups[g];
+                let cmd = p
+                    .cmd("EVALSHA")
+                    .arg(self.scripts.create.get_hash())
+                    .arg(4)
+                    .arg(&ks.rev)
+                    .arg(&ks.obj)
+                    .arg(&ks.idx)
+                    .arg(&ks.ev)
+                    .arg(self.history_len)
+                    .arg(&ks.channel)
+                    .arg(ks.notify_channel())
+                    .arg(&ks.tenant);
+                for &i in idx {
+                    let (_, ns, name, head, tail) = items[i];
+                    cmd.arg(object_key(ns, name)).arg(head).arg(tail);
+                }
+            }
+            let replies: Vec<redis::RedisResult<Vec<Value>>> = match p.query_async(&mut c).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let e = redis_err(e);
+                    return out
+                        .into_iter()
+                        .map(|o| o.unwrap_or_else(|| Err(e.clone())))
+                        .collect();
+                }
+            };
+            let mut retry = Vec::new();
+            for (&g, reply) in pending.iter().zip(replies) {
+                let (ks, idx) = &groups[g];
+                match reply {
+                    Ok(rvs) if rvs.len() == idx.len() => {
+                        for (&i, rv) in idx.iter().zip(&rvs) {
+                            let (_, _, name, head, tail) = items[i];
+                            out[i] = Some(match int(rv) {
+                                0 => Err(ApiError::already_exists(&ks.gr, name)),
+                                rv => Ok(Stored {
+                                    json: crdplane_core::rvslot::join(head, rv as u64, tail).into(),
+                                    rv: rv as u64,
+                                }),
+                            });
+                        }
+                    }
+                    Ok(rvs) => {
+                        let e = ApiError::internal(format!(
+                            "create script answered {} results for {} objects",
+                            rvs.len(),
+                            idx.len()
+                        ));
+                        for &i in idx {
+                            out[i] = Some(Err(e.clone()));
+                        }
+                    }
+                    Err(e)
+                        if attempt == 0
+                            && e.kind()
+                                == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                    {
+                        retry.push(g)
+                    }
+                    Err(e) => {
+                        let e = redis_err(e);
+                        for &i in idx {
+                            out[i] = Some(Err(e.clone()));
+                        }
+                    }
+                }
+            }
+            if retry.is_empty() {
+                break;
+            }
+            if let Err(e) = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(CREATE_LUA)
+                .query_async::<String>(&mut c)
+                .await
+            {
+                let e = redis_err(e);
+                for &g in &retry {
+                    for &i in &groups[g].1 {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                }
+                break;
+            }
+            pending = retry;
+        }
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(ApiError::internal("storage lost a create"))))
+            .collect()
     }
 
     pub async fn update(

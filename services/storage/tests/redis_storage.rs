@@ -505,6 +505,27 @@ async fn create_many_answers_each_item_as_create_would() {
         .unwrap_err();
     assert_eq!(api_error(e).code, 404);
 
+    // Every created object has its own event in the history, in revision order: a watch
+    // from before the batch replays exactly a and b (the duplicate and the dry run none).
+    let mut w = c
+        .watch(pb::WatchRequest {
+            resource: Some(rref("t1")),
+            from_resource_version: rv(0) - 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    for (i, name) in [(0, "a"), (1, "b")] {
+        let e = w.message().await.unwrap().unwrap();
+        assert_eq!(
+            (e.r#type, e.resource_version),
+            (pb::watch_event::Type::Added as i32, rv(i))
+        );
+        let v: Value = serde_json::from_slice(&e.object).unwrap();
+        assert_eq!(v["metadata"]["name"], name);
+    }
+
     // Script cache flushed behind the service's back: the items still get created.
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -526,4 +547,9 @@ async fn create_many_answers_each_item_as_create_would() {
         .map(|w| w.object.as_ref().expect("created").resource_version)
         .collect();
     assert!(rvs[0] > rv(1) && rvs[1] > rvs[0], "{rvs:?}");
+    // The live watch sees them next, one event each.
+    for want in rvs {
+        let e = w.message().await.unwrap().unwrap();
+        assert_eq!(e.resource_version, want);
+    }
 }

@@ -1,16 +1,24 @@
--- Create one object. KEYS: rev, obj, idx, ev. ARGV: key, head, tail, history_len, channel,
--- notify_channel ("" = none), tenant.
+-- Create objects of one resource (one keyspace), in order; each as if on its own.
+-- KEYS: rev, obj, idx, ev. ARGV: history_len, channel, notify_channel ("" = none), tenant,
+-- then three per object: key, head, tail (the JSON split at the resourceVersion slot).
 -- Stored value: "<rv>:<offset>:<json>", offset = byte length of head (where the rv starts).
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
-  return {0}
+-- Returns, per object, its new revision, or 0 when the key already exists.
+local out = {}
+for i = 5, #ARGV, 3 do
+  local key, head = ARGV[i], ARGV[i + 1]
+  if redis.call('HEXISTS', KEYS[2], key) == 1 then
+    out[#out + 1] = 0
+  else
+    local rv = redis.call('INCR', KEYS[1])
+    local json = head .. rv .. ARGV[i + 2]
+    redis.call('HSET', KEYS[2], key, rv .. ':' .. #head .. ':' .. json)
+    redis.call('ZADD', KEYS[3], 0, key)
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[1], rv .. '-0', 't', 'A', 'k', key, 'o', json)
+    redis.call('PUBLISH', ARGV[2], 'A' .. rv .. '\n' .. key .. '\n' .. json)
+    if ARGV[3] ~= '' then
+      redis.call('PUBLISH', ARGV[3], ARGV[4] .. '\n' .. key .. '\n' .. rv)
+    end
+    out[#out + 1] = rv
+  end
 end
-local rv = redis.call('INCR', KEYS[1])
-local json = ARGV[2] .. rv .. ARGV[3]
-redis.call('HSET', KEYS[2], ARGV[1], rv .. ':' .. #ARGV[2] .. ':' .. json)
-redis.call('ZADD', KEYS[3], 0, ARGV[1])
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], rv .. '-0', 't', 'A', 'k', ARGV[1], 'o', json)
-redis.call('PUBLISH', ARGV[5], 'A' .. rv .. '\n' .. ARGV[1] .. '\n' .. json)
-if ARGV[6] ~= '' then
-  redis.call('PUBLISH', ARGV[6], ARGV[7] .. '\n' .. ARGV[1] .. '\n' .. rv)
-end
-return {1, rv}
+return out
