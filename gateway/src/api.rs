@@ -57,6 +57,9 @@ pub struct Ctx {
     pub namespaces: RwLock<HashSet<(String, String)>>,
     /// Tenants whose default namespaces this process has ensured.
     pub tenants: RwLock<HashSet<String>>,
+    /// What became of a CRD after each change to it, for the watches of its resources
+    /// (sent only while some watch listens).
+    pub crd_changes: tokio::sync::broadcast::Sender<Arc<crate::watch::CrdNow>>,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -92,6 +95,7 @@ impl Ctx {
             crds: CrdCache::default(),
             namespaces: Default::default(),
             tenants: Default::default(),
+            crd_changes: tokio::sync::broadcast::channel(256).0,
             cfg,
         }))
     }
@@ -166,6 +170,7 @@ impl Ctx {
                                     .remove(&(ch.tenant.clone(), ch.name.clone()));
                             } else {
                                 c.crds.invalidate(&ch.tenant, &ch.name);
+                                c.report_crd(ch.tenant, ch.name);
                             }
                         }
                     }
@@ -177,6 +182,38 @@ impl Ctx {
                 }
             });
         }
+    }
+
+    /// Tells the watches of a changed CRD's resources whether it still exists (and under
+    /// which uid), so that those of a deleted or replaced CRD end.
+    fn report_crd(&self, tenant: String, name: String) {
+        if self.crd_changes.receiver_count() == 0 {
+            return;
+        }
+        let mut registry = self.registry.clone();
+        let tx = self.crd_changes.clone();
+        tokio::spawn(async move {
+            let req = pb::CrdGetRequest {
+                tenant: tenant.clone(),
+                name: name.clone(),
+            };
+            let uid = match registry.get_crd(req).await {
+                Ok(r) => {
+                    let v: serde_json::Value = match serde_json::from_slice(&r.into_inner().json) {
+                        Ok(v) => v,
+                        Err(_) => return,
+                    };
+                    match v["metadata"]["uid"].as_str() {
+                        Some(uid) => Some(uid.to_string()),
+                        None => return,
+                    }
+                }
+                Err(s) if s.code() == tonic::Code::NotFound => None,
+                // Registry unreachable: nothing known, nothing ended.
+                Err(_) => return,
+            };
+            let _ = tx.send(Arc::new(crate::watch::CrdNow { tenant, name, uid }));
+        });
     }
 
     fn drop_caches(&self, resource: &str) {

@@ -218,6 +218,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 field_selector: field,
                 transform: None,
                 normalize: None,
+                crd: None,
             };
             watch::serve(ctx, req, t).await
         }

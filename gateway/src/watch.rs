@@ -29,6 +29,7 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast;
 
 /// How often an idle watch with `allowWatchBookmarks` gets a BOOKMARK (upstream: 1 min).
 pub const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
@@ -54,6 +55,48 @@ pub struct Target {
     /// Read defaulting of event objects (custom resources whose served version's schema has
     /// defaults); applied after `transform`, a batch of objects per call.
     pub normalize: Option<Normalizer>,
+    /// The CRD a custom resource watch serves: the watch ends once that CRD is gone.
+    pub crd: Option<CrdIdentity>,
+}
+
+/// Which CRD a watch belongs to: (tenant, CRD name, uid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrdIdentity {
+    pub tenant: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// A CRD of a tenant after a change: its uid now, or None when it no longer exists. Sent
+/// by the gateway's CRD cache follower to the watches of that CRD's resources.
+#[derive(Debug, Clone)]
+pub struct CrdNow {
+    pub tenant: String,
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+/// Resolves once `id`'s CRD is reported deleted or replaced (another uid under the same
+/// name); never when `rx` is None. Upstream ends such watches when it tears down the CRD's
+/// storage (apiextensions-apiserver `customresource_handler.go`, `removeStorage_locked` →
+/// `tearDown` → the cacher's watchers are stopped, which ends their responses).
+async fn crd_gone(w: &mut Option<(CrdIdentity, broadcast::Receiver<Arc<CrdNow>>)>) {
+    let Some((id, rx)) = w else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(now)
+                if now.tenant == id.tenant
+                    && now.name == id.name
+                    && now.uid.as_deref() != Some(id.uid.as_str()) =>
+            {
+                return;
+            }
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+        }
+    }
 }
 
 /// Defaults a batch of objects (same order out as in), e.g. through the validation service.
@@ -251,6 +294,8 @@ struct Run {
     include: IncludeObject,
     /// With read defaulting: how many items at the front of `pending` are defaulted already.
     checked: usize,
+    /// For custom resources: the CRD, and the reports of CRD changes (see [`crd_gone`]).
+    crd: Option<(CrdIdentity, broadcast::Receiver<Arc<CrdNow>>)>,
 }
 
 async fn tick(t: &mut Option<tokio::time::Interval>) {
@@ -280,6 +325,17 @@ impl Run {
             tokio::select! {
                 _ = self.deadline.as_mut() => return None,
                 _ = tick(&mut self.ticker) => self.queue_bookmark(),
+                _ = crd_gone(&mut self.crd) => {
+                    // Deliver what has arrived already (the DELETED events of the CRD's
+                    // objects come before the CRD itself goes), then end.
+                    if let Source::Shared(sub) = &mut self.src {
+                        while let Ok(i) = sub.rx.try_recv() {
+                            self.pending.push_back(i);
+                        }
+                    }
+                    self.done = true;
+                    self.crd = None;
+                }
                 m = next_item(&mut self.src, &self.spec) => match m {
                     Some((item, end)) => {
                         self.pending.push_back(item);
@@ -493,6 +549,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
             Source::Direct(ctx.storage.clone().watch(wreq).await?.into_inner())
         }
     };
+    let crd = t.crd.clone().map(|id| (id, ctx.crd_changes.subscribe()));
     let ticker = p.bookmarks.then(|| {
         tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)
     });
@@ -509,6 +566,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         output,
         include,
         checked: 0,
+        crd,
     };
     let stream = futures::stream::unfold(run, |mut run| async move {
         let chunk = run.next_chunk().await?;
@@ -571,6 +629,11 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
         field_selector: field,
         transform: Some(transform),
         normalize: crate::crs::watch_normalizer(ctx, &crd, &i.tenant, ver),
+        crd: Some(CrdIdentity {
+            tenant: i.tenant.clone(),
+            name: crd.name.clone(),
+            uid: crd.uid.clone(),
+        }),
     };
     serve(ctx, req, target).await
 }
@@ -637,6 +700,7 @@ mod tests {
             field_selector: String::new(),
             transform: None,
             normalize: None,
+            crd: None,
         };
         let b: Value = serde_json::from_slice(&bookmark(&t, 7, true)[..]).unwrap();
         assert_eq!(b["type"], "BOOKMARK");
