@@ -161,6 +161,15 @@ pub fn gets(storage: StorageClient<Channel>, max_in_flight: usize) -> GetBatcher
     )
 }
 
+/// One item of a batched answer: its value, or the status it failed with.
+fn item<T>(value: Option<T>, error: Option<pb::ItemStatus>) -> Result<T, Status> {
+    match (value, error) {
+        (_, Some(e)) => Err(e.to_status()),
+        (Some(v), None) => Ok(v),
+        (None, None) => Err(Status::internal("the service answered an empty result")),
+    }
+}
+
 pub fn creates(storage: StorageClient<Channel>, max_in_flight: usize) -> CreateBatcher {
     Batcher::new(
         max_in_flight,
@@ -171,15 +180,8 @@ pub fn creates(storage: StorageClient<Channel>, max_in_flight: usize) -> CreateB
                 let r = storage
                     .create_many(pb::CreateManyRequest { requests })
                     .await?;
-                Ok(r.into_inner()
-                    .results
-                    .into_iter()
-                    .map(|w| match (w.object, w.error) {
-                        (_, Some(e)) => Err(e.to_status()),
-                        (Some(o), None) => Ok(o),
-                        (None, None) => Err(Status::internal("storage answered an empty result")),
-                    })
-                    .collect())
+                let items = r.into_inner().results.into_iter();
+                Ok(items.map(|w| item(w.object, w.error)).collect())
             }
         },
     )
@@ -195,17 +197,8 @@ pub fn admits(validation: ValidationClient<Channel>, max_in_flight: usize) -> Ad
                 let r = validation
                     .admit_many(pb::AdmitManyRequest { requests })
                     .await?;
-                Ok(r.into_inner()
-                    .results
-                    .into_iter()
-                    .map(|a| match (a.response, a.error) {
-                        (_, Some(e)) => Err(e.to_status()),
-                        (Some(r), None) => Ok(r),
-                        (None, None) => {
-                            Err(Status::internal("validation answered an empty result"))
-                        }
-                    })
-                    .collect())
+                let items = r.into_inner().results.into_iter();
+                Ok(items.map(|a| item(a.response, a.error)).collect())
             }
         },
     )
