@@ -3,7 +3,8 @@
 //!
 //! Request heads are parsed with `httparse`; bodies are read whole (Content-Length or chunked,
 //! bounded by `Limits::max_body`); responses go out with Content-Length when their size is
-//! known and with the chunked transfer coding otherwise (watch streams); connections are kept
+//! known and with the chunked transfer coding otherwise (watch streams; to an HTTP/1.0 client
+//! such a body goes as is and the connection closes at its end); connections are kept
 //! alive and pipelined requests are answered in order (RFC 9112). A connection that opens with
 //! the HTTP/2 preface (prior knowledge, as the load tool's `--http2-streams` and gRPC-style
 //! clients send it) is handed back to the caller, who serves it with hyper's HTTP/2 server.
@@ -340,7 +341,8 @@ where
                             ),
                         };
                         let r = plain_response(code, text);
-                        let _ = write_response(&sock, r, false, false, &mut buf, 0).await;
+                        let _ =
+                            write_response(&sock, r, false, false, Http::V11, &mut buf, 0).await;
                         return Ok(None);
                     }
                 }
@@ -351,14 +353,23 @@ where
         };
         buf.advance(head.len);
         let is_head = head.parts.method == Method::HEAD;
+        let http10 = head.parts.version == Version::HTTP_10;
         let mut keep_alive = head.keep_alive;
 
         // The body.
         let body = match head.framing {
             Framing::Empty => Bytes::new(),
             Framing::Length(n) if n > limits.max_body => {
-                let _ =
-                    write_response(&sock, (limits.too_large)(), is_head, false, &mut buf, 0).await;
+                let _ = write_response(
+                    &sock,
+                    (limits.too_large)(),
+                    is_head,
+                    false,
+                    Http::V11,
+                    &mut buf,
+                    0,
+                )
+                .await;
                 return Ok(None);
             }
             Framing::Length(n) => {
@@ -393,7 +404,9 @@ where
                                     plain_response(StatusCode::BAD_REQUEST, "400 Bad Request")
                                 }
                             };
-                            let _ = write_response(&sock, r, is_head, false, &mut buf, 0).await;
+                            let _ =
+                                write_response(&sock, r, is_head, false, Http::V11, &mut buf, 0)
+                                    .await;
                             return Ok(None);
                         }
                     }
@@ -413,7 +426,18 @@ where
             keep_alive = false;
         }
         let pipelined_cap = limits.max_head.saturating_add(limits.max_body);
-        if !write_response(&sock, resp, is_head, keep_alive, &mut buf, pipelined_cap).await? {
+        let framing = if http10 { Http::V10 } else { Http::V11 };
+        if !write_response(
+            &sock,
+            resp,
+            is_head,
+            keep_alive,
+            framing,
+            &mut buf,
+            pipelined_cap,
+        )
+        .await?
+        {
             return Ok(None);
         }
         if !keep_alive {
@@ -500,13 +524,25 @@ fn date_now(out: &mut Vec<u8>) {
 /// Bodies up to this size are written in the same write as the head.
 const COALESCE: usize = 64 * 1024;
 
+/// The HTTP version of the request a response answers, for how a body of unknown length
+/// is framed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Http {
+    /// Chunked transfer coding.
+    V11,
+    /// HTTP/1.0 has no chunked coding: the body is sent as is and the connection closed at
+    /// its end (RFC 9112 §6.3, like Go's net/http for 1.0 clients).
+    V10,
+}
+
 /// Writes a response; `Ok(false)` when the connection must end (the client went away while
-/// a streamed body was being written, or the body failed).
+/// a streamed body was being written, the body failed, or an HTTP/1.0 stream ended).
 async fn write_response(
     sock: &TcpStream,
     resp: Response<Body>,
     is_head: bool,
     keep_alive: bool,
+    version: Http,
     buf: &mut BytesMut,
     pipelined_cap: usize,
 ) -> io::Result<bool> {
@@ -517,6 +553,9 @@ async fn write_response(
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
     let exact = body.size_hint().exact();
+    // An HTTP/1.0 client learns where a body of unknown length ends only from the close.
+    let close_delimited = version == Http::V10 && exact.is_none() && !bodyless;
+    let keep_alive = keep_alive && !close_delimited;
     let mut head = Vec::with_capacity(128 + parts.headers.len() * 48);
     head.extend_from_slice(b"HTTP/1.1 ");
     head.extend_from_slice(status.as_str().as_bytes());
@@ -552,7 +591,7 @@ async fn write_response(
             }
             false
         }
-        None if bodyless => false,
+        None if bodyless || close_delimited => false,
         None => {
             head.extend_from_slice(b"transfer-encoding: chunked\r\n");
             true
@@ -563,7 +602,7 @@ async fn write_response(
         write_all(sock, &head).await?;
         return Ok(true);
     }
-    if !chunked {
+    if !chunked && !close_delimited {
         // A known-length body (every response but watch streams): one frame in practice.
         let mut first = true;
         while let Some(frame) = body.frame().await {
@@ -599,12 +638,14 @@ async fn write_response(
                 () = gone => return Ok(false),
             }
         };
+        // Chunked, or as is for an HTTP/1.0 client (whose body ends with the connection).
+        let put = if chunked { put_chunk } else { put_raw };
         let mut out = Vec::new();
         let mut ended = false;
         match next {
             None => ended = true,
             Some(Err(_)) => return Ok(false),
-            Some(Ok(frame)) => put_chunk(&mut out, frame),
+            Some(Ok(frame)) => put(&mut out, frame),
         }
         // Frames that are already waiting (a burst of watch events) go out in the same write.
         while !ended && out.len() < COALESCE {
@@ -615,16 +656,23 @@ async fn write_response(
                     write_all(sock, &out).await?;
                     return Ok(false);
                 }
-                Some(Some(Ok(frame))) => put_chunk(&mut out, frame),
+                Some(Some(Ok(frame))) => put(&mut out, frame),
             }
         }
-        if ended {
+        if ended && chunked {
             out.extend_from_slice(b"0\r\n\r\n");
         }
         write_all(sock, &out).await?;
         if ended {
-            return Ok(true);
+            return Ok(chunked);
         }
+    }
+}
+
+/// Appends a data frame as is (a close-delimited body).
+fn put_raw(out: &mut Vec<u8>, frame: http_body::Frame<Bytes>) {
+    if let Ok(data) = frame.into_data() {
+        out.extend_from_slice(&data);
     }
 }
 
@@ -863,7 +911,12 @@ mod tests {
                     let h = move |p: http::request::Parts, b: Bytes| {
                         let gone_tx = gone_tx.clone();
                         async move {
-                            if p.uri.path() == "/stream" {
+                            if p.uri.path().starts_with("/stream") {
+                                let end = if p.uri.path() == "/stream3" {
+                                    3
+                                } else {
+                                    u32::MAX
+                                };
                                 struct Guard(tokio::sync::mpsc::Sender<()>);
                                 impl Drop for Guard {
                                     fn drop(&mut self) {
@@ -874,6 +927,9 @@ mod tests {
                                 let s = futures::stream::unfold(0u32, move |i| {
                                     let _keep = &g;
                                     async move {
+                                        if i == end {
+                                            return None;
+                                        }
                                         if i > 0 {
                                             tokio::time::sleep(std::time::Duration::from_millis(5))
                                                 .await;
@@ -1010,6 +1066,31 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(10), gone.recv())
             .await
             .expect("stream dropped after the client closed");
+    }
+
+    #[tokio::test]
+    async fn an_http10_client_gets_a_stream_unchunked_and_ended_by_the_close() {
+        use tokio::io::AsyncWriteExt;
+        let (addr, _) = server().await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /stream3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut c, &mut out)
+            .await
+            .unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.contains("connection: close\r\n"), "{out}");
+        assert!(!out.contains("transfer-encoding"), "{out}");
+        assert!(out.ends_with("\r\n\r\nev0\nev1\nev2\n"), "{out}");
+        // A known-length response to HTTP/1.0 keep-alive keeps the connection.
+        let out = exchange(
+            addr,
+            b"GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n",
+        )
+        .await;
+        assert!(out.contains("GET /a ") && out.ends_with("GET /b "), "{out}");
     }
 
     #[tokio::test]
