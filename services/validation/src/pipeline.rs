@@ -229,50 +229,54 @@ impl Walker {
         depth: usize,
     ) -> u64 {
         let keys = &s.prop_keys[..];
-        let n = keys.len();
         let drops_start = self.drops.len();
         let mut present = 0u64;
         let mut j = 0usize;
+        // Resource roots whose apiVersion/kind/metadata have no schema (the common case):
+        // those keys, when typed as TypeMeta/ObjectMeta, are kept as they are (metadata
+        // losing its unknown keys), which is what `meta` does for them.
+        let plain_meta = EMBEDDED && s.additional.is_none() && !s.preserve_unknown;
         for (k, v) in m.iter_mut() {
+            let kb = k.as_bytes();
             // The merge walk over sorted keys and sorted properties: `j` is the first
-            // property not yet passed; properties passed over are absent.
+            // property not yet passed; properties passed over are absent. Usually the key is
+            // property `j` (equal first bytes, and equal `KeyWords`, exact for keys of up to
+            // 16 bytes) or sorts before it (a smaller first byte); anything else is
+            // `merge_step`'s full comparison.
             let mut hit = usize::MAX;
-            if j < n {
-                let kb = k.as_bytes();
-                let kw = KeyWords::of(kb);
-                while j < n {
-                    let pw = &keys[j];
-                    if *pw == kw && (kw.len <= 16 || s.properties[j].0.as_bytes() == kb) {
-                        hit = j;
-                        j += 1;
-                        break;
-                    }
-                    if sorts_after(s.properties[j].0.as_bytes(), kb) {
-                        // The key sorts before property `j`: it is not declared.
-                        break;
-                    }
+            if let Some(pw) = keys.get(j) {
+                let k0 = kb.first().copied().unwrap_or(0);
+                let p0 = pw.first0();
+                if p0 == k0 && kb.len() <= 16 && *pw == KeyWords::of(kb) {
+                    hit = j;
                     j += 1;
+                } else if p0 <= k0 {
+                    hit = merge_step(s, &mut j, kb);
                 }
             }
-            let keep = if EMBEDDED
-                && hit == usize::MAX
-                && s.additional.is_none()
-                && !s.preserve_unknown
-                && matches!((k.as_str(), &*v), ("apiVersion" | "kind", Value::String(_)))
-            {
-                // The common case of the resource root: typed TypeMeta, no schema for it.
-                true
-            } else if EMBEDDED
-                && is_meta_field(k)
-                && let Some(keep) = self.meta(k, v, s, hit, path, depth)
-            {
-                keep
-            } else if let Some((_, p)) = s.properties.get(hit) {
-                self.child(k, v, p, path, depth + 1)
-            } else if let Some(Additional::Schema(a)) = &s.additional {
-                self.child(k, v, a, path, depth + 1)
-            } else {
-                self.unspecified(k, v, s, root, path)
+            let keep = 'keep: {
+                if plain_meta && hit == usize::MAX {
+                    match (k.as_str(), &mut *v) {
+                        ("apiVersion" | "kind", Value::String(_)) => break 'keep true,
+                        ("metadata", Value::Object(meta)) => {
+                            self.coerce_meta(meta, path);
+                            break 'keep true;
+                        }
+                        _ => {}
+                    }
+                }
+                if EMBEDDED
+                    && is_meta_field(k)
+                    && let Some(keep) = self.meta(k, v, s, hit, path, depth)
+                {
+                    keep
+                } else if let Some((_, p)) = s.properties.get(hit) {
+                    self.child(k, v, p, path, depth + 1)
+                } else if let Some(Additional::Schema(a)) = &s.additional {
+                    self.child(k, v, a, path, depth + 1)
+                } else {
+                    self.unspecified(k, v, s, root, path)
+                }
             };
             if !keep {
                 self.drops.push(k.clone());
@@ -423,8 +427,10 @@ impl Walker {
         if !meta {
             return None;
         }
-        if k == "metadata" {
-            self.coerce_meta(v, path);
+        if k == "metadata"
+            && let Value::Object(m) = v
+        {
+            self.coerce_meta(m, path);
         }
         if let Some(sub) = sub {
             if v.is_null() {
@@ -499,12 +505,17 @@ impl Walker {
         }
     }
 
-    /// Drops ObjectMeta keys that metav1.ObjectMeta does not have (see `prune::coerce_meta`).
-    fn coerce_meta(&mut self, v: &mut Value, path: &Path<'_>) {
-        let Value::Object(meta) = v else { return };
-        if meta.keys().all(|k| is_object_meta_field(k)) {
-            return;
+    /// Drops ObjectMeta keys that metav1.ObjectMeta does not have (see `prune::coerce_meta`);
+    /// `path` is the location of the resource whose `metadata` this is.
+    #[inline(always)]
+    fn coerce_meta(&mut self, meta: &mut Map<String, Value>, path: &Path<'_>) {
+        if !meta.keys().all(|k| is_object_meta_field(k)) {
+            self.drop_unknown_meta(meta, path);
         }
+    }
+
+    #[inline(never)]
+    fn drop_unknown_meta(&mut self, meta: &mut Map<String, Value>, path: &Path<'_>) {
         let mp = Path::Key(path, "metadata");
         let pruned = &mut self.pruned;
         meta.retain(|k, _| {
@@ -518,13 +529,22 @@ impl Walker {
     }
 }
 
-/// Whether `a` sorts after `b` (bytewise; the first bytes usually decide).
-#[inline(always)]
-fn sorts_after(a: &[u8], b: &[u8]) -> bool {
-    match (a.first(), b.first()) {
-        (Some(x), Some(y)) if x != y => x > y,
-        _ => a > b,
+/// The merge walk's general step (see `Walker::entries`): advances `j` past the properties
+/// that sort before key `kb` and returns the index of the property equal to it, if any
+/// (`usize::MAX` if none).
+#[inline(never)]
+fn merge_step(s: &Schema, j: &mut usize, kb: &[u8]) -> usize {
+    while let Some((p, _)) = s.properties.get(*j) {
+        match p.as_bytes().cmp(kb) {
+            std::cmp::Ordering::Less => *j += 1,
+            std::cmp::Ordering::Equal => {
+                *j += 1;
+                return *j - 1;
+            }
+            std::cmp::Ordering::Greater => break,
+        }
     }
+    usize::MAX
 }
 
 fn is_meta_field(k: &str) -> bool {
@@ -643,4 +663,155 @@ fn required_ok(
             Some(&j) if bits && j < 64 => present & (1 << j) != 0,
             _ => m.contains_key(k.as_str()),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structural::compile;
+    use serde_json::json;
+
+    /// Upstream's separate passes: (object, pruned, errors).
+    fn separate(s: &Schema, obj: &Value) -> (Value, Vec<String>, Vec<String>) {
+        let mut o = obj.clone();
+        let pruned = crate::prune::prune(&mut o, s);
+        default::prune_non_nullable_nulls(&mut o, s);
+        default::apply_defaults(&mut o, s);
+        let errs = val::validate(s, &o, "")
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        (o, pruned, errs)
+    }
+
+    fn fused(s: &Schema, obj: &Value) -> (Value, Vec<String>, Vec<String>) {
+        let mut o = obj.clone();
+        let out = prune_default_validate(&mut o, s);
+        let errs = out.errors.iter().map(|e| e.to_string()).collect();
+        (o, out.pruned, errs)
+    }
+
+    /// The merge walk on keys that share first bytes, prefixes (up to and past the 16 bytes
+    /// `KeyWords` cover) and lengths with the declared properties, the empty key and NUL
+    /// bytes, keys between and after the properties: every subset of the keys at even and
+    /// at odd positions of the list, then pseudo-random subsets of all of them, each object
+    /// checked against the separate passes.
+    #[test]
+    fn merge_walk_matches_separate_passes_on_awkward_keys() {
+        let long = "abcdefghijklmnopqrstu"; // 21 bytes
+        let props = [
+            "",
+            "\0",
+            "a",
+            "ab",
+            "abcd",
+            "abcdefgh",
+            "abcdefghijklmnop",
+            long,
+            "b",
+            "metadata",
+        ];
+        let mut properties = Map::new();
+        for (i, p) in props.iter().enumerate() {
+            properties.insert(
+                p.to_string(),
+                json!({"type": "integer", "maximum": 100 + i, "default": i}),
+            );
+        }
+        let schema = json!({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": properties}}});
+        let s = compile(&schema).unwrap();
+        let keys = [
+            "",
+            "\0",
+            "\0\0",
+            "a",
+            "aa",
+            "ab",
+            "abc",
+            "abcd",
+            "abce",
+            "abcdefgh",
+            "abcdefgX",
+            "abcdefghijklmnop",
+            "abcdefghijklmnoq",
+            "abcdefghijklmnopqrstu",
+            "abcdefghijklmnopqrstv",
+            "abcdefghijklmnopqrst",
+            // Equal to the 21-byte property in the first and last 8 bytes only.
+            "abcdefghijklnnopqrstu",
+            "abcdefghXjklmnopqrstu",
+            "b",
+            "c",
+            "metadata",
+            "zz",
+        ];
+        let check = |mask: u64| {
+            let spec: Map<String, Value> = (keys.iter().enumerate())
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(i, k)| (k.to_string(), json!(i * 7)))
+                .collect();
+            let obj = json!({"apiVersion": "v1", "kind": "K", "spec": spec});
+            assert_eq!(fused(&s, &obj), separate(&s, &obj), "{obj}");
+        };
+        // Every subset of the keys at even and at odd positions, then pseudo-random subsets
+        // of all of them.
+        let (even, odd) = (0x15_5555u64, 0x2a_aaaau64);
+        for m in 0u64..(1 << 11) {
+            let spread = |base: u64| {
+                let mut out = 0;
+                let mut bits = m;
+                for i in 0..22 {
+                    if base & (1 << i) != 0 {
+                        out |= (bits & 1) << i;
+                        bits >>= 1;
+                    }
+                }
+                out
+            };
+            check(spread(even));
+            check(spread(odd));
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..4096 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            check(x & 0x3f_ffff);
+        }
+        // One object with every key: all declared ones kept (some out of range), the rest
+        // pruned, missing defaults filled.
+        let all: Map<String, Value> = keys.iter().map(|k| (k.to_string(), json!(150))).collect();
+        let obj = json!({"spec": all});
+        let (o, pruned, errs) = fused(&s, &obj);
+        assert_eq!(
+            (o.clone(), pruned.clone(), errs.clone()),
+            separate(&s, &obj)
+        );
+        assert_eq!(o["spec"].as_object().unwrap().len(), props.len());
+        assert_eq!(pruned.len(), keys.len() - props.len());
+        assert_eq!(errs.len(), props.len());
+    }
+
+    /// The root's TypeMeta/ObjectMeta shortcut: metadata loses its unknown keys (reported),
+    /// keeps ObjectMeta's; mistyped apiVersion/kind/metadata take the general path.
+    #[test]
+    fn root_type_and_object_meta() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object"}}});
+        let s = compile(&schema).unwrap();
+        for obj in [
+            json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x", "bogus": 1,
+                "labels": {"a": "b"}, "zz": null}, "spec": {}}),
+            json!({"apiVersion": 1, "kind": ["K"], "metadata": "x"}),
+            json!({"apiVersion": "v1", "kind": "K", "metadata": {}, "other": 1}),
+        ] {
+            assert_eq!(fused(&s, &obj), separate(&s, &obj), "{obj}");
+        }
+        let (o, pruned, _) = fused(
+            &s,
+            &json!({"apiVersion": "v1", "metadata": {"name": "x", "bogus": 1}}),
+        );
+        assert_eq!(o, json!({"apiVersion": "v1", "metadata": {"name": "x"}}));
+        assert_eq!(pruned, vec!["metadata.bogus"]);
+    }
 }

@@ -17,9 +17,10 @@ pub const MAX_SCHEMA_DEPTH: usize = 64;
 pub const MAX_SCHEMA_NODES: usize = 100_000;
 /// Compiled size limit of one `pattern` regex (bytes of the compiled program).
 pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
-/// Size limit of one `pattern`'s precompiled DFA (bigger ones use the regex engine).
+/// Size limit of the dense DFA a `pattern` is first determinized into (patterns that need a
+/// bigger one use the regex engine).
 pub const PATTERN_DFA_LIMIT: usize = 256 << 10;
-/// Total size of the precompiled pattern DFAs of one schema.
+/// Total size of the precompiled pattern DFA tables ([`Pattern`]) of one schema.
 pub const SCHEMA_DFA_BUDGET: usize = 8 << 20;
 
 /// Schema `type`. `Any` is the empty type (allowed with int-or-string / preserve-unknown-fields
@@ -133,16 +134,14 @@ pub enum Additional {
 }
 
 /// A compiled `pattern`: the source text (for messages), the regex, and — when small enough —
-/// the same regex as a precompiled dense DFA, which matches without the regex engine's
-/// per-call setup (the same syntax and semantics: both come from regex-automata).
+/// the same regex as a precompiled DFA in a compact table (`ByteDfa`), which matches
+/// without the regex engine's per-call setup (the same syntax and semantics: both come from
+/// regex-automata).
 #[derive(Debug, Clone)]
 pub struct Pattern {
     pub source: String,
     pub regex: Regex,
-    pub dfa: Option<regex_automata::dfa::dense::DFA<Vec<u32>>>,
-    /// The DFA's unanchored start state for a search from the start of a string (the same
-    /// for every string: nothing comes before it).
-    start: Option<regex_automata::util::primitives::StateID>,
+    dfa: Option<ByteDfa>,
 }
 
 impl Pattern {
@@ -150,53 +149,175 @@ impl Pattern {
     /// the schema and is reduced by this pattern's DFA.
     pub fn new(src: &str, dfa_budget: &mut usize) -> Result<Pattern, String> {
         let regex = compile_pattern(src)?;
-        let dfa = pattern_dfa(src).filter(|d| d.memory_usage() <= *dfa_budget);
-        use regex_automata::dfa::Automaton;
-        use regex_automata::util::start;
-        let mut start = None;
+        let dfa = pattern_dfa(src).and_then(|d| ByteDfa::from_dense(&d, *dfa_budget));
         if let Some(d) = &dfa {
-            *dfa_budget -= d.memory_usage();
-            start = d
-                .start_state(&start::Config::new().anchored(regex_automata::Anchored::No))
-                .ok();
+            *dfa_budget = dfa_budget.saturating_sub(d.memory_usage());
         }
         Ok(Pattern {
             source: src.to_string(),
             regex,
-            dfa: if start.is_some() { dfa } else { None },
-            start,
+            dfa,
         })
     }
 
     /// Whether the pattern matches somewhere in `hay` (Go's `regexp.MatchString`).
-    #[inline]
+    #[inline(always)]
     pub fn is_match(&self, hay: &str) -> bool {
+        match &self.dfa {
+            Some(d) => d.is_match(hay),
+            None => self.regex_match(hay),
+        }
+    }
+
+    #[inline(never)]
+    fn regex_match(&self, hay: &str) -> bool {
+        self.regex.is_match(hay)
+    }
+
+    /// Whether matching uses the precompiled DFA (else the regex engine).
+    pub fn has_dfa(&self) -> bool {
+        self.dfa.is_some()
+    }
+}
+
+/// A pattern's DFA for one question — does the pattern match anywhere in a whole string? —
+/// re-encoded from regex-automata's dense DFA into a table whose match loop does one class
+/// lookup and one (bounds-checked) table lookup per byte.
+///
+/// Rows are the live states, columns the DFA's byte equivalence classes plus a last column
+/// for the end of input; an entry is the next state's row offset (row × `stride`), or one of
+/// two sentinels past the end of the table: [`ByteDfa::DEAD`] (no match can follow) and
+/// [`ByteDfa::MATCH`] (a match has ended). Every dense DFA dead state becomes `DEAD` and
+/// every match state `MATCH`, so the scan ends at the first lookup from a sentinel (which
+/// falls outside the table) and the sentinel is the answer — an earliest-match scan, exactly
+/// as the dense DFA answers `is_match`. Only states reachable from the start state of an
+/// unanchored search at the start of a string are kept (nothing comes before the string, so
+/// that start state is the same for every string).
+#[derive(Debug, Clone)]
+struct ByteDfa {
+    /// The equivalence class (column) of each byte.
+    classes: Box<[u8; 256]>,
+    /// Row-major transitions (row offsets or sentinels).
+    table: Box<[u32]>,
+    /// Columns per row: the byte classes, then the end-of-input column.
+    stride: usize,
+    /// Row offset of the start state (or a sentinel).
+    start: u32,
+}
+
+impl ByteDfa {
+    /// The state after which no match can follow (outside every table).
+    const DEAD: u32 = u32::MAX - 1;
+    /// The state after which a match has ended (outside every table).
+    const MATCH: u32 = u32::MAX;
+
+    /// Re-encodes `d`, or `None` if its table would need more than `budget` bytes, or if
+    /// `d` has quit states (none are configured; checked so that a change of configuration
+    /// cannot silently change answers).
+    fn from_dense(d: &regex_automata::dfa::dense::DFA<Vec<u32>>, budget: usize) -> Option<Self> {
         use regex_automata::dfa::Automaton;
-        let (Some(dfa), Some(mut st)) = (&self.dfa, self.start) else {
-            return self.regex.is_match(hay);
+        use regex_automata::util::{primitives::StateID, start};
+        use std::collections::HashMap;
+        let start = d
+            .start_state(&start::Config::new().anchored(regex_automata::Anchored::No))
+            .ok()?;
+        let bc = d.byte_classes();
+        // One representative byte per class, by class index; the last column is the end of
+        // input.
+        let stride = bc.alphabet_len();
+        let mut reps: Vec<Option<u8>> = vec![None; stride];
+        let mut classes = Box::new([0u8; 256]);
+        for b in 0..=255u8 {
+            let c = bc.get(b);
+            classes[usize::from(b)] = c;
+            reps[usize::from(c)].get_or_insert(b);
+        }
+        let eoi = stride - 1;
+        if stride < 2 || reps[..eoi].iter().any(Option::is_none) {
+            return None;
+        }
+        // Bounded by the budget, and far below the sentinels.
+        let max_rows = (budget.saturating_sub(256) / (4 * stride)).min(1 << 22);
+        let mut rows: HashMap<StateID, u32> = HashMap::new();
+        let mut order: Vec<StateID> = Vec::new();
+        // The entry for a dense state, or `None` for a quit state or too many rows.
+        let mut entry = |id: StateID, order: &mut Vec<StateID>| -> Option<u32> {
+            if d.is_quit_state(id) {
+                return None;
+            }
+            if d.is_dead_state(id) {
+                return Some(Self::DEAD);
+            }
+            if d.is_match_state(id) {
+                return Some(Self::MATCH);
+            }
+            if let Some(&r) = rows.get(&id) {
+                return Some(r);
+            }
+            if order.len() >= max_rows {
+                return None;
+            }
+            let r = u32::try_from(order.len() * stride).ok()?;
+            rows.insert(id, r);
+            order.push(id);
+            Some(r)
         };
-        // An earliest-match forward scan: the DFA enters a match state (one byte late, or
-        // at the end of input) as soon as some match has ended, and a dead state once none
-        // can. (No quit bytes are configured; a quit state would defer to the regex.)
-        for &b in hay.as_bytes() {
-            st = dfa.next_state(st, b);
-            if dfa.is_special_state(st) {
-                if dfa.is_match_state(st) {
-                    return true;
-                }
-                if dfa.is_dead_state(st) {
-                    return false;
-                }
-                if dfa.is_quit_state(st) {
-                    return self.regex.is_match(hay);
-                }
+        let start = entry(start, &mut order)?;
+        let mut table: Vec<u32> = Vec::new();
+        let mut next = 0;
+        while next < order.len() {
+            let id = order[next];
+            next += 1;
+            for (c, rep) in reps.iter().enumerate() {
+                let to = match rep {
+                    Some(b) if c != eoi => d.next_state(id, *b),
+                    _ => d.next_eoi_state(id),
+                };
+                table.push(entry(to, &mut order)?);
             }
         }
-        st = dfa.next_eoi_state(st);
-        if dfa.is_quit_state(st) {
-            return self.regex.is_match(hay);
+        Some(ByteDfa {
+            classes,
+            table: table.into_boxed_slice(),
+            stride,
+            start,
+        })
+    }
+
+    /// Heap bytes held (counted against the schema's DFA budget).
+    fn memory_usage(&self) -> usize {
+        256 + 4 * self.table.len()
+    }
+
+    /// Whether the pattern matches somewhere in `hay`.
+    #[inline(always)]
+    fn is_match(&self, hay: &str) -> bool {
+        let (table, classes) = (&self.table[..], &*self.classes);
+        let step = |s: u32, b: u8| table.get(s as usize + usize::from(classes[usize::from(b)]));
+        let mut s = self.start;
+        // Two bytes per round; a lookup from a sentinel fails and ends the scan.
+        let (pairs, rest) = hay.as_bytes().as_chunks::<2>();
+        for &[b0, b1] in pairs {
+            let Some(&n) = step(s, b0) else { break };
+            let Some(&n) = step(n, b1) else {
+                s = n;
+                break;
+            };
+            s = n;
         }
-        dfa.is_match_state(st)
+        for &b in rest {
+            if let Some(&n) = step(s, b) {
+                s = n;
+            }
+        }
+        if s < Self::DEAD {
+            // The end of input (always a sentinel).
+            s = table
+                .get(s as usize + self.stride - 1)
+                .copied()
+                .unwrap_or(Self::DEAD);
+        }
+        s == Self::MATCH
     }
 }
 
@@ -587,6 +708,12 @@ impl KeyWords {
             first,
             last,
         }
+    }
+
+    /// The key's first byte (0 for the empty key).
+    #[inline(always)]
+    pub fn first0(&self) -> u8 {
+        self.first as u8
     }
 }
 
@@ -1014,10 +1141,69 @@ mod tests {
             }
         }
         // Unicode word boundaries are left to the regex engine.
-        assert!(Pattern::new(r"\bfoo\b", &mut budget).unwrap().dfa.is_none());
-        assert!(Pattern::new("^a", &mut budget).unwrap().dfa.is_some());
+        assert!(!Pattern::new(r"\bfoo\b", &mut budget).unwrap().has_dfa());
+        assert!(Pattern::new("^a", &mut budget).unwrap().has_dfa());
         let mut none = 0;
-        assert!(Pattern::new("^a", &mut none).unwrap().dfa.is_none());
+        assert!(!Pattern::new("^a", &mut none).unwrap().has_dfa());
+    }
+
+    /// The compact DFA answers exactly as the regex on every string over an alphabet of
+    /// ASCII, multi-byte and invalid-for-the-pattern characters: all strings up to length 3,
+    /// then pseudo-random longer ones (odd and even lengths: the scan goes by byte pairs).
+    #[test]
+    fn byte_dfa_agrees_with_regex_exhaustively() {
+        let patterns = [
+            r"^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$",
+            r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            r"a",
+            r"ab|ba",
+            r"^a",
+            r"a$",
+            r"^$",
+            r"",
+            r"a*",
+            r"^.$",
+            r"^[^a]+$",
+            r"(?i)é",
+            r"\d{2}",
+            r"^\s*$",
+            r"(?m)^b$",
+            r"(?-u)\bab\b",
+        ];
+        let alphabet = [
+            "a", "b", "1", "*", "/", " ", "-", "é", "١", "\u{2003}", "\n", "A",
+        ];
+        let mut hays: Vec<String> = vec![String::new()];
+        let mut layer: Vec<String> = vec![String::new()];
+        for _ in 0..3 {
+            layer = layer
+                .iter()
+                .flat_map(|h| alphabet.iter().map(move |c| format!("{h}{c}")))
+                .collect();
+            hays.extend(layer.iter().cloned());
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let h: String = (0..len)
+                .map(|i| alphabet[((seed >> (i % 50)) as usize + i * 7) % alphabet.len()])
+                .collect();
+            hays.push(h);
+        }
+        hays.push("* * * * */5".into());
+        hays.push("1 2 3 4 5".into());
+        hays.push("1 2 3 4 5 6".into());
+        for src in patterns {
+            let mut budget = SCHEMA_DFA_BUDGET;
+            let p = Pattern::new(src, &mut budget).unwrap();
+            assert!(p.has_dfa(), "{src}");
+            for h in &hays {
+                assert_eq!(p.is_match(h), p.regex.is_match(h), "{src} on {h:?}");
+            }
+        }
     }
 
     #[test]
