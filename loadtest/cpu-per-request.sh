@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CPU time per request of each process of the stack (and of the load tool) for one HTTP
-# scenario: the measure to compare builds on a machine whose speed drifts, because it does not
-# depend on how much CPU the other tenants of the box leave us.
+# scenario: the measure to compare builds on a machine whose speed drifts. It depends less on
+# how much CPU the other tenants of the box leave us than throughput does, but not at all is
+# too much: a slower core also takes more CPU time per request (seen here: the same binaries
+# +50 % within 40 minutes). Compare builds side by side, alternating runs in the same minutes.
 #
 # Usage: loadtest/cpu-per-request.sh [BIN_DIR] [SCENARIO] [crdplane-load args...]
 #   BIN_DIR   directory with crdplane, crdplane-gateway, … and crdplane-load (default
