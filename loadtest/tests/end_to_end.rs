@@ -408,6 +408,13 @@ mod validation_fake {
                 unknown_fields: vec![],
             }))
         }
+        /// The load tool calls `Admit` only (one request per simulated client).
+        async fn admit_many(
+            &self,
+            _: Request<AdmitManyRequest>,
+        ) -> Result<Response<AdmitManyResponse>, Status> {
+            Err(Status::unimplemented("x"))
+        }
         async fn normalize(
             &self,
             _: Request<NormalizeRequest>,
