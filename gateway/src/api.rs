@@ -184,8 +184,8 @@ impl Ctx {
         }
     }
 
-    /// Tells the watches of a changed CRD's resources whether it still exists (and under
-    /// which uid), so that those of a deleted or replaced CRD end.
+    /// Tells the watches of a changed CRD's resources whether it still exists (under which
+    /// uid, serving what), so that those of a deleted, replaced or re-specified CRD end.
     fn report_crd(&self, tenant: String, name: String) {
         if self.crd_changes.receiver_count() == 0 {
             return;
@@ -197,14 +197,14 @@ impl Ctx {
                 tenant: tenant.clone(),
                 name: name.clone(),
             };
-            let uid = match registry.get_crd(req).await {
+            let now = match registry.get_crd(req).await {
                 Ok(r) => {
                     let v: serde_json::Value = match serde_json::from_slice(&r.into_inner().json) {
                         Ok(v) => v,
                         Err(_) => return,
                     };
                     match v["metadata"]["uid"].as_str() {
-                        Some(uid) => Some(uid.to_string()),
+                        Some(uid) => Some((uid.to_string(), crate::crd::serving_hash(&v))),
                         None => return,
                     }
                 }
@@ -212,7 +212,7 @@ impl Ctx {
                 // Registry unreachable: nothing known, nothing ended.
                 Err(_) => return,
             };
-            let _ = tx.send(Arc::new(crate::watch::CrdNow { tenant, name, uid }));
+            let _ = tx.send(Arc::new(crate::watch::CrdNow { tenant, name, now }));
         });
     }
 

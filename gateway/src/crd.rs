@@ -41,7 +41,27 @@ pub struct CrdInfo {
     pub versions: Vec<VersionInfo>,
     pub storage_version: String,
     pub terminating: bool,
+    /// [`serving_hash`] of this CRD: what its resources' watches are bound to.
+    pub serving: u64,
     pub json: Value,
+}
+
+/// A digest of what upstream rebuilds a CRD's serving storage for — its `spec` and
+/// `status.acceptedNames` (apiextensions-apiserver `customresource_handler.go`,
+/// `updateCustomResourceDefinition`: other changes, e.g. conditions or the generation bump of
+/// a graceful delete, keep the storage and its watches).
+pub fn serving_hash(crd: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    crd.get("spec")
+        .unwrap_or(&Value::Null)
+        .to_string()
+        .hash(&mut h);
+    crd.pointer("/status/acceptedNames")
+        .unwrap_or(&Value::Null)
+        .to_string()
+        .hash(&mut h);
+    h.finish()
 }
 
 impl CrdInfo {
@@ -144,6 +164,7 @@ impl CrdInfo {
                             && c.get("status").and_then(Value::as_str) == Some("True")
                     })
                 }),
+            serving: serving_hash(&crd),
             json: crd,
         })
     }

@@ -59,37 +59,44 @@ pub struct Target {
     pub crd: Option<CrdIdentity>,
 }
 
-/// Which CRD a watch belongs to: (tenant, CRD name, uid).
+/// Which CRD a watch belongs to: (tenant, CRD name, uid) and the
+/// [`crate::crd::serving_hash`] of the CRD the watch started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrdIdentity {
     pub tenant: String,
     pub name: String,
     pub uid: String,
+    pub serving: u64,
 }
 
-/// A CRD of a tenant after a change: its uid now, or None when it no longer exists. Sent
-/// by the gateway's CRD cache follower to the watches of that CRD's resources.
+/// A CRD of a tenant after a change: its uid and serving hash now, or None when it no
+/// longer exists. Sent by the gateway's CRD cache follower to the watches of that CRD's
+/// resources.
 #[derive(Debug, Clone)]
 pub struct CrdNow {
     pub tenant: String,
     pub name: String,
-    pub uid: Option<String>,
+    pub now: Option<(String, u64)>,
 }
 
-/// Resolves once `id`'s CRD is reported deleted or replaced (another uid under the same
-/// name); never when `rx` is None. Upstream ends such watches when it tears down the CRD's
-/// storage (apiextensions-apiserver `customresource_handler.go`, `removeStorage_locked` →
-/// `tearDown` → the cacher's watchers are stopped, which ends their responses).
+/// Resolves once `id`'s CRD is reported deleted, replaced (another uid under the same name)
+/// or changed in what its serving depends on (spec, accepted names); never when `rx` is
+/// None. Upstream ends such watches when it tears down the CRD's storage
+/// (apiextensions-apiserver `customresource_handler.go`: `removeStorage_locked` → `tearDown`
+/// destroys the storage, whose cacher stops its watchers, which ends their responses);
+/// clients such as informers then watch again from their last resourceVersion.
 async fn crd_gone(w: &mut Option<(CrdIdentity, broadcast::Receiver<Arc<CrdNow>>)>) {
     let Some((id, rx)) = w else {
         return std::future::pending().await;
     };
     loop {
         match rx.recv().await {
-            Ok(now)
-                if now.tenant == id.tenant
-                    && now.name == id.name
-                    && now.uid.as_deref() != Some(id.uid.as_str()) =>
+            Ok(c)
+                if c.tenant == id.tenant
+                    && c.name == id.name
+                    && c.now
+                        .as_ref()
+                        .is_none_or(|(uid, serving)| *uid != id.uid || *serving != id.serving) =>
             {
                 return;
             }
@@ -633,6 +640,7 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
             tenant: i.tenant.clone(),
             name: crd.name.clone(),
             uid: crd.uid.clone(),
+            serving: crd.serving,
         }),
     };
     serve(ctx, req, target).await

@@ -609,32 +609,48 @@ fn concurrent_creates_are_answered_one_by_one() {
     }
 }
 
-/// A watch of a CRD's resources ends once the CRD is deleted, after the DELETED events of its
-/// objects (upstream tears down the CRD's storage, which stops its watchers). An update of
-/// the CRD, and the same CRD in another tenant, leave watches running.
+/// A watch of a CRD's resources ends when upstream would tear down the CRD's storage: the
+/// CRD's spec or accepted names change, or the CRD is deleted (after the DELETED events of
+/// its objects). A metadata-only change of the CRD, and the same CRD in another tenant,
+/// leave watches running.
 #[test]
-fn watches_end_when_their_crd_is_deleted() {
+fn watches_end_when_their_crd_is_deleted_or_respecified() {
     use crdplane_tests::WatchStream;
     use std::time::Duration;
     let stack = Stack::start_with_redis().unwrap();
     let (acme, other) = (setup(&stack, "acme"), setup(&stack, "other"));
+    let watch = |api: &Api| {
+        let w = WatchStream::open(&format!("{}{CTS}?watch=1", api.base), None).unwrap();
+        assert_eq!(w.status, 200);
+        w
+    };
+    let added = |w: &WatchStream, name: &str| {
+        let e = w.next(Duration::from_secs(10)).expect("an event");
+        assert_eq!(e["type"], "ADDED", "{e}");
+        assert_eq!(e["object"]["metadata"]["name"], name);
+    };
     let (code, a) = acme.post(CTS, &crontab("a", 1));
     assert_eq!(code, 201, "{a}");
-    let rv = a["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let w = WatchStream::open(
-        &format!("{}{CTS}?watch=1&resourceVersion={rv}", acme.base),
-        None,
-    )
-    .unwrap();
-    let w_other = WatchStream::open(&format!("{}{CTS}?watch=1", other.base), None).unwrap();
-    assert_eq!((w.status, w_other.status), (200, 200));
-
-    // An update of the CRD (a new printer column) does not end the watch.
+    let w = watch(&acme);
+    added(&w, "a");
+    let w_other = watch(&other);
     let crd_path =
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com";
+
+    // A label on the CRD: its storage stays, so does the watch.
+    let (code, body) = acme.call(
+        "PATCH",
+        crd_path,
+        Some("application/merge-patch+json"),
+        Some(r#"{"metadata":{"labels":{"team":"a"}}}"#),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, _) = acme.post(CTS, &crontab("b", 2));
+    assert_eq!(code, 201);
+    added(&w, "b");
+    assert!(!w.ended(Duration::from_secs(1)));
+
+    // A new printer column changes the spec: the watch ends (informers watch again).
     let (code, body) = acme.call(
         "PATCH",
         crd_path,
@@ -642,14 +658,15 @@ fn watches_end_when_their_crd_is_deleted() {
         Some(r#"[{"op":"add","path":"/spec/versions/0/additionalPrinterColumns/-","value":{"name":"Image","type":"string","jsonPath":".spec.image"}}]"#),
     );
     assert_eq!(code, 200, "{body}");
-    let (code, _) = acme.post(CTS, &crontab("b", 2));
-    assert_eq!(code, 201);
-    let e = w.next(Duration::from_secs(10)).expect("ADDED b");
-    assert_eq!(
-        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
-        (Some("ADDED"), Some("b"))
+    assert!(
+        w.ended(Duration::from_secs(20)),
+        "the watch outlived a spec change"
     );
 
+    // Deleting the CRD: a new watch sees its objects go, then ends.
+    let w = watch(&acme);
+    added(&w, "a");
+    added(&w, "b");
     let (code, body) = acme.call("DELETE", crd_path, None, None);
     assert_eq!(code, 200, "{body}");
     let mut deleted: Vec<String> = w
@@ -669,10 +686,10 @@ fn watches_end_when_their_crd_is_deleted() {
         w.ended(Duration::from_secs(20)),
         "the watch outlived its CRD"
     );
+
     // The other tenant's CRD of the same name is untouched: its watch goes on.
     assert!(!w_other.ended(Duration::from_secs(1)));
     let (code, _) = other.post(CTS, &crontab("c", 3));
     assert_eq!(code, 201);
-    let e = w_other.next(Duration::from_secs(10)).expect("ADDED c");
-    assert_eq!(e["object"]["metadata"]["name"], "c");
+    added(&w_other, "c");
 }
