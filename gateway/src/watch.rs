@@ -55,18 +55,9 @@ pub struct Target {
     /// Read defaulting of event objects (custom resources whose served version's schema has
     /// defaults); applied after `transform`, a batch of objects per call.
     pub normalize: Option<Normalizer>,
-    /// The CRD a custom resource watch serves: the watch ends once that CRD is gone.
-    pub crd: Option<CrdIdentity>,
-}
-
-/// Which CRD a watch belongs to: (tenant, CRD name, uid) and the
-/// [`crate::crd::serving_hash`] of the CRD the watch started with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CrdIdentity {
-    pub tenant: String,
-    pub name: String,
-    pub uid: String,
-    pub serving: u64,
+    /// The CRD a custom resource watch serves (of `resource.tenant`): the watch ends once
+    /// that CRD is gone or re-specified (see [`crd_gone`]).
+    pub crd: Option<Arc<CrdInfo>>,
 }
 
 /// A CRD of a tenant after a change: its uid and serving hash now, or None when it no
@@ -79,24 +70,29 @@ pub struct CrdNow {
     pub now: Option<(String, u64)>,
 }
 
-/// Resolves once `id`'s CRD is reported deleted, replaced (another uid under the same name)
-/// or changed in what its serving depends on (spec, accepted names); never when `rx` is
-/// None. Upstream ends such watches when it tears down the CRD's storage
-/// (apiextensions-apiserver `customresource_handler.go`: `removeStorage_locked` → `tearDown`
-/// destroys the storage, whose cacher stops its watchers, which ends their responses);
-/// clients such as informers then watch again from their last resourceVersion.
-async fn crd_gone(w: &mut Option<(CrdIdentity, broadcast::Receiver<Arc<CrdNow>>)>) {
-    let Some((id, rx)) = w else {
+/// Resolves once the watched CRD (`crd` of `tenant`) is reported deleted, replaced (another
+/// uid under the same name) or changed in what its serving depends on (spec, accepted names,
+/// see [`crate::crd::serving_hash`]); never when `rx` is None. Upstream ends such watches
+/// when it tears down the CRD's storage (apiextensions-apiserver `customresource_handler.go`:
+/// `removeStorage_locked` → `tearDown` destroys the storage, whose cacher stops its
+/// watchers, which ends their responses); clients such as informers then watch again from
+/// their last resourceVersion.
+async fn crd_gone(
+    crd: Option<&CrdInfo>,
+    tenant: &str,
+    rx: &mut Option<broadcast::Receiver<Arc<CrdNow>>>,
+) {
+    let (Some(crd), Some(rx)) = (crd, rx) else {
         return std::future::pending().await;
     };
     loop {
         match rx.recv().await {
             Ok(c)
-                if c.tenant == id.tenant
-                    && c.name == id.name
-                    && c.now
-                        .as_ref()
-                        .is_none_or(|(uid, serving)| *uid != id.uid || *serving != id.serving) =>
+                if c.tenant == tenant
+                    && c.name == crd.name
+                    && c.now.as_ref().is_none_or(|(uid, serving)| {
+                        *uid != crd.uid || *serving != crd.serving
+                    }) =>
             {
                 return;
             }
@@ -301,8 +297,8 @@ struct Run {
     include: IncludeObject,
     /// With read defaulting: how many items at the front of `pending` are defaulted already.
     checked: usize,
-    /// For custom resources: the CRD, and the reports of CRD changes (see [`crd_gone`]).
-    crd: Option<(CrdIdentity, broadcast::Receiver<Arc<CrdNow>>)>,
+    /// For custom resources: the reports of CRD changes (see [`crd_gone`]).
+    crd_changes: Option<broadcast::Receiver<Arc<CrdNow>>>,
 }
 
 async fn tick(t: &mut Option<tokio::time::Interval>) {
@@ -332,7 +328,11 @@ impl Run {
             tokio::select! {
                 _ = self.deadline.as_mut() => return None,
                 _ = tick(&mut self.ticker) => self.queue_bookmark(),
-                _ = crd_gone(&mut self.crd) => {
+                _ = crd_gone(
+                    self.target.crd.as_deref(),
+                    &self.target.resource.tenant,
+                    &mut self.crd_changes,
+                ) => {
                     // Deliver what has arrived already (the DELETED events of the CRD's
                     // objects come before the CRD itself goes), then end.
                     if let Source::Shared(sub) = &mut self.src {
@@ -341,7 +341,7 @@ impl Run {
                         }
                     }
                     self.done = true;
-                    self.crd = None;
+                    self.crd_changes = None;
                 }
                 m = next_item(&mut self.src, &self.spec) => match m {
                     Some((item, end)) => {
@@ -556,7 +556,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
             Source::Direct(ctx.storage.clone().watch(wreq).await?.into_inner())
         }
     };
-    let crd = t.crd.clone().map(|id| (id, ctx.crd_changes.subscribe()));
+    let crd_changes = t.crd.is_some().then(|| ctx.crd_changes.subscribe());
     let ticker = p.bookmarks.then(|| {
         tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)
     });
@@ -573,7 +573,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         output,
         include,
         checked: 0,
-        crd,
+        crd_changes,
     };
     let stream = futures::stream::unfold(run, |mut run| async move {
         let chunk = run.next_chunk().await?;
@@ -636,12 +636,7 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
         field_selector: field,
         transform: Some(transform),
         normalize: crate::crs::watch_normalizer(ctx, &crd, &i.tenant, ver),
-        crd: Some(CrdIdentity {
-            tenant: i.tenant.clone(),
-            name: crd.name.clone(),
-            uid: crd.uid.clone(),
-            serving: crd.serving,
-        }),
+        crd: Some(crd.clone()),
     };
     serve(ctx, req, target).await
 }

@@ -27,9 +27,7 @@
 
 use crate::default;
 use crate::prune::is_object_meta_field;
-use crate::structural::{
-    Additional, K_ARRAY, K_BOOL, K_FLOAT, K_INT, K_OBJECT, K_STRING, KeyWords, Schema, kind_bit,
-};
+use crate::structural::{Additional, K_ARRAY, K_OBJECT, KeyWords, Schema, kind_bit};
 use crate::validate as val;
 use crdplane_core::FieldError;
 use serde_json::{Map, Value};
@@ -338,15 +336,7 @@ impl Walker {
                 return true;
             }
             Value::Null => return self.null_field(v, sub, depth),
-            Value::String(_) => K_STRING,
-            Value::Number(n) => {
-                if n.is_f64() {
-                    K_FLOAT
-                } else {
-                    K_INT
-                }
-            }
-            Value::Bool(_) => K_BOOL,
+            _ => kind_bit(v),
         };
         if self.check && !scalar_passes(sub, v, kind, depth) {
             self.check = false;
