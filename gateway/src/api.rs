@@ -364,6 +364,22 @@ async fn route(
         return crate::discovery::serve(&ctx, &req).await;
     }
     ensure_tenant(&ctx, &req.info.tenant).await?;
+    // Metadata-only output: the handler answers plain JSON, transformed afterwards.
+    if let Some(p) = crate::partial::negotiate(req.header("accept")) {
+        let mut req = req;
+        req.headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/json"),
+        );
+        let resp = resource(&ctx, &req).await?;
+        let watch = req.info.verb == "watch";
+        return crate::partial::respond(resp, p, &req.info.api_group, watch).await;
+    }
+    resource(&ctx, &req).await
+}
+
+/// Dispatches a resource request to its handler.
+async fn resource(ctx: &Arc<Ctx>, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     match (
         i.api_prefix.as_str(),
@@ -371,18 +387,54 @@ async fn route(
         i.api_version.as_str(),
         i.resource.as_str(),
     ) {
-        ("api", "", "v1", "namespaces") => crate::namespaces::serve(&ctx, &req).await,
-        ("api", "", "v1", r) if empty_core_kind(r).is_some() => empty_core(&req),
+        ("api", "", "v1", "namespaces") => crate::namespaces::serve(ctx, req).await,
+        ("api", "", "v1", r) if empty_core_kind(r).is_some() => empty_core(req),
         ("api", _, _, _) => Err(ApiError::path_not_found()),
         ("apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions") => {
-            crate::crds::serve(&ctx, &req).await
+            crate::crds::serve(ctx, req).await
         }
         ("apis", "apiextensions.k8s.io", _, _) => Err(ApiError::path_not_found()),
         ("apis", group, _, resource) => {
-            let crd = ctx.resolve(&i.tenant, group, resource).await?;
-            crate::crs::serve(&ctx, &req, crd).await
+            let crd = match ctx.resolve(&i.tenant, group, resource).await {
+                Ok(crd) => crd,
+                Err(e) if e.code == 404 => return Ok(crate::http::page_not_found()),
+                Err(e) => return Err(e),
+            };
+            if let Some(r) = crd_handler_delegates(&crd, i) {
+                return r;
+            }
+            crate::crs::serve(ctx, req, crd).await
         }
-        _ => Err(ApiError::path_not_found()),
+        _ => Ok(crate::http::not_found_for(&req.info.path)),
+    }
+}
+
+/// The requests apiextensions-apiserver's crdHandler does not serve for a CRD that exists
+/// (customresource_handler.go `ServeHTTP`): a version it does not serve and a scope that
+/// does not match (namespaced CRDs answer list and watch across namespaces) go to the
+/// not-found handler (plain `404 page not found`); an unknown subresource is a NotFound
+/// Status naming the resource and object.
+fn crd_handler_delegates(
+    crd: &CrdInfo,
+    i: &RequestInfo,
+) -> Option<Result<Response<Body>, ApiError>> {
+    let Some(ver) = crd.version(&i.api_version) else {
+        return Some(Ok(crate::http::page_not_found()));
+    };
+    let namespaced_req = !i.namespace.is_empty();
+    if (!crd.namespaced && namespaced_req)
+        || (crd.namespaced && !namespaced_req && !matches!(i.verb.as_str(), "list" | "watch"))
+    {
+        return Some(Ok(crate::http::page_not_found()));
+    }
+    match i.subresource.as_str() {
+        "" => None,
+        "status" if ver.has_status => None,
+        "scale" if ver.scale.is_some() => None,
+        _ => Some(Err(ApiError::not_found(
+            &crdplane_core::GroupResource::new(i.api_group.clone(), i.resource.clone()),
+            &i.name,
+        ))),
     }
 }
 

@@ -1151,15 +1151,6 @@ pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
     Ok(o)
 }
 
-/// Go's `strconv.ParseBool`.
-fn go_parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,
 /// `orphanDependents`, `propagationPolicy`, `dryRun`; preconditions only travel in a body).
 pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOptions, ApiError> {
@@ -1172,14 +1163,8 @@ pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOption
             ))
         })?);
     }
-    if let Some(b) = q.get("orphanDependents") {
-        o.orphan_dependents = Some(go_parse_bool(b).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "strconv.ParseBool: parsing {}: invalid syntax",
-                crdplane_core::field::go_quote(b)
-            ))
-        })?);
-    }
+    // `Convert_Slice_string_To_Pointer_bool`: any value parses (http::query_bool).
+    o.orphan_dependents = q.opt_flag("orphanDependents");
     o.propagation_policy = q.get("propagationPolicy").map(str::to_string);
     o.dry_run =
         q.0.iter()
@@ -1843,7 +1828,7 @@ mod tests {
             r#"propagationPolicy: Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#
         );
         let q = crate::http::Query::parse(Some(
-            "propagationPolicy=Foreground&gracePeriodSeconds=3&orphanDependents=f&dryRun=All",
+            "propagationPolicy=Foreground&gracePeriodSeconds=3&orphanDependents=False&dryRun=All",
         ));
         let o = parse_delete_options_query(&q).unwrap();
         assert_eq!(
@@ -1855,6 +1840,12 @@ mod tests {
             (Some("Foreground"), Some(3), Some(false))
         );
         assert!(o.is_dry_run());
+        // Not strconv.ParseBool: only 0/false are false (runtime/conversion.go).
+        let q = crate::http::Query::parse(Some("orphanDependents=f"));
+        assert_eq!(
+            parse_delete_options_query(&q).unwrap().orphan_dependents,
+            Some(true)
+        );
         let q = crate::http::Query::parse(Some("gracePeriodSeconds=soon"));
         assert_eq!(
             parse_delete_options_query(&q).unwrap_err().message,

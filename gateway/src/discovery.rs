@@ -94,7 +94,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let path = req.info.path.trim_end_matches('/');
     let path = if path.is_empty() { "/" } else { path };
     if req.method != http::Method::GET && req.method != http::Method::HEAD {
-        return Err(ApiError::path_not_found());
+        return Ok(crate::http::not_found_for(path));
     }
     match path {
         "/healthz" | "/livez" => Ok(health(req, path, &[("ping", true), ("log", true)])),
@@ -156,8 +156,12 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                             gs.iter()
                                 .find(|g| g.get("name").and_then(Value::as_str) == Some(rest))
                         })
-                        .ok_or_else(ApiError::path_not_found)?;
-                    let mut g = g.clone();
+                        .cloned();
+                    // apiextensions-apiserver's group discovery handler delegates a group no
+                    // CRD serves to the not-found handler.
+                    let Some(mut g) = g else {
+                        return Ok(crate::http::not_found_for(path));
+                    };
                     if let Some(m) = g.as_object_mut() {
                         m.insert("kind".into(), json!("APIGroup"));
                         m.insert("apiVersion".into(), json!("v1"));
@@ -168,16 +172,16 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     ))
                 }
                 Some((group, version)) if !version.contains('/') => {
-                    let list = d
-                        .resource_lists
-                        .get(&format!("{group}/{version}"))
-                        .ok_or_else(ApiError::path_not_found)?;
-                    Ok(json_response(StatusCode::OK, list.clone()))
+                    match d.resource_lists.get(&format!("{group}/{version}")) {
+                        Some(list) => Ok(json_response(StatusCode::OK, list.clone())),
+                        // Its version discovery handler delegates likewise.
+                        None => Ok(crate::http::not_found_for(path)),
+                    }
                 }
-                _ => Err(ApiError::path_not_found()),
+                _ => Ok(crate::http::not_found_for(path)),
             }
         }
-        _ => Err(ApiError::path_not_found()),
+        _ => Ok(crate::http::not_found_for(path)),
     }
 }
 

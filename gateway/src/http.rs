@@ -54,6 +54,43 @@ pub fn text_response_owned(code: StatusCode, body: String) -> Response<Body> {
     r
 }
 
+/// The answer of upstream's not-found handler (k8s.io/apiserver/pkg/util/notfoundhandler,
+/// Go's `http.NotFound`): `404 page not found` as text/plain. kube-apiserver gives it to
+/// every path no handler claims: paths outside `/api` and `/apis`, and `/apis/<group>/…`
+/// of a group, version or resource no CRD serves (apiextensions-apiserver's crdHandler and
+/// its discovery handlers delegate those). Paths under a built-in API root (`/api/…`,
+/// `/apis/apiextensions.k8s.io/…`) reach go-restful instead, whose 404 is a JSON Status
+/// (`ApiError::path_not_found`).
+pub fn page_not_found() -> Response<Body> {
+    let mut r = text_response(StatusCode::NOT_FOUND, "404 page not found\n");
+    r.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+/// Whether `path` (tenant prefix removed) lies under a root go-restful serves: `/api` and
+/// the built-in group `apiextensions.k8s.io`. Its unknown paths get a JSON Status 404, all
+/// others [`page_not_found`].
+pub fn under_builtin_root(path: &str) -> bool {
+    let under = |root: &str| {
+        path.strip_prefix(root)
+            .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+    };
+    under("/api") || under("/apis/apiextensions.k8s.io")
+}
+
+/// The 404 for `path` no handler serves: a JSON Status under a built-in root, else
+/// upstream's plain-text `404 page not found`.
+pub fn not_found_for(path: &str) -> Response<Body> {
+    if under_builtin_root(path) {
+        error_response(&ApiError::path_not_found())
+    } else {
+        page_not_found()
+    }
+}
+
 /// Reads a request body up to `MAX_BODY` bytes (413 with upstream's text beyond).
 pub async fn read_body<B>(body: B, headers: &HeaderMap) -> Result<Bytes, ApiError>
 where
@@ -104,9 +141,25 @@ impl Query {
             .find(|(key, _)| key == k)
             .map(|(_, v)| v.as_str())
     }
+    /// A boolean query parameter (`watch`, `allowWatchBookmarks`, `orphanDependents`, …):
+    /// absent is false, else [`query_bool`] of its first value.
     pub fn flag(&self, k: &str) -> bool {
-        matches!(self.get(k), Some("true") | Some("1"))
+        self.opt_flag(k).unwrap_or(false)
     }
+    /// A `*bool` query parameter (`sendInitialEvents`, `orphanDependents`): `None` when
+    /// absent, else [`query_bool`] of its first value.
+    pub fn opt_flag(&self, k: &str) -> Option<bool> {
+        self.get(k).map(query_bool)
+    }
+}
+
+/// How upstream's parameter codec reads a boolean query parameter
+/// (k8s.io/apimachinery/pkg/runtime/conversion.go, `Convert_Slice_string_To_bool` and
+/// `Convert_Slice_string_To_Pointer_bool`): only `0` and `false` in any letter case are
+/// false; every other value, the empty one (`?watch`, `?watch=`) included, is true. No
+/// value is unparsable, so a boolean parameter never causes an error.
+pub fn query_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
 /// Percent-decoding of a query component (`+` is a space, as Go's url.ParseQuery).
@@ -192,25 +245,29 @@ pub fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError> {
     if ranges.is_empty() {
         return Ok(Output::Json);
     }
-    for r in &ranges {
-        match (r.mime.as_str(), r.param("as")) {
-            ("application/json", Some("Table")) if r.param("g") == Some("meta.k8s.io") => {
-                match r.param("v") {
-                    Some("v1") => return Ok(Output::Table("v1")),
-                    Some("v1beta1") => return Ok(Output::Table("v1beta1")),
-                    _ => continue,
-                }
-            }
-            ("application/json", None) | ("application/*", None) | ("*/*", None) | ("*/*", _) => {
-                return Ok(Output::Json);
-            }
-            _ => continue,
-        }
+    if let Some(o) = ranges.iter().find_map(acceptable) {
+        return Ok(o);
     }
     Err(ApiError::not_acceptable(&[
         "application/json",
         "application/yaml",
     ]))
+}
+
+/// What one media range of an Accept header gets from [`negotiate_output`], if anything.
+/// (Metadata-only forms are negotiated before the handlers run, in [`crate::partial`].)
+pub fn acceptable(r: &MediaRange) -> Option<Output> {
+    match (r.mime.as_str(), r.param("as")) {
+        ("application/json", Some("Table")) if r.param("g") == Some("meta.k8s.io") => {
+            match r.param("v") {
+                Some("v1") => Some(Output::Table("v1")),
+                Some("v1beta1") => Some(Output::Table("v1beta1")),
+                _ => None,
+            }
+        }
+        ("application/json", None) | ("application/*", None) | ("*/*", _) => Some(Output::Json),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -252,6 +309,54 @@ mod tests {
         assert!(q.flag("watch"));
         assert!(!q.flag("dryRun"));
         assert!(!Query::parse(Some("watch=false")).flag("watch"));
+        assert_eq!(Query::parse(Some("a=1")).opt_flag("b"), None);
+    }
+
+    #[test]
+    fn which_paths_get_the_plain_404() {
+        for (path, builtin) in [
+            ("/api", true),
+            ("/api/v2", true),
+            ("/api/v1/foos", true),
+            ("/apis/apiextensions.k8s.io", true),
+            ("/apis/apiextensions.k8s.io/v2/x", true),
+            ("/apis/apiextensions.k8s.io.evil/v1", false),
+            ("/apiz", false),
+            ("/nope", false),
+            ("/apis/nope.example.com/v1/foos", false),
+            ("/apis/stable.example.com/v1", false),
+        ] {
+            assert_eq!(under_builtin_root(path), builtin, "{path}");
+            let r = not_found_for(path);
+            assert_eq!(r.status(), 404);
+            let ct = r.headers()[header::CONTENT_TYPE].to_str().unwrap();
+            assert_eq!(ct.starts_with("text/plain"), !builtin, "{path}");
+        }
+    }
+
+    /// Table of runtime.Convert_Slice_string_To_bool (apimachinery runtime/conversion.go).
+    #[test]
+    fn boolean_query_parameters() {
+        for (q, want) in [
+            ("watch=true", true),
+            ("watch=True", true), // the Python client 22.6
+            ("watch=TRUE", true),
+            ("watch=1", true),
+            ("watch=", true),
+            ("watch", true),
+            ("watch=yes", true),
+            ("watch=t", true),
+            ("watch=2", true),
+            ("watch=false", false),
+            ("watch=False", false),
+            ("watch=FALSE", false),
+            ("watch=fAlSe", false),
+            ("watch=0", false),
+            ("watch=0&watch=1", false), // the first value counts
+            ("other=1", false),
+        ] {
+            assert_eq!(Query::parse(Some(q)).flag("watch"), want, "{q}");
+        }
         assert_eq!(pct_decode("%zz%4"), "%zz%4");
     }
 }

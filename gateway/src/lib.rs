@@ -7,6 +7,8 @@
 //! discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]), CRDs ([`crds`] →
 //! registry), custom resources ([`crs`] → validation + storage; [`watch`] for streams,
 //! [`batch`] coalescing concurrent GETs into storage GetMany calls).
+//! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
+//! [`partial`]; strategic merge patch of built-in types is [`strategic`].
 //! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
 
 pub mod api;
@@ -18,6 +20,7 @@ pub mod discovery;
 pub mod http;
 pub mod http1;
 pub mod namespaces;
+pub mod partial;
 pub mod request_info;
 pub mod scale;
 pub mod strategy;

@@ -37,8 +37,8 @@ pub fn valid_tenant(t: &str) -> bool {
         && !t.ends_with('-')
 }
 
-/// Parses `method` + `path` (+ whether `watch=true|1` is in the query). Returns `Err` with a
-/// message for paths that can never be valid (bad tenant).
+/// Parses `method` + `path` (+ whether the query's `watch` parameter is true, by
+/// `crate::http::query_bool`). Returns `Err` with a message for paths that can never be valid (bad tenant).
 pub fn parse(
     method: &str,
     path: &str,

@@ -181,16 +181,8 @@ pub fn params(req: &Req) -> Result<Params, ApiError> {
     let q = &req.query;
     let rv = q.get("resourceVersion").unwrap_or("");
     let rvm = q.get("resourceVersionMatch").unwrap_or("");
-    let sie = match q.get("sendInitialEvents") {
-        None => None,
-        Some("true") | Some("1") => Some(true),
-        Some("false") | Some("0") => Some(false),
-        Some(o) => {
-            return Err(ApiError::bad_request(format!(
-                "sendInitialEvents: invalid boolean {o:?}"
-            )));
-        }
-    };
+    // A `*bool` of the parameter codec: any value parses (http::query_bool).
+    let sie = q.opt_flag("sendInitialEvents");
     let bookmarks = q.flag("allowWatchBookmarks");
     let mut errs = Vec::new();
     match sie {
