@@ -5,7 +5,7 @@
 //! for deletion; the registry's finalizer controller deletes its instances and then the CRD.
 
 use crate::api::{Ctx, Req};
-use crate::crs::{apply_patch, decode_body};
+use crate::crs::decode_body;
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
@@ -240,7 +240,6 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             Ok(json_response(StatusCode::OK, r.json))
         }
         "patch" => {
-            let ct = req.header("content-type").unwrap_or("").to_string();
             let mut attempt = 0;
             loop {
                 attempt += 1;
@@ -252,7 +251,12 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .await?
                     .into_inner();
                 let old: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
-                let mut new = apply_patch(&ct, &req.body, &old)?;
+                // Built-in type: strategic merge patch accepted (crate::strategic).
+                let mut new = crate::namespaces::patch_builtin(
+                    req,
+                    &old,
+                    crate::strategic::CUSTOM_RESOURCE_DEFINITION,
+                )?;
                 let old_rv = old.pointer("/metadata/resourceVersion").cloned();
                 let precondition = new.pointer("/metadata/resourceVersion").cloned();
                 if precondition != old_rv {

@@ -23,6 +23,7 @@ pub mod namespaces;
 pub mod partial;
 pub mod request_info;
 pub mod scale;
+pub mod strategic;
 pub mod strategy;
 pub mod table;
 pub mod watch;

@@ -337,7 +337,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 }
                 v
             } else {
-                let v = apply_patch(req.header("content-type").unwrap_or(""), &req.body, &old)?;
+                let v = patch_builtin(req, &old, crate::strategic::NAMESPACE)?;
                 if crate::strategy::object_rv(&v)? != s.resource_version {
                     return Err(ApiError::stale(&gr(), &i.name));
                 }
@@ -798,6 +798,39 @@ pub fn namespace_from_protobuf(body: &[u8]) -> Result<Value, ApiError> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta,
               "spec": {"finalizers": spec_finalizers}}),
     )
+}
+
+/// Patch content types of built-in resources (handlers/patch.go with the installer's
+/// supported types; server-side apply is not served).
+pub const BUILTIN_PATCH_TYPES: [&str; 4] = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// Applies a PATCH body to a built-in object: strategic merge patch by the type's patch
+/// metadata ([`crate::strategic`]), JSON and merge patches as for custom resources; other
+/// types get the 415 naming the built-in types.
+pub fn patch_builtin(
+    req: &crate::api::Req,
+    old: &Value,
+    fields: crate::strategic::Fields,
+) -> Result<Value, ApiError> {
+    let ct = req.header("content-type").unwrap_or("");
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match mime.as_str() {
+        "application/strategic-merge-patch+json" => crate::strategic::apply(old, &req.body, fields),
+        "application/json-patch+json" | "application/merge-patch+json" => {
+            apply_patch(ct, &req.body, old)
+        }
+        _ => Err(ApiError::unsupported_media_type(&BUILTIN_PATCH_TYPES)),
+    }
 }
 
 #[cfg(test)]
