@@ -147,7 +147,7 @@ pub fn admit(schema: &Schema, input: &AdmitInput<'_>) -> AdmitOutput {
         if let (Some(status_schema), Some(status)) = (schema.property("status"), obj.get("status"))
         {
             out.errors
-                .extend(validate::validate(status_schema, status, "status"));
+                .extend(validate::validate_rooted(status_schema, status, "status"));
             out.errors
                 .extend(metadata::validate_embedded(status_schema, status, "status"));
             out.errors.extend(validate::validate_list_sets_and_maps(

@@ -49,7 +49,12 @@ pub fn validate_crd(crd: &Value, _old: Option<&Value>) -> CrdResult {
     for (i, v) in versions.iter().enumerate() {
         let base = format!("spec.versions[{i}].schema");
         match v.pointer("/schema/openAPIV3Schema") {
-            Some(s) if !s.is_null() => res.errors.extend(validate_version_schema(s, &base)),
+            Some(s) if !s.is_null() => {
+                if v.pointer("/subresources/status").is_some_and(|st| !st.is_null()) {
+                    res.errors.extend(status_root_checks(s, &base));
+                }
+                res.errors.extend(validate_version_schema(s, &base))
+            }
             _ => res.errors.push(FieldError::required(
                 child(&base, "openAPIV3Schema"),
                 "schemas are required",
@@ -79,13 +84,17 @@ pub fn validate_version_schema(schema: &Value, base: &str) -> Vec<FieldError> {
         ));
     }
     let ctx = Ctx::default();
-    openapi_schema(m, &root, &ctx, true, &mut errs, 0);
+    let mut generic = Vec::new();
+    openapi_schema(m, &root, &ctx, true, &mut generic, 0);
 
     // Upstream cannot even build the structural schema from constructs it does not support
     // (`NewStructural` fails); that error is hidden when the generic checks already failed.
-    if !errs.is_empty() && has_unsupported(m, 0) {
+    if !(errs.is_empty() && generic.is_empty()) && has_unsupported(m, 0) {
+        errs.extend(generic);
         return errs;
     }
+    // `validateCustomResourceDefinitionValidation` appends the structural errors (or, when
+    // there are none, the defaults' errors) before the generic OpenAPI checks' errors.
     let mut st = Vec::new();
     structural_invariants(m, Level::Root, &root, &mut st, 0);
     structural_completeness(m, &root, &mut st, 0);
@@ -103,7 +112,106 @@ pub fn validate_version_schema(schema: &Value, base: &str) -> Vec<FieldError> {
             )),
         }
     }
+    errs.extend(generic);
     errs
+}
+
+/// JSONSchemaProps fields (JSON names, in the Go struct's field order) with the Go field name
+/// of those allowed at the root of a schema whose version has the status subresource.
+const ROOT_FIELDS: &[(&str, Option<&str>)] = &[
+    ("id", None),
+    ("$schema", None),
+    ("$ref", None),
+    ("description", Some("Description")),
+    ("type", Some("Type")),
+    ("nullable", None),
+    ("format", Some("Format")),
+    ("title", Some("Title")),
+    ("default", None),
+    ("maximum", Some("Maximum")),
+    ("exclusiveMaximum", Some("ExclusiveMaximum")),
+    ("minimum", Some("Minimum")),
+    ("exclusiveMinimum", Some("ExclusiveMinimum")),
+    ("maxLength", Some("MaxLength")),
+    ("minLength", Some("MinLength")),
+    ("pattern", Some("Pattern")),
+    ("maxItems", Some("MaxItems")),
+    ("minItems", Some("MinItems")),
+    ("uniqueItems", Some("UniqueItems")),
+    ("multipleOf", Some("MultipleOf")),
+    ("enum", None),
+    ("maxProperties", None),
+    ("minProperties", None),
+    ("required", Some("Required")),
+    ("items", Some("Items")),
+    ("allOf", None),
+    ("oneOf", None),
+    ("anyOf", None),
+    ("not", None),
+    ("properties", Some("Properties")),
+    ("additionalProperties", None),
+    ("patternProperties", None),
+    ("dependencies", None),
+    ("additionalItems", None),
+    ("definitions", None),
+    ("externalDocs", Some("ExternalDocs")),
+    ("example", Some("Example")),
+    ("x-kubernetes-preserve-unknown-fields", Some("XPreserveUnknownFields")),
+    ("x-kubernetes-embedded-resource", None),
+    ("x-kubernetes-int-or-string", None),
+    ("x-kubernetes-list-map-keys", None),
+    ("x-kubernetes-list-type", None),
+    ("x-kubernetes-map-type", None),
+    ("x-kubernetes-validations", Some("XValidations")),
+];
+
+/// Whether a decoded JSONSchemaProps field holds its Go zero value (false, "", absent).
+fn is_go_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+
+/// `validateCustomResourceDefinitionValidation` with the status subresource enabled: the
+/// first non-zero root field (in struct order) must be `type: object` or one of
+/// `allowedFieldsAtRootSchema`, so that `properties[status]` carries all status validation.
+/// The offending schema itself is the error's value (upstream prints the Go struct).
+pub fn status_root_checks(schema: &Value, base: &str) -> Vec<FieldError> {
+    let Some(m) = schema.as_object() else {
+        return Vec::new();
+    };
+    let root = child(base, "openAPIV3Schema");
+    for (name, allowed) in ROOT_FIELDS {
+        let Some(v) = m.get(*name) else { continue };
+        if is_go_zero(v) {
+            continue;
+        }
+        if *name == "type" {
+            if v.as_str() != Some("object") {
+                return vec![FieldError::invalid(
+                    child(&root, "type"),
+                    v.clone(),
+                    r#"only "object" is allowed as the type at the root of the schema if the status subresource is enabled"#,
+                )];
+            }
+            continue;
+        }
+        if allowed.is_none() {
+            let list: Vec<&str> = ROOT_FIELDS.iter().filter_map(|(_, a)| *a).collect();
+            return vec![FieldError::invalid(
+                root,
+                schema.clone(),
+                format!(
+                    "only [{}] fields are allowed at the root of the schema if the status subresource is enabled",
+                    list.join(" ")
+                ),
+            )];
+        }
+    }
+    Vec::new()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -289,6 +397,8 @@ fn openapi_schema(
         ));
     }
     list_and_map_type_checks(m, p, errs);
+    map_list_keys_map_set(m, p, errs);
+    x_validations_checks(m, p, errs);
 }
 
 fn standard_checks(m: &Map<String, Value>, p: &str, ctx: &Ctx, errs: &mut Vec<FieldError>) {
@@ -418,10 +528,10 @@ fn list_and_map_type_checks(m: &Map<String, Value>, p: &str, errs: &mut Vec<Fiel
                     if let Some(ilt) = is.get("x-kubernetes-list-type").and_then(Value::as_str)
                         && ilt != "atomic"
                     {
-                        errs.push(FieldError::not_supported(
+                        errs.push(FieldError::invalid(
                             child(&child(p, "items"), "x-kubernetes-list-type"),
                             Value::String(ilt.into()),
-                            &["atomic"],
+                            "must be atomic as item of a list with x-kubernetes-list-type=set",
                         ));
                     }
                 }
@@ -429,8 +539,16 @@ fn list_and_map_type_checks(m: &Map<String, Value>, p: &str, errs: &mut Vec<Fiel
                     if is.get("x-kubernetes-map-type").and_then(Value::as_str)
                         != Some("atomic") =>
                 {
-                    errs.push(FieldError::required(
+                    // Upstream reports the items' x-kubernetes-list-type as the value (a nil
+                    // pointer for an object, printed "null").
+                    errs.push(FieldError::invalid(
                         child(&child(p, "items"), "x-kubernetes-map-type"),
+                        Value::String(
+                            is.get("x-kubernetes-list-type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("null")
+                                .into(),
+                        ),
                         "must be atomic as item of a list with x-kubernetes-list-type=set",
                     ));
                 }
@@ -496,10 +614,6 @@ fn list_and_map_type_checks(m: &Map<String, Value>, p: &str, errs: &mut Vec<Fiel
                 ));
             } else {
                 let iprops = obj(is.get("properties"));
-                let required: Vec<&str> = match is.get("required") {
-                    Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
-                    _ => Vec::new(),
-                };
                 let mut seen: Vec<&str> = Vec::new();
                 for k in &keys {
                     match iprops.and_then(|ps| ps.get(*k)).and_then(Value::as_object) {
@@ -510,19 +624,6 @@ fn list_and_map_type_checks(m: &Map<String, Value>, p: &str, errs: &mut Vec<Fiel
                                     child(&key(&child(&child(p, "items"), "properties"), k), "type"),
                                     Value::String(it.into()),
                                     "must be a scalar type if parent array's x-kubernetes-list-type is map",
-                                ));
-                            }
-                            let kp = key(&child(&child(p, "items"), "properties"), k);
-                            if !ks.contains_key("default") && !required.contains(k) {
-                                errs.push(FieldError::required(
-                                    child(&kp, "default"),
-                                    "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
-                                ));
-                            }
-                            if ks.get("nullable").and_then(Value::as_bool) == Some(true) {
-                                errs.push(FieldError::forbidden(
-                                    child(&kp, "nullable"),
-                                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
                                 ));
                             }
                         }
@@ -542,6 +643,144 @@ fn list_and_map_type_checks(m: &Map<String, Value>, p: &str, errs: &mut Vec<Fiel
                     seen.push(k);
                 }
             }
+        }
+    }
+}
+
+/// `validateMapListKeysMapSet`: items of set and map lists cannot be nullable; map keys must
+/// be required or defaulted, and not nullable.
+fn map_list_keys_map_set(m: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
+    let Some(is) = obj(m.get("items")) else {
+        return;
+    };
+    let Some(lt) = m.get("x-kubernetes-list-type").and_then(Value::as_str) else {
+        return;
+    };
+    if lt != "set" && lt != "map" {
+        return;
+    }
+    let ip = child(p, "items");
+    if is_true(is, "nullable") {
+        errs.push(FieldError::forbidden(
+            child(&ip, "nullable"),
+            format!("cannot be nullable when x-kubernetes-list-type is {lt}"),
+        ));
+    }
+    if lt != "map" {
+        return;
+    }
+    let required: Vec<&str> = match is.get("required") {
+        Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let keys = m
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    for k in keys {
+        let Some(ks) = obj(is.get("properties")).and_then(|ps| obj(ps.get(k))) else {
+            continue;
+        };
+        let kp = key(&child(&ip, "properties"), k);
+        if !required.contains(&k) && ks.get("default").is_none_or(Value::is_null) {
+            errs.push(FieldError::required(
+                child(&kp, "default"),
+                "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+            ));
+        }
+        if is_true(ks, "nullable") {
+            errs.push(FieldError::forbidden(
+                child(&kp, "nullable"),
+                "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+            ));
+        }
+    }
+}
+
+/// `hasNewlines`: whether `s` has one of CEL's newline characters (`[\n\r]`).
+fn has_newlines(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
+/// Supported `x-kubernetes-validations[].reason` values, sorted as `sets.String.List()`.
+const VALIDATION_REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// The static checks of `x-kubernetes-validations` rules in
+/// `ValidateCustomResourceDefinitionOpenAPISchema` (rule, message, messageExpression, reason,
+/// fieldPath text). The CEL compilation and cost checks that follow upstream are not done.
+fn x_validations_checks(m: &Map<String, Value>, p: &str, errs: &mut Vec<FieldError>) {
+    let Some(Value::Array(rules)) = m.get("x-kubernetes-validations") else {
+        return;
+    };
+    let str_of = |r: &Map<String, Value>, k: &str| -> String {
+        r.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+    };
+    for (i, r) in rules.iter().enumerate() {
+        let Some(r) = r.as_object() else { continue };
+        let rp = index(&child(p, "x-kubernetes-validations"), i);
+        let rule = str_of(r, "rule");
+        let message = str_of(r, "message");
+        let message_expr = str_of(r, "messageExpression");
+        let field_path = str_of(r, "fieldPath");
+        let (t_rule, t_msg) = (rule.trim(), message.trim());
+        if t_rule.is_empty() {
+            errs.push(FieldError::required(
+                child(&rp, "rule"),
+                "rule is not specified",
+            ));
+        } else if !message.is_empty() && t_msg.is_empty() {
+            errs.push(FieldError::invalid(
+                child(&rp, "message"),
+                Value::String(message.clone()),
+                "must be non-empty if specified",
+            ));
+        } else if has_newlines(t_msg) {
+            errs.push(FieldError::invalid(
+                child(&rp, "message"),
+                Value::String(message.clone()),
+                "must not contain line breaks",
+            ));
+        } else if has_newlines(t_rule) && t_msg.is_empty() {
+            errs.push(FieldError::required(
+                child(&rp, "message"),
+                "message must be specified if rule contains line breaks",
+            ));
+        }
+        if !message_expr.is_empty() && message_expr.trim().is_empty() {
+            errs.push(FieldError::required(
+                child(&rp, "messageExpression"),
+                "messageExpression must be non-empty if specified",
+            ));
+        }
+        if let Some(reason) = r.get("reason").and_then(Value::as_str)
+            && !VALIDATION_REASONS.contains(&reason)
+        {
+            errs.push(FieldError::not_supported(
+                child(&rp, "reason"),
+                Value::String(reason.into()),
+                VALIDATION_REASONS,
+            ));
+        }
+        if !field_path.is_empty() && field_path.trim().is_empty() {
+            errs.push(FieldError::invalid(
+                child(&rp, "fieldPath"),
+                Value::String(field_path.clone()),
+                "must be non-empty if specified",
+            ));
+        }
+        if has_newlines(&field_path) {
+            errs.push(FieldError::invalid(
+                child(&rp, "fieldPath"),
+                Value::String(field_path.clone()),
+                "must not contain line breaks",
+            ));
         }
     }
 }
@@ -688,7 +927,9 @@ fn structural_invariants(
                 "must be object if x-kubernetes-embedded-resource is true",
             ));
         }
-    } else if t.is_empty() && !embedded && !int_or_string {
+    } else if t.is_empty() && !int_or_string && !preserve {
+        // A typeless field that preserves unknown fields is exempt (upstream's
+        // `!s.Extensions.XIntOrString && !s.Extensions.XPreserveUnknownFields`).
         let detail = match lvl {
             Level::Root => "must not be empty at the root",
             Level::Item => "must not be empty for specified array items",

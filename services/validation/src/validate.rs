@@ -797,6 +797,30 @@ pub fn validate(schema: &Schema, obj: &Value, root: &str) -> Vec<FieldError> {
     validate_node(schema, obj, &mut name, 0).errs
 }
 
+/// [`validate`] with a validator rooted at a subtree, as the status subresource runs it
+/// (apiextensions-apiserver pkg/registry/customresource/validator.go `ValidateStatusUpdate`:
+/// `ValidateCustomResourceUpdate(field.NewPath("status"), status, …, statusSchemaValidator)`,
+/// the validator built from `properties[status]` alone). kube-openapi names fields relative to
+/// that root, so messages read `addresses[0].value in body …`, while pkg/apiserver/validation
+/// `ValidateCustomResource` puts each error at `fldPath.Child(name)`: `status.addresses[0].value`
+/// (and at `status` itself for errors about the root).
+pub fn validate_rooted(schema: &Schema, obj: &Value, field_root: &str) -> Vec<FieldError> {
+    let mut errs = validate(schema, obj, "");
+    for e in &mut errs {
+        e.field = rebase_field(field_root, &e.field);
+    }
+    errs
+}
+
+/// `fldPath.Child(name)` for a kube-openapi error name (`<nil>` is the root itself).
+fn rebase_field(root: &str, field: &str) -> String {
+    if field.is_empty() || field == "<nil>" {
+        root.to_string()
+    } else {
+        format!("{root}.{field}")
+    }
+}
+
 /// Whether [`validate`] reports nothing for `obj` (whatever the root path): the same rules,
 /// evaluated as a predicate that stops at the first failure and builds no error.
 pub fn is_valid(schema: &Schema, obj: &Value) -> bool {

@@ -193,6 +193,51 @@ fn status_subresource_validates_only_status() {
     assert_eq!(o.errors.len(), 2, "{:?}", o.errors);
 }
 
+/// On `/status` upstream validates `status` with a validator rooted at the status schema
+/// (pkg/registry/customresource/validator.go `ValidateStatusUpdate`): kube-openapi names the
+/// field relative to `status` in the message while the field path keeps the `status.` prefix.
+#[test]
+fn status_messages_are_rooted_at_status() {
+    let s = structural::compile(&json!({"type": "object", "properties": {
+        "status": {"type": "object", "properties": {
+            "addresses": {"type": "array", "items": {"type": "object", "properties": {
+                "value": {"type": "string", "format": "ipv4"}}}},
+            "replicas": {"type": "integer", "maximum": 3}}}}}))
+    .unwrap();
+    let old = serde_json::to_vec(&json!({"apiVersion": "g.example.com/v1", "kind": "K",
+        "metadata": {"name": "a", "namespace": "d", "uid": "u1"}}))
+    .unwrap();
+    let status_update = |status: Value| {
+        let new = serde_json::to_vec(&json!({"apiVersion": "g.example.com/v1", "kind": "K",
+            "metadata": {"name": "a", "namespace": "d", "uid": "u1"}, "status": status}))
+        .unwrap();
+        let o = admit(
+            &s,
+            &AdmitInput {
+                operation: Operation::Update,
+                object: &new,
+                old_object: Some(&old),
+                field_validation: FieldValidation::Warn,
+                subresource: "status",
+                api_version: "g.example.com/v1",
+                kind: "K",
+                namespaced: true,
+            },
+        );
+        msg(&o)
+    };
+    assert_eq!(
+        status_update(json!({"addresses": [{"value": "not-an-ip"}], "replicas": 4})),
+        r#"[status.addresses[0].value: Invalid value: "not-an-ip": addresses[0].value in body must be of type ipv4: "not-an-ip", status.replicas: Invalid value: 4: replicas in body should be less than or equal to 3]"#
+    );
+    // An error about the root of the status validator sits at `status` itself, and its
+    // kube-openapi name is empty.
+    assert_eq!(
+        status_update(json!("text")),
+        r#"status: Invalid value: "string":  in body must be of type object: "string""#
+    );
+}
+
 #[test]
 fn update_checks_immutable_metadata() {
     let s = status_schema();
