@@ -8,11 +8,13 @@
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
 //! - [`names`]: group/resource/kind naming helpers and timestamps;
+//! - [`gcqueue`]: the garbage collector's durable work items (entry JSON, leases);
 //! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
 pub mod field;
 pub mod filter;
+pub mod gcqueue;
 pub mod names;
 pub mod rvslot;
 pub mod selector;

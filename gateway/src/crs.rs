@@ -861,6 +861,9 @@ pub(crate) async fn store_existing(
     )
     .await?;
     if should_delete_during_update(&obj, old) {
+        if !dry {
+            crate::gc::record(&ctx.storage, &i.tenant, &crd.group, &crd.plural, old).await?;
+        }
         ctx.storage
             .clone()
             .delete(pb::DeleteRequest {
@@ -1516,6 +1519,10 @@ async fn delete_one(
             o.propagation_policy.as_deref(),
             &now,
         );
+        // The garbage collector's work item, recorded before the write (gc.rs).
+        if !dry && !matches!(plan, DeletionPlan::Unchanged) {
+            crate::gc::record(&ctx.storage, tenant, &crd.group, &crd.plural, &obj).await?;
+        }
         let res = match plan {
             DeletionPlan::Delete => ctx
                 .storage

@@ -17,6 +17,7 @@ pub mod crd;
 pub mod crds;
 pub mod crs;
 pub mod discovery;
+pub mod gc;
 pub mod http;
 pub mod http1;
 pub mod namespaces;

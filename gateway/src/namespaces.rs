@@ -397,6 +397,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         serde_json::to_vec(&new).expect("json"),
                     ));
                 }
+                crate::gc::record(&ctx.storage, tenant, "", "namespaces", &new).await?;
                 let d = ctx
                     .storage
                     .clone()
@@ -594,6 +595,7 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         if !finalized(&ns) || dry {
             return Ok(json_response(StatusCode::OK, s.json));
         }
+        crate::gc::record(&ctx.storage, &i.tenant, "", "namespaces", &ns).await?;
         let d = ctx
             .storage
             .clone()

@@ -231,6 +231,50 @@ impl Stack {
         Ok(s)
     }
 
+    /// Kills the registry with SIGKILL and starts a new one on the same address (the
+    /// gateway keeps its endpoint), e.g. to check that background work survives.
+    pub fn kill_and_restart_registry(&mut self) -> anyhow::Result<()> {
+        // Children are pushed in start order: storage, validation, registry, gateway.
+        let mut old = self.children.remove(2);
+        old.kill()?;
+        old.wait()?;
+        let addr = self
+            .registry
+            .strip_prefix("http://")
+            .unwrap_or(&self.registry)
+            .to_string();
+        let mut started = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = loop {
+            match spawn_service(
+                &mut started,
+                "crdplane-registry",
+                &[
+                    "--listen",
+                    &addr,
+                    "--storage",
+                    &self.storage,
+                    "--validation",
+                    &self.validation,
+                ],
+            ) {
+                Ok(u) => break u,
+                Err(e) if Instant::now() < deadline => {
+                    for mut c in started.drain(..) {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                    eprintln!("registry restart: {e}; retrying");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.children.insert(2, started.remove(0));
+        self.registry = url;
+        Ok(())
+    }
+
     pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {

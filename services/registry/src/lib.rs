@@ -9,7 +9,8 @@
 //! Modules: [`crd`] (decoding, defaults, typed view), [`validate`] (static CRD validation),
 //! [`naming`] (accepted names, NamesAccepted/Established), [`discovery`] (documents),
 //! [`lifecycle`] (background deletion of a deleted CRD's instances and of a deleted
-//! namespace's custom resources, resumed from a durable queue after restarts),
+//! namespace's custom resources, resumed from a durable queue after restarts), [`gc`] (the
+//! garbage collector: ownerReferences, cascading deletion, from the same queue),
 //! [`openapi`] (OpenAPI documents), [`cache`] (per-tenant snapshots), [`service`] (the RPCs).
 
 // `ApiError` (crdplane-core) is the edge error carried to the gateway unchanged; it is large
@@ -19,6 +20,7 @@
 pub mod cache;
 pub mod crd;
 pub mod discovery;
+pub mod gc;
 pub mod lifecycle;
 pub mod naming;
 pub mod openapi;

@@ -460,6 +460,19 @@ impl RegistryService {
                         };
                         if let Some(w) = Work::from_entry(&v) {
                             self.kick(w);
+                        } else if let (Some(t), Some(uid)) = (
+                            v.pointer("/metadata/namespace").and_then(Value::as_str),
+                            v.pointer("/metadata/name")
+                                .and_then(Value::as_str)
+                                .and_then(|n| n.strip_prefix(crdplane_core::gcqueue::PREFIX)),
+                        ) {
+                            // Garbage-collection items (gc.rs) are claimed with a lease:
+                            // this replica's own lease writes need no new look.
+                            let mine = crdplane_core::gcqueue::lease(&v)
+                                .is_some_and(|(h, _)| h == self.gc_id());
+                            if !mine {
+                                self.kick_gc(t.to_string(), uid.to_string());
+                            }
                         }
                     }
                 }
@@ -715,6 +728,7 @@ impl RegistryService {
             .unwrap_or_default();
         if !spec_finalizers.iter().any(|f| f == NAMESPACE_FINALIZER) {
             if spec_finalizers.is_empty() && finalizers_of(&ns).is_empty() {
+                self.gc_record(tenant, "", "namespaces", &ns).await;
                 return match delete_ns(&mut st, &key, rv).await {
                     Ok(()) => Ok(Step::Done),
                     Err(e) if e.code == 409 => Ok(Step::Again(Duration::ZERO)),
@@ -774,6 +788,7 @@ impl RegistryService {
             .collect();
         ns["spec"]["finalizers"] = Value::Array(left.clone());
         let r = if left.is_empty() && finalizers_of(&ns).is_empty() {
+            self.gc_record(tenant, "", "namespaces", &ns).await;
             delete_ns(&mut st, &key, rv).await
         } else {
             put(&mut st, &key, &ns, rv).await

@@ -43,6 +43,8 @@ struct Inner {
     cache: Cache,
     /// Deletion workers running in this replica (`lifecycle`).
     running: crate::lifecycle::Running,
+    /// The garbage collector's lease id and followed items (`gc`).
+    gc: crate::gc::GcState,
     /// CRD writes of one tenant are serialized within this replica (striped by tenant), so
     /// two concurrent creates cannot both claim the same name: names are computed from a
     /// list taken under the lock. Across replicas the race upstream also has remains.
@@ -174,6 +176,7 @@ impl RegistryService {
                 validation,
                 cache: Cache::default(),
                 running: Default::default(),
+                gc: Default::default(),
                 write_locks: (0..WRITE_LOCK_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
@@ -195,6 +198,10 @@ impl RegistryService {
 
     pub(crate) fn cache(&self) -> &Cache {
         &self.inner.cache
+    }
+
+    pub(crate) fn gc(&self) -> &crate::gc::GcState {
+        &self.inner.gc
     }
 
     pub(crate) fn running(&self) -> &crate::lifecycle::Running {

@@ -8,7 +8,10 @@
 //! - `cp:{tag}:idx` — sorted set (all scores 0) of the same keys, for ordered paging by
 //!   namespace then name, like upstream's etcd key order;
 //! - `cp:{tag}:ev` — stream of events, entry id `<rv>-0`, bounded by MAXLEN (watch history);
-//! - `cp:{tag}:ch` — pub/sub channel of live events.
+//! - `cp:{tag}:ch` — pub/sub channel of live events;
+//! - `cp:{tag}:own` — sorted set (all scores 0) of `<owner uid>\0<namespace>/<name>`, one
+//!   member per `metadata.ownerReferences[].uid` of each object, kept by the write scripts:
+//!   the garbage collector's owner → dependents index (`ListDependents`).
 //!
 //! Cache-invalidation notifications for a whole group/resource across tenants (CRDs,
 //! namespaces) go to `cp:changes:<group>/<resource>` and carry only keys.
@@ -22,6 +25,8 @@ pub struct Keyspace {
     pub obj: String,
     pub idx: String,
     pub ev: String,
+    /// Owner uid → dependents index (see the module doc).
+    pub own: String,
     pub channel: String,
     pub gr: GroupResource,
     pub tenant: String,
@@ -52,6 +57,7 @@ impl Keyspace {
             obj: format!("cp:{tag}:obj"),
             idx: format!("cp:{tag}:idx"),
             ev: format!("cp:{tag}:ev"),
+            own: format!("cp:{tag}:own"),
             channel: format!("cp:{tag}:ch"),
             gr,
             tenant: r.tenant.clone(),

@@ -587,6 +587,37 @@ impl Storage for StorageService {
         }))
     }
 
+    async fn list_dependents(
+        &self,
+        req: Request<pb::ListDependentsRequest>,
+    ) -> Result<Response<pb::ListDependentsResponse>, Status> {
+        let r = req.get_ref();
+        let ks = ks(&r.resource)?;
+        if r.owner_uids.len() > MAX_GET_MANY {
+            return Err(ApiError::bad_request(format!(
+                "at most {MAX_GET_MANY} owner uids per ListDependents"
+            ))
+            .into());
+        }
+        let limit = match r.limit {
+            0 => 500,
+            n => n.min(5000) as usize,
+        };
+        let items = self
+            .store
+            .dependents(&ks, &r.owner_uids, limit, &r.start_after)
+            .await?
+            .into_iter()
+            .map(|(owner_uid, key, s)| pb::Dependent {
+                owner_uid,
+                key,
+                json: s.json,
+                resource_version: s.rv,
+            })
+            .collect();
+        Ok(Response::new(pb::ListDependentsResponse { items }))
+    }
+
     async fn delete_collection(
         &self,
         req: Request<pb::DeleteCollectionRequest>,

@@ -120,7 +120,7 @@ pub struct Store {
 }
 
 /// The create script (`lua/create.lua`): any number of objects of one resource.
-const CREATE_LUA: &str = include_str!("lua/create.lua");
+const CREATE_LUA: &str = concat!(include_str!("lua/owners.lua"), include_str!("lua/create.lua"));
 
 struct Scripts {
     create: Script,
@@ -174,8 +174,14 @@ impl Store {
             conn,
             scripts: std::sync::Arc::new(Scripts {
                 create: Script::new(CREATE_LUA),
-                update: Script::new(include_str!("lua/update.lua")),
-                delete: Script::new(include_str!("lua/delete.lua")),
+                update: Script::new(concat!(
+                    include_str!("lua/owners.lua"),
+                    include_str!("lua/update.lua")
+                )),
+                delete: Script::new(concat!(
+                    include_str!("lua/owners.lua"),
+                    include_str!("lua/delete.lua")
+                )),
                 list: Script::new(include_str!("lua/list.lua")),
             }),
             history_len: history_len.max(16),
@@ -230,6 +236,62 @@ impl Store {
         }
     }
 
+    /// Dependents of each owner uid (the `own` index, see keys.rs): up to `limit` per uid
+    /// after `start_after`, as (uid, key, object). Two pipelines: index ranges, then objects;
+    /// an index entry whose object is gone meanwhile is skipped.
+    pub async fn dependents(
+        &self,
+        ks: &Keyspace,
+        uids: &[String],
+        limit: usize,
+        start_after: &str,
+    ) -> Result<Vec<(String, String, Stored)>, ApiError> {
+        if uids.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut p = redis::pipe();
+        for u in uids {
+            let min = if start_after.is_empty() {
+                format!("[{u}\0")
+            } else {
+                format!("({u}\0{start_after}")
+            };
+            p.cmd("ZRANGE")
+                .arg(&ks.own)
+                .arg(min)
+                .arg(format!("({u}\u{1}"))
+                .arg("BYLEX")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit);
+        }
+        let mut c = self.conn.clone();
+        let ranges: Vec<Vec<String>> = p.query_async(&mut c).await.map_err(redis_err)?;
+        let mut found: Vec<(String, String)> = Vec::new();
+        for (u, members) in uids.iter().zip(ranges) {
+            for m in members {
+                if let Some((_, k)) = m.split_once('\0') {
+                    found.push((u.clone(), k.to_string()));
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut p = redis::pipe();
+        for (_, k) in &found {
+            p.cmd("HGET").arg(&ks.obj).arg(k);
+        }
+        let vs: Vec<Option<Vec<u8>>> = p.query_async(&mut c).await.map_err(redis_err)?;
+        let mut out = Vec::new();
+        for ((u, k), v) in found.into_iter().zip(vs) {
+            if let Some(v) = v {
+                out.push((u, k, stored_from_value(v)?));
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn revision(&self, ks: &Keyspace) -> Result<u64, ApiError> {
         let mut c = self.conn.clone();
         let v: Option<u64> = redis::cmd("GET")
@@ -280,11 +342,12 @@ impl Store {
                 let cmd = p
                     .cmd("EVALSHA")
                     .arg(self.scripts.create.get_hash())
-                    .arg(4)
+                    .arg(5)
                     .arg(&ks.rev)
                     .arg(&ks.obj)
                     .arg(&ks.idx)
                     .arg(&ks.ev)
+                    .arg(&ks.own)
                     .arg(self.history_len)
                     .arg(&ks.channel)
                     .arg(ks.notify_channel())
@@ -386,6 +449,7 @@ impl Store {
             .key(&ks.obj)
             .key(&ks.idx)
             .key(&ks.ev)
+            .key(&ks.own)
             .arg(object_key(namespace, name))
             .arg(head)
             .arg(tail)
@@ -425,6 +489,7 @@ impl Store {
             .key(&ks.obj)
             .key(&ks.idx)
             .key(&ks.ev)
+            .key(&ks.own)
             .arg(object_key(namespace, name))
             .arg(self.history_len)
             .arg(&ks.channel)

@@ -1,5 +1,5 @@
 -- Create objects of one resource (one keyspace), in order; each as if on its own.
--- KEYS: rev, obj, idx, ev. ARGV: history_len, channel, notify_channel ("" = none), tenant,
+-- KEYS: rev, obj, idx, ev, own (owners.lua). ARGV: history_len, channel, notify_channel ("" = none), tenant,
 -- then three per object: key, head, tail (the JSON split at the resourceVersion slot).
 -- Stored value: "<rv>:<offset>:<json>", offset = byte length of head (where the rv starts).
 -- Returns, per object, its new revision, or 0 when the key already exists.
@@ -13,6 +13,7 @@ for i = 5, #ARGV, 3 do
     local json = head .. rv .. ARGV[i + 2]
     redis.call('HSET', KEYS[2], key, rv .. ':' .. #head .. ':' .. json)
     redis.call('ZADD', KEYS[3], 0, key)
+    index_owners(key, nil, json)
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[1], rv .. '-0', 't', 'A', 'k', key, 'o', json)
     redis.call('PUBLISH', ARGV[2], 'A' .. rv .. '\n' .. key .. '\n' .. json)
     if ARGV[3] ~= '' then

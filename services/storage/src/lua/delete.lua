@@ -1,4 +1,4 @@
--- Delete one object, optionally only at an expected rv. KEYS: rev, obj, idx, ev.
+-- Delete one object, optionally only at an expected rv. KEYS: rev, obj, idx, ev, own (owners.lua).
 -- ARGV: key, history_len, channel, expected_rv ("0" = unconditional), notify_channel ("" = none),
 -- tenant.
 -- The DELETED event carries the last state with the deletion revision spliced in at the
@@ -17,6 +17,7 @@ local rv = redis.call('INCR', KEYS[1])
 local dead = string.sub(json, 1, off) .. rv .. string.sub(json, off + 1 + #currv)
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
+index_owners(ARGV[1], json, nil)
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], rv .. '-0', 't', 'D', 'k', ARGV[1], 'o', dead)
 redis.call('PUBLISH', ARGV[3], 'D' .. rv .. '\n' .. ARGV[1] .. '\n' .. dead)
 if ARGV[5] ~= '' then
