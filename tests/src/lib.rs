@@ -36,6 +36,8 @@ impl RedisServer {
             .args([
                 "--appendonly",
                 "yes",
+                "--appendfsync",
+                "always",
                 "--save",
                 "",
                 "--daemonize",

@@ -7,7 +7,10 @@
 //! - `cp:{tag}:obj` — hash `<namespace>/<name>` → `<rv>:<offset>:<json>`;
 //! - `cp:{tag}:idx` — sorted set (all scores 0) of the same keys, for ordered paging by
 //!   namespace then name, like upstream's etcd key order;
-//! - `cp:{tag}:ev` — stream of events, entry id `<rv>-0`, bounded by MAXLEN (watch history);
+//! - `cp:{tag}:ev` — stream of events, entry id `<rv>-0` (watch history), bounded by age and
+//!   by MAXLEN (see lua/prelude.lua);
+//! - `cp:{tag}:evt` — list of `<unix second>:<first rv of that second>` checkpoints of the
+//!   stream, for trimming it by age;
 //! - `cp:{tag}:ch` — pub/sub channel of live events.
 //!
 //! Cache-invalidation notifications for a whole group/resource across tenants (CRDs,
@@ -22,6 +25,7 @@ pub struct Keyspace {
     pub obj: String,
     pub idx: String,
     pub ev: String,
+    pub evt: String,
     pub channel: String,
     pub gr: GroupResource,
     pub tenant: String,
@@ -52,6 +56,7 @@ impl Keyspace {
             obj: format!("cp:{tag}:obj"),
             idx: format!("cp:{tag}:idx"),
             ev: format!("cp:{tag}:ev"),
+            evt: format!("cp:{tag}:evt"),
             channel: format!("cp:{tag}:ch"),
             gr,
             tenant: r.tenant.clone(),
