@@ -19,7 +19,8 @@
 #      watch-selective over HTTP/2 (1,000 watch streams per connection);
 #   8. prints every figure and a summary table, and stops everything it started.
 #
-# Environment knobs: DURATION (10s), CONCURRENCY (64), OBJECTS (1000), LISTEN (127.0.0.1:6443),
+# Environment knobs: DURABILITY (fsync: the launcher's default; everysec to compare),
+# DURATION (10s), CONCURRENCY (64), OBJECTS (1000), LISTEN (127.0.0.1:6443),
 # LISTS (1), WATCHES (1), WATCH_LISTEN (127.0.0.1:6444),
 # REDIS_PORT (6390), STORAGE_PORT (17001), VALIDATION_PORT (17002), GRPC (1), SKIP_BUILD (0),
 # KEEP_WORK (0: the temp dir with logs and JSON reports is removed at exit unless a step failed).
@@ -42,6 +43,7 @@ WATCHES=${WATCHES:-1}
 WATCH_LISTEN=${WATCH_LISTEN:-127.0.0.1:6444}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_WORK=${KEEP_WORK:-0}
+DURABILITY=${DURABILITY:-fsync}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN=$TARGET_DIR/release
 
@@ -136,8 +138,8 @@ if [[ $SKIP_BUILD != 1 ]]; then
 fi
 
 # --- 1. the whole stack over HTTP -------------------------------------------------------------
-log "starting the stack: crdplane up --data-dir $WORK/data --listen $LISTEN"
-"$BIN/crdplane" up --data-dir "$WORK/data" --listen "$LISTEN" >"$WORK/launcher.log" 2>&1 &
+log "starting the stack: crdplane up --data-dir $WORK/data --listen $LISTEN --durability $DURABILITY"
+"$BIN/crdplane" up --data-dir "$WORK/data" --listen "$LISTEN" --durability "$DURABILITY" >"$WORK/launcher.log" 2>&1 &
 PIDS+=($!)
 if ! wait_http_200 "http://$LISTEN/readyz" 90; then
   echo "the stack did not become ready; launcher log:" >&2
@@ -202,7 +204,7 @@ if [[ $GRPC == 1 ]]; then
   PIDS+=($!)
   for _ in $(seq 1 100); do [[ -S $WORK/redis-storage/redis.sock ]] && break; sleep 0.1; done
   "$BIN/crdplane-storage" --listen "127.0.0.1:$STORAGE_PORT" \
-    --redis-url "redis+unix://$WORK/redis-storage/redis.sock" >"$WORK/storage.log" 2>&1 &
+    --redis-url "redis+unix://$WORK/redis-storage/redis.sock" --durability memory >"$WORK/storage.log" 2>&1 &
   PIDS+=($!)
   "$BIN/crdplane-validation" --listen "127.0.0.1:$VALIDATION_PORT" >"$WORK/validation.log" 2>&1 &
   PIDS+=($!)

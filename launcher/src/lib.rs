@@ -1,8 +1,9 @@
 //! The `crdplane` launcher: runs the whole stack on one machine for development and for the
 //! README's one-command start.
 //!
-//! `crdplane up` starts a `redis-server` child (AOF persistence in the data dir, so objects
-//! survive a restart) unless `--redis-url` is given, then storage, validation, registry and
+//! `crdplane up` starts a `redis-server` child (AOF persistence in the data dir with
+//! `appendfsync always`, so an acknowledged write survives a crash of the machine; see the
+//! storage's `durability` module) unless `--redis-url` is given, then storage, validation, registry and
 //! gateway as separate processes (the binaries beside this one), waits for the gateway's
 //! `/readyz`, writes a kubeconfig, prints how to use it, and stops every child on
 //! Ctrl-C/SIGTERM or when any child dies.
@@ -19,6 +20,9 @@ pub struct UpConfig {
     pub kubeconfig: Option<PathBuf>,
     pub redis_url: Option<String>,
     pub default_tenant: String,
+    /// When a write is acknowledged (`fsync`, `everysec`, `memory`; see the storage's
+    /// `--durability`): sets the started Redis's `appendfsync` and is passed to the storage.
+    pub durability: String,
 }
 
 /// The binaries of the stack live beside the launcher.
@@ -171,9 +175,19 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
                 "--dir",
                 &rdir.to_string_lossy(),
                 "--appendonly",
-                "yes",
+                if cfg.durability == "memory" {
+                    "no"
+                } else {
+                    "yes"
+                },
+                // fsync before acknowledging (Redis group-commits the fsync of every write of
+                // one event-loop iteration); `everysec` only when asked for.
                 "--appendfsync",
-                "everysec",
+                if cfg.durability == "everysec" {
+                    "everysec"
+                } else {
+                    "always"
+                },
                 "--save",
                 "",
                 "--daemonize",
@@ -209,7 +223,14 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         let storage = spawn_service(
             "storage",
             &sibling("crdplane-storage"),
-            &s(&["--listen", "127.0.0.1:0", "--redis-url", &redis_url]),
+            &s(&[
+                "--listen",
+                "127.0.0.1:0",
+                "--redis-url",
+                &redis_url,
+                "--durability",
+                &cfg.durability,
+            ]),
             &logs,
             &mut procs,
         )

@@ -31,6 +31,10 @@ enum Cmd {
         /// Tenant of requests without a /clusters/<tenant> prefix.
         #[arg(long, default_value = "default")]
         default_tenant: String,
+        /// When a write is acknowledged: `fsync` (on disk), `everysec` (a machine crash can
+        /// lose ~2 s of acknowledged writes) or `memory` (Redis without persistence).
+        #[arg(long, default_value = "fsync", value_parser = ["fsync", "everysec", "memory"])]
+        durability: String,
     },
 }
 
@@ -43,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
             kubeconfig,
             redis_url,
             default_tenant,
+            durability,
         } => {
             crdplane::up(crdplane::UpConfig {
                 listen,
@@ -50,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
                 kubeconfig,
                 redis_url,
                 default_tenant,
+                durability,
             })
             .await
         }

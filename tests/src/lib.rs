@@ -36,6 +36,8 @@ impl RedisServer {
             .args([
                 "--appendonly",
                 "yes",
+                "--appendfsync",
+                "always",
                 "--save",
                 "",
                 "--daemonize",
@@ -572,6 +574,14 @@ impl WatchStream {
             }
         }
         out
+    }
+
+    /// The next event within `timeout`: `Err(true)` when the stream ended, `Err(false)` when
+    /// nothing arrived in time.
+    pub fn poll(&self, timeout: Duration) -> Result<serde_json::Value, bool> {
+        self.rx
+            .recv_timeout(timeout)
+            .map_err(|e| matches!(e, std::sync::mpsc::RecvTimeoutError::Disconnected))
     }
 
     /// True when the server ended the stream (no more events will come).

@@ -67,6 +67,7 @@ async fn stack() -> Stack {
         crdplane_storage::serve(
             crdplane_storage::Config {
                 redis_url,
+                durability: crdplane_storage::durability::Durability::Memory,
                 ..Default::default()
             },
             sl,

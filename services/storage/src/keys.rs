@@ -7,7 +7,10 @@
 //! - `cp:{tag}:obj` — hash `<namespace>/<name>` → `<rv>:<offset>:<json>`;
 //! - `cp:{tag}:idx` — sorted set (all scores 0) of the same keys, for ordered paging by
 //!   namespace then name, like upstream's etcd key order;
-//! - `cp:{tag}:ev` — stream of events, entry id `<rv>-0`, bounded by MAXLEN (watch history);
+//! - `cp:{tag}:ev` — stream of events, entry id `<rv>-0` (watch history), bounded by age and
+//!   by MAXLEN (see lua/prelude.lua);
+//! - `cp:{tag}:evt` — list of `<unix second>:<first rv of that second>` checkpoints of the
+//!   stream, for trimming it by age;
 //! - `cp:{tag}:ch` — pub/sub channel of live events;
 //! - `cp:{tag}:own` — sorted set (all scores 0) of `<owner uid>\0<namespace>/<name>`, one
 //!   member per `metadata.ownerReferences[].uid` of each object, kept by the write scripts:
@@ -25,6 +28,7 @@ pub struct Keyspace {
     pub obj: String,
     pub idx: String,
     pub ev: String,
+    pub evt: String,
     /// Owner uid → dependents index (see the module doc).
     pub own: String,
     pub channel: String,
@@ -57,6 +61,7 @@ impl Keyspace {
             obj: format!("cp:{tag}:obj"),
             idx: format!("cp:{tag}:idx"),
             ev: format!("cp:{tag}:ev"),
+            evt: format!("cp:{tag}:evt"),
             own: format!("cp:{tag}:own"),
             channel: format!("cp:{tag}:ch"),
             gr,

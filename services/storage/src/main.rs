@@ -23,9 +23,17 @@ struct Args {
         default_value = "redis://127.0.0.1:6379"
     )]
     redis_url: String,
-    /// Events kept per (tenant, resource) for watch resume.
-    #[arg(long, default_value_t = 10_000)]
+    /// Most events kept per (tenant, resource) for watch resume (the memory bound).
+    #[arg(long, default_value_t = crdplane_storage::DEFAULT_HISTORY_LEN)]
     history_len: usize,
+    /// Seconds of events kept per (tenant, resource) for watch resume (0 = by length only).
+    #[arg(long, default_value_t = crdplane_storage::DEFAULT_HISTORY_WINDOW_SECS)]
+    history_window: u64,
+    /// When a write is acknowledged: `fsync` (on disk; Redis must run with appendonly yes and
+    /// appendfsync always), `everysec` (Redis appendfsync everysec: a machine crash loses up
+    /// to ~2 s of acknowledged writes) or `memory` (no persistence check).
+    #[arg(long, env = "CRDPLANE_DURABILITY", default_value = "fsync")]
+    durability: crdplane_storage::durability::Durability,
 }
 
 #[tokio::main]
@@ -41,6 +49,8 @@ async fn main() -> anyhow::Result<()> {
         crdplane_storage::Config {
             redis_url: a.redis_url,
             history_len: a.history_len,
+            history_window_secs: a.history_window,
+            durability: a.durability,
         },
         listener,
     )

@@ -713,13 +713,10 @@ impl Storage for StorageService {
                 } else {
                     let current = store.revision(&ks).await?;
                     if last < current {
-                        let oldest = store.oldest_history(&ks).await?;
-                        match oldest {
-                            Some(o) if last + 1 >= o => {}
-                            _ => {
-                                let m = oldest.unwrap_or(current + 1).saturating_sub(1);
-                                return Err(ApiError::expired(format!("too old resource version: {last} ({m})")));
-                            }
+                        // Resumable only from an unbroken history (store.rs `resume_check`).
+                        if let Err(oldest) = store.resume_check(&ks, last).await? {
+                            let m = oldest.unwrap_or(current + 1).saturating_sub(1);
+                            return Err(ApiError::expired(format!("too old resource version: {last} ({m})")));
                         }
                         loop {
                             let evs = hub.history_after(&ks.ev, last, SCAN_CHUNK).await?;

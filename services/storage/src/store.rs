@@ -3,6 +3,7 @@
 //!
 //! Request path: gateway/registry → gRPC (`server.rs`) → `Store` → Redis.
 
+use crate::durability::{Durability, EPOCH_KEY, EPOCH_LUA, RAISE_LUA, Verdict};
 use crate::keys::{Keyspace, object_key, parse_stored, range};
 use bytes::Bytes;
 use crdplane_core::ApiError;
@@ -112,21 +113,64 @@ fn parse_page(r: Vec<Value>) -> Result<Page, ApiError> {
     })
 }
 
+/// Settings of a [`Store`] (see [`crate::Config`]).
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Most events kept per (tenant, resource) for watch resume (the memory bound).
+    pub history_len: usize,
+    /// Seconds of events kept per (tenant, resource) (0 = by `history_len` only).
+    pub history_window_secs: u64,
+    /// What a write must reach before it is acknowledged.
+    pub durability: Durability,
+}
+
 #[derive(Clone)]
 pub struct Store {
     conn: ConnectionManager,
-    scripts: std::sync::Arc<Scripts>,
+    list: std::sync::Arc<Script>,
+    epoch_script: std::sync::Arc<Script>,
+    raise_script: std::sync::Arc<Script>,
+    /// The write scripts of the current recovery epoch.
+    writes: std::sync::Arc<std::sync::RwLock<std::sync::Arc<WriteScripts>>>,
+    /// Why writes are refused (the Redis persistence settings cannot give `durability`).
+    refusal: std::sync::Arc<std::sync::RwLock<Option<String>>>,
     pub history_len: usize,
+    history_window_secs: u64,
+    durability: Durability,
 }
 
-/// The create script (`lua/create.lua`): any number of objects of one resource.
-const CREATE_LUA: &str = concat!(include_str!("lua/owners.lua"), include_str!("lua/create.lua"));
+/// The write scripts (lua/prelude.lua + create/update/delete) of one recovery epoch: the
+/// prelude carries the epoch's revision floor and the history window, so each epoch has its
+/// own SHAs, and a replica still on an older epoch gets NOSCRIPT from a restarted Redis and
+/// refreshes its epoch before writing (see [`crate::durability`]).
+struct WriteScripts {
+    epoch: u64,
+    create: (String, Script),
+    update: (String, Script),
+    delete: (String, Script),
+}
 
-struct Scripts {
-    create: Script,
-    update: Script,
-    delete: Script,
-    list: Script,
+impl WriteScripts {
+    fn new(epoch: u64, window_secs: u64) -> Self {
+        let prelude = include_str!("lua/prelude.lua")
+            .replace("%FLOOR%", &crate::durability::floor(epoch).to_string())
+            .replace("%WINDOW%", &window_secs.to_string());
+        let build = |body: &str| {
+            let text = format!("{prelude}{}{body}", include_str!("lua/owners.lua"));
+            let s = Script::new(&text);
+            (text, s)
+        };
+        Self {
+            epoch,
+            create: build(include_str!("lua/create.lua")),
+            update: build(include_str!("lua/update.lua")),
+            delete: build(include_str!("lua/delete.lua")),
+        }
+    }
+}
+
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 pub(crate) fn redis_err(e: redis::RedisError) -> ApiError {
@@ -167,25 +211,202 @@ fn bulk(v: Value) -> Option<Vec<u8>> {
 }
 
 impl Store {
-    pub async fn connect(url: &str, history_len: usize) -> anyhow::Result<Self> {
+    /// Connects, refuses to start when Redis's persistence settings cannot give the chosen
+    /// durability (warns when they give it only in part), and enters the current recovery
+    /// epoch. A background task re-checks both every second (a restarted Redis, a `CONFIG
+    /// SET` behind our back): see [`crate::durability`].
+    pub async fn connect(url: &str, opts: StoreOptions) -> anyhow::Result<Self> {
         let client = redis::Client::open(url)?;
         let conn = ConnectionManager::new(client).await?;
-        Ok(Self {
+        let store = Self {
             conn,
-            scripts: std::sync::Arc::new(Scripts {
-                create: Script::new(CREATE_LUA),
-                update: Script::new(concat!(
-                    include_str!("lua/owners.lua"),
-                    include_str!("lua/update.lua")
-                )),
-                delete: Script::new(concat!(
-                    include_str!("lua/owners.lua"),
-                    include_str!("lua/delete.lua")
-                )),
-                list: Script::new(include_str!("lua/list.lua")),
-            }),
-            history_len: history_len.max(16),
-        })
+            list: std::sync::Arc::new(Script::new(include_str!("lua/list.lua"))),
+            epoch_script: std::sync::Arc::new(Script::new(EPOCH_LUA)),
+            raise_script: std::sync::Arc::new(Script::new(RAISE_LUA)),
+            writes: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(
+                WriteScripts::new(0, opts.history_window_secs),
+            ))),
+            refusal: Default::default(),
+            history_len: opts.history_len.max(16),
+            history_window_secs: opts.history_window_secs,
+            durability: opts.durability,
+        };
+        match store.persistence_verdict().await {
+            Verdict::Refuse(msg) => anyhow::bail!("refusing to serve: {msg}"),
+            Verdict::Warn(msg) => tracing::warn!("{msg}"),
+            Verdict::Ok => {}
+        }
+        store
+            .refresh_epoch()
+            .await
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let watchdog = store.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let refusal = match watchdog.persistence_verdict().await {
+                    Verdict::Refuse(msg) => Some(msg),
+                    _ => None,
+                };
+                let changed = *watchdog.refusal.read().expect("lock") != refusal;
+                if changed {
+                    match &refusal {
+                        Some(msg) => tracing::error!("refusing writes: {msg}"),
+                        None => tracing::info!("Redis persistence settings fine again"),
+                    }
+                    *watchdog.refusal.write().expect("lock") = refusal;
+                }
+                if let Err(e) = watchdog.refresh_epoch().await {
+                    tracing::debug!("epoch check: {}", e.message);
+                }
+            }
+        });
+        Ok(store)
+    }
+
+    /// Judges Redis's current `appendonly` / `appendfsync` against the chosen durability.
+    async fn persistence_verdict(&self) -> Verdict {
+        if self.durability == Durability::Memory {
+            return Verdict::Ok;
+        }
+        let mut c = self.conn.clone();
+        let get = |v: redis::RedisResult<Vec<String>>| v.ok().and_then(|v| v.get(1).cloned());
+        let ao = get(redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendonly")
+            .query_async(&mut c)
+            .await);
+        let fs = get(redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendfsync")
+            .query_async(&mut c)
+            .await);
+        crate::durability::judge(self.durability, ao.as_deref(), fs.as_deref())
+    }
+
+    /// The write scripts of the current epoch.
+    fn scripts(&self) -> std::sync::Arc<WriteScripts> {
+        self.writes.read().expect("lock").clone()
+    }
+
+    /// The current recovery epoch (see [`crate::durability`]).
+    pub fn epoch(&self) -> u64 {
+        self.scripts().epoch
+    }
+
+    /// Enters the recovery epoch of the Redis server we are connected to (starting a new one
+    /// when that server is new), and moves every revision counter up to its floor.
+    pub async fn refresh_epoch(&self) -> Result<(), ApiError> {
+        let mut c = self.conn.clone();
+        let (epoch, started): (u64, u64) = self
+            .epoch_script
+            .key(EPOCH_KEY)
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        if epoch == self.epoch() && started == 0 {
+            return Ok(());
+        }
+        tracing::info!(
+            epoch,
+            started = started == 1,
+            floor = crate::durability::floor(epoch),
+            "recovery epoch"
+        );
+        *self.writes.write().expect("lock") =
+            std::sync::Arc::new(WriteScripts::new(epoch, self.history_window_secs));
+        self.raise_counters(crate::durability::floor(epoch)).await
+    }
+
+    /// Moves every revision counter up to `floor` (the write scripts do it too, lazily; this
+    /// makes reads of idle resources report a revision at or past the floor at once).
+    async fn raise_counters(&self, floor: u64) -> Result<(), ApiError> {
+        if floor == 0 {
+            return Ok(());
+        }
+        let mut c = self.conn.clone();
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg("cp:*:rev")
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut c)
+                .await
+                .map_err(redis_err)?;
+            for k in keys {
+                let _: u64 = self
+                    .raise_script
+                    .key(&k)
+                    .arg(floor)
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(redis_err)?;
+            }
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+
+    /// Err when writes are refused (see [`Store::connect`]).
+    fn writable(&self) -> Result<(), ApiError> {
+        match &*self.refusal.read().expect("lock") {
+            Some(msg) => Err(ApiError::unavailable(format!(
+                "storage refuses writes: {msg}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// After NOSCRIPT (a restarted or flushed Redis): enters the current epoch first, then
+    /// loads its write scripts.
+    async fn reload_scripts(&self, c: &mut ConnectionManager) -> Result<(), ApiError> {
+        self.refresh_epoch().await?;
+        let s = self.scripts();
+        let mut p = redis::pipe();
+        for (text, _) in [&s.create, &s.update, &s.delete] {
+            p.cmd("SCRIPT").arg("LOAD").arg(text);
+        }
+        let _: Vec<String> = p.query_async(c).await.map_err(redis_err)?;
+        Ok(())
+    }
+
+    /// Runs write script `pick` (update or delete) on `ks` with `args` after the six keys.
+    async fn run_write(
+        &self,
+        pick: fn(&WriteScripts) -> &(String, Script),
+        ks: &Keyspace,
+        args: impl Fn(&mut redis::Cmd),
+    ) -> Result<Vec<Value>, ApiError> {
+        self.writable()?;
+        let mut c = self.conn.clone();
+        let mut reloaded = false;
+        loop {
+            let scripts = self.scripts();
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(pick(&scripts).1.get_hash())
+                .arg(6)
+                .arg(&ks.rev)
+                .arg(&ks.obj)
+                .arg(&ks.idx)
+                .arg(&ks.ev)
+                .arg(&ks.evt)
+                .arg(&ks.own);
+            args(&mut cmd);
+            match cmd.query_async::<Vec<Value>>(&mut c).await {
+                Err(e) if !reloaded && is_noscript(&e) => {
+                    self.reload_scripts(&mut c).await?;
+                    reloaded = true;
+                }
+                r => return r.map_err(redis_err),
+            }
+        }
     }
 
     pub async fn get(
@@ -323,6 +544,9 @@ impl Store {
     /// entry and watch event. Results come in request order. A script cache flushed behind
     /// our back (NOSCRIPT) is reloaded and the affected runs retried once.
     pub async fn create_many(&self, items: &[NewObject<'_>]) -> Vec<Result<Stored, ApiError>> {
+        if let Err(e) = self.writable() {
+            return items.iter().map(|_| Err(e.clone())).collect();
+        }
         // Item indexes grouped by keyspace, in request order within each group.
         let mut groups: Vec<(&Keyspace, Vec<usize>)> = Vec::new();
         for (i, (ks, ..)) in items.iter().enumerate() {
@@ -335,18 +559,20 @@ impl Store {
         let mut pending: Vec<usize> = (0..groups.len()).collect();
         let mut c = self.conn.clone();
         for attempt in 0..2 {
+            let scripts = self.scripts();
             let mut p = redis::pipe();
             p.ignore_errors();
             for &g in &pending {
                 let (ks, idx) = &groups[g];
                 let cmd = p
                     .cmd("EVALSHA")
-                    .arg(self.scripts.create.get_hash())
-                    .arg(5)
+                    .arg(scripts.create.1.get_hash())
+                    .arg(6)
                     .arg(&ks.rev)
                     .arg(&ks.obj)
                     .arg(&ks.idx)
                     .arg(&ks.ev)
+                    .arg(&ks.evt)
                     .arg(&ks.own)
                     .arg(self.history_len)
                     .arg(&ks.channel)
@@ -411,13 +637,7 @@ impl Store {
             if retry.is_empty() {
                 break;
             }
-            if let Err(e) = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(CREATE_LUA)
-                .query_async::<String>(&mut c)
-                .await
-            {
-                let e = redis_err(e);
+            if let Err(e) = self.reload_scripts(&mut c).await {
                 for &g in &retry {
                     for &i in &groups[g].1 {
                         out[i] = Some(Err(e.clone()));
@@ -441,26 +661,22 @@ impl Store {
         tail: &[u8],
         expected: u64,
     ) -> Result<Stored, ApiError> {
-        let mut c = self.conn.clone();
-        let r: Vec<Value> = self
-            .scripts
-            .update
-            .key(&ks.rev)
-            .key(&ks.obj)
-            .key(&ks.idx)
-            .key(&ks.ev)
-            .key(&ks.own)
-            .arg(object_key(namespace, name))
-            .arg(head)
-            .arg(tail)
-            .arg(self.history_len)
-            .arg(&ks.channel)
-            .arg(expected.to_string())
-            .arg(ks.notify_channel())
-            .arg(&ks.tenant)
-            .invoke_async(&mut c)
-            .await
-            .map_err(redis_err)?;
+        let r = self
+            .run_write(
+                |s| &s.update,
+                ks,
+                |cmd| {
+                    cmd.arg(object_key(namespace, name))
+                        .arg(head)
+                        .arg(tail)
+                        .arg(self.history_len)
+                        .arg(&ks.channel)
+                        .arg(expected.to_string())
+                        .arg(ks.notify_channel())
+                        .arg(&ks.tenant);
+                },
+            )
+            .await?;
         match r.first().map(int) {
             Some(1) => {
                 let rv = r.get(1).map(int).unwrap_or(0) as u64;
@@ -481,24 +697,20 @@ impl Store {
         name: &str,
         expected: u64,
     ) -> Result<Stored, ApiError> {
-        let mut c = self.conn.clone();
-        let mut r: Vec<Value> = self
-            .scripts
-            .delete
-            .key(&ks.rev)
-            .key(&ks.obj)
-            .key(&ks.idx)
-            .key(&ks.ev)
-            .key(&ks.own)
-            .arg(object_key(namespace, name))
-            .arg(self.history_len)
-            .arg(&ks.channel)
-            .arg(expected.to_string())
-            .arg(ks.notify_channel())
-            .arg(&ks.tenant)
-            .invoke_async(&mut c)
-            .await
-            .map_err(redis_err)?;
+        let mut r = self
+            .run_write(
+                |s| &s.delete,
+                ks,
+                |cmd| {
+                    cmd.arg(object_key(namespace, name))
+                        .arg(self.history_len)
+                        .arg(&ks.channel)
+                        .arg(expected.to_string())
+                        .arg(ks.notify_channel())
+                        .arg(&ks.tenant);
+                },
+            )
+            .await?;
         match r.first().map(int) {
             Some(1) => {
                 let rv = r.get(1).map(int).unwrap_or(0) as u64;
@@ -554,7 +766,6 @@ impl Store {
         let (min, max) = range(namespace, start_after);
         let mut c = self.conn.clone();
         let r: Vec<Value> = self
-            .scripts
             .list
             .key(&ks.rev)
             .key(&ks.obj)
@@ -759,6 +970,50 @@ impl Store {
         Ok(parse_xrange(v))
     }
 
+    /// Whether a watch can resume after revision `last` (below the current revision) from
+    /// the history: `Ok(())` when the event right after `last` is in it, or `last` itself is
+    /// (a gap after it is a recovery epoch's jump, with nothing lost in between); otherwise
+    /// the oldest revision still in history (`None`: empty), and the watcher must get 410
+    /// Expired — its revision was trimmed away, or handed out and then lost in a Redis crash
+    /// (upstream `storage/cacher/watch_cache.go` `getAllEventsSinceLocked`: too old →
+    /// 410 "too old resource version").
+    pub async fn resume_check(
+        &self,
+        ks: &Keyspace,
+        last: u64,
+    ) -> Result<Result<(), Option<u64>>, ApiError> {
+        let mut c = self.conn.clone();
+        let (at, next, oldest): (Value, Value, Value) = redis::pipe()
+            .cmd("XRANGE")
+            .arg(&ks.ev)
+            .arg(format!("{last}-0"))
+            .arg(format!("{last}-0"))
+            .cmd("XRANGE")
+            .arg(&ks.ev)
+            .arg(format!("{}-0", last + 1))
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .cmd("XRANGE")
+            .arg(&ks.ev)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        let at = parse_xrange(at);
+        let next = parse_xrange(next);
+        let oldest = parse_xrange(oldest).first().map(|e| e.rv);
+        Ok(resumable(
+            last,
+            !at.is_empty(),
+            next.first().map(|e| e.rv),
+            oldest,
+        ))
+    }
+
     /// The oldest revision still in history (None when the history is empty).
     pub async fn oldest_history(&self, ks: &Keyspace) -> Result<Option<u64>, ApiError> {
         let mut c = self.conn.clone();
@@ -772,6 +1027,21 @@ impl Store {
             .await
             .map_err(redis_err)?;
         Ok(parse_xrange(v).first().map(|e| e.rv))
+    }
+}
+
+/// The pure decision of [`Store::resume_check`]: `last_kept` = the event at `last` is in the
+/// history, `next` = the first event after it, `oldest` = the oldest event.
+fn resumable(
+    last: u64,
+    last_kept: bool,
+    next: Option<u64>,
+    oldest: Option<u64>,
+) -> Result<(), Option<u64>> {
+    if next == Some(last + 1) || (last_kept && next.is_some()) {
+        Ok(())
+    } else {
+        Err(oldest)
     }
 }
 
@@ -876,6 +1146,24 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn watch_resumption() {
+        // Contiguous history after `last`.
+        assert_eq!(resumable(7, true, Some(8), Some(3)), Ok(()));
+        assert_eq!(
+            resumable(7, false, Some(8), Some(8)),
+            Ok(()),
+            "oldest is last+1"
+        );
+        // Trimmed away.
+        assert_eq!(resumable(2, false, Some(5), Some(5)), Err(Some(5)));
+        assert_eq!(resumable(2, false, None, None), Err(None));
+        // An epoch jump after the last surviving event 7 (8.. lost, floor 1000).
+        assert_eq!(resumable(7, true, Some(1001), Some(3)), Ok(()));
+        // A watcher at a lost revision (9 was handed out, then lost): 410, not silence.
+        assert_eq!(resumable(9, false, Some(1001), Some(3)), Err(Some(3)));
     }
 
     #[test]

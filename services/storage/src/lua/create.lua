@@ -1,5 +1,5 @@
 -- Create objects of one resource (one keyspace), in order; each as if on its own.
--- KEYS: rev, obj, idx, ev, own (owners.lua). ARGV: history_len, channel, notify_channel ("" = none), tenant,
+-- KEYS: rev, obj, idx, ev, evt, own (functions from prelude.lua and owners.lua). ARGV: history_len, channel, notify_channel ("" = none), tenant,
 -- then three per object: key, head, tail (the JSON split at the resourceVersion slot).
 -- Stored value: "<rv>:<offset>:<json>", offset = byte length of head (where the rv starts).
 -- Returns, per object, its new revision, or 0 when the key already exists.
@@ -9,12 +9,11 @@ for i = 5, #ARGV, 3 do
   if redis.call('HEXISTS', KEYS[2], key) == 1 then
     out[#out + 1] = 0
   else
-    local rv = redis.call('INCR', KEYS[1])
+    local rv = nextrv()
     local json = head .. rv .. ARGV[i + 2]
     redis.call('HSET', KEYS[2], key, rv .. ':' .. #head .. ':' .. json)
     redis.call('ZADD', KEYS[3], 0, key)
-    index_owners(key, nil, json)
-    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[1], rv .. '-0', 't', 'A', 'k', key, 'o', json)
+    history(rv, ARGV[1], 't', 'A', 'k', key, 'o', json)
     redis.call('PUBLISH', ARGV[2], 'A' .. rv .. '\n' .. key .. '\n' .. json)
     if ARGV[3] ~= '' then
       redis.call('PUBLISH', ARGV[3], ARGV[4] .. '\n' .. key .. '\n' .. rv)

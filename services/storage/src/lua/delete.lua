@@ -1,4 +1,5 @@
--- Delete one object, optionally only at an expected rv. KEYS: rev, obj, idx, ev, own (owners.lua).
+-- Delete one object, optionally only at an expected rv. KEYS: rev, obj, idx, ev, evt, own
+-- (functions from prelude.lua and owners.lua).
 -- ARGV: key, history_len, channel, expected_rv ("0" = unconditional), notify_channel ("" = none),
 -- tenant.
 -- The DELETED event carries the last state with the deletion revision spliced in at the
@@ -13,12 +14,11 @@ if ARGV[4] ~= '0' and ARGV[4] ~= currv then
 end
 local json = string.sub(cur, #currv + #off + 3)
 off = tonumber(off)
-local rv = redis.call('INCR', KEYS[1])
+local rv = nextrv()
 local dead = string.sub(json, 1, off) .. rv .. string.sub(json, off + 1 + #currv)
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-index_owners(ARGV[1], json, nil)
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], rv .. '-0', 't', 'D', 'k', ARGV[1], 'o', dead)
+history(rv, ARGV[2], 't', 'D', 'k', ARGV[1], 'o', dead)
 redis.call('PUBLISH', ARGV[3], 'D' .. rv .. '\n' .. ARGV[1] .. '\n' .. dead)
 if ARGV[5] ~= '' then
   redis.call('PUBLISH', ARGV[5], ARGV[6] .. '\n' .. ARGV[1] .. '\n' .. rv)

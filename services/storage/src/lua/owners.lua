@@ -1,4 +1,4 @@
--- Owner index (prepended to create/update/delete): KEYS[5] is the (tenant, resource)'s
+-- Owner index (prepended to create/update/delete, after prelude.lua): KEYS[6] is the (tenant, resource)'s
 -- sorted set of `<owner uid>\0<namespace>/<name>` (all scores 0), one member per
 -- metadata.ownerReferences[].uid — the garbage collector's owner -> dependents lookup.
 -- JSON is decoded only when the text mentions ownerReferences.
@@ -20,9 +20,9 @@ local function owner_uids(json)
 end
 local function index_owners(key, old, new)
   for _, u in ipairs(owner_uids(old)) do
-    redis.call('ZREM', KEYS[5], u .. '\0' .. key)
+    redis.call('ZREM', KEYS[6], u .. '\0' .. key)
   end
   for _, u in ipairs(owner_uids(new)) do
-    redis.call('ZADD', KEYS[5], 0, u .. '\0' .. key)
+    redis.call('ZADD', KEYS[6], 0, u .. '\0' .. key)
   end
 end

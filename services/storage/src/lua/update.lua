@@ -1,4 +1,5 @@
--- Compare-and-swap update. KEYS: rev, obj, idx, ev, own (owners.lua). ARGV: key, head, tail, history_len, channel,
+-- Compare-and-swap update. KEYS: rev, obj, idx, ev, evt, own
+-- (functions from prelude.lua and owners.lua). ARGV: key, head, tail, history_len, channel,
 -- expected_rv ("0" = unconditional), notify_channel ("" = none), tenant.
 -- The MODIFIED event also carries the previous state with this write's revision spliced in
 -- at its stored offset (field 'p' in history; `M<rv>\n<key>\n<len(prev)>\n<prev><json>` on
@@ -13,14 +14,13 @@ local currv, off = string.match(cur, '^(%d+):(%d+):')
 if ARGV[6] ~= '0' and ARGV[6] ~= currv then
   return {-1, currv}
 end
-local rv = redis.call('INCR', KEYS[1])
+local rv = nextrv()
 local json = ARGV[2] .. rv .. ARGV[3]
 local old = string.sub(cur, #currv + #off + 3)
 off = tonumber(off)
 local prev = string.sub(old, 1, off) .. rv .. string.sub(old, off + 1 + #currv)
 redis.call('HSET', KEYS[2], ARGV[1], rv .. ':' .. #ARGV[2] .. ':' .. json)
-index_owners(ARGV[1], old, json)
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], rv .. '-0', 't', 'M', 'k', ARGV[1], 'o', json, 'p', prev)
+history(rv, ARGV[4], 't', 'M', 'k', ARGV[1], 'o', json, 'p', prev)
 redis.call('PUBLISH', ARGV[5], 'M' .. rv .. '\n' .. ARGV[1] .. '\n' .. #prev .. '\n' .. prev .. json)
 if ARGV[7] ~= '' then
   redis.call('PUBLISH', ARGV[7], ARGV[8] .. '\n' .. ARGV[1] .. '\n' .. rv)
