@@ -335,6 +335,33 @@ impl ApiError {
     pub fn unavailable(msg: impl Into<String>) -> Self {
         Self::new(Reason::ServiceUnavailable, msg)
     }
+    /// A dependency (a crdplane service, Redis) cannot be reached: 503 with upstream's generic
+    /// text (`NewGenericServerResponse` for 503) and `retryAfterSeconds`, which the edge turns
+    /// into a `Retry-After` header as apiserver's `responsewriters.ErrorNegotiated` does.
+    /// Whatever the failure said (addresses, Redis errors) stays out of the client's answer.
+    pub fn dependency_unavailable() -> Self {
+        Self::new(Reason::ServiceUnavailable, SERVICE_UNAVAILABLE).with_details(StatusDetails {
+            retry_after_seconds: RETRY_AFTER_SECONDS,
+            ..Default::default()
+        })
+    }
+    /// A dependency did not answer in time: `NewTimeoutError` with the text of apiserver's
+    /// request finisher (`endpoints/handlers/finisher`), 504 with `retryAfterSeconds`.
+    pub fn dependency_timeout() -> Self {
+        Self::new(Reason::Timeout, format!("Timeout: {REQUEST_TIMEOUT}")).with_details(
+            StatusDetails {
+                retry_after_seconds: RETRY_AFTER_SECONDS,
+                ..Default::default()
+            },
+        )
+    }
+    /// Seconds a client should wait before retrying after a 503/504 (`Retry-After`), if any.
+    pub fn retry_after(&self) -> Option<i32> {
+        self.details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .filter(|s| *s > 0)
+    }
     /// 410 Expired.
     pub fn expired(msg: impl Into<String>) -> Self {
         Self::new(Reason::Expired, msg)
@@ -375,23 +402,32 @@ impl ApiError {
             self.to_json().into(),
         )
     }
-    /// Recovers the Status from a gRPC status; transport failures become 503/500.
+    /// Recovers the Status from a gRPC status. This is the one place where failures of the
+    /// path to a service are mapped (kube-apiserver answers an unreachable dependency with
+    /// 503/504 and a Retry-After, never 500 with the transport's words):
+    ///
+    /// - a Status the service decided (its JSON in `details`) passes through, except that a
+    ///   503/504 is re-rendered with the generic text and `retryAfterSeconds` (a service's
+    ///   outage text names its backend: Redis errors, socket paths);
+    /// - no Status JSON: the call failed on the way (connection refused or reset, HTTP/2
+    ///   stream errors, the service process died mid-call) or the service failed without
+    ///   deciding; `DeadlineExceeded` is a 504, everything else a 503; never the message.
     pub fn from_grpc(s: &tonic::Status) -> Self {
         if let Some(e) = Self::from_json(s.details()) {
-            return e;
+            return match e.code {
+                503 => Self::dependency_unavailable(),
+                504 if e.retry_after().is_none() => {
+                    let mut e = e;
+                    e.details.get_or_insert_with(Default::default).retry_after_seconds =
+                        RETRY_AFTER_SECONDS;
+                    e
+                }
+                _ => e,
+            };
         }
         match s.code() {
-            Code::Unavailable | Code::Cancelled => {
-                Self::unavailable(format!("service unavailable: {}", s.message()))
-            }
-            Code::DeadlineExceeded => Self::new(
-                Reason::Timeout,
-                format!(
-                    "the server was unable to return a response in the time allotted: {}",
-                    s.message()
-                ),
-            ),
-            _ => Self::internal(s.message()),
+            Code::DeadlineExceeded => Self::dependency_timeout(),
+            _ => Self::dependency_unavailable(),
         }
     }
 }
@@ -407,6 +443,15 @@ impl From<tonic::Status> for ApiError {
         ApiError::from_grpc(&s)
     }
 }
+
+/// Message of a 503 for an unreachable dependency (apimachinery `NewGenericServerResponse`).
+pub const SERVICE_UNAVAILABLE: &str = "the server is currently unable to handle the request";
+/// Detail of a 504 for a dependency that did not answer in time (apiserver's finisher:
+/// `request did not complete within requested timeout - <ctx.Err()>`).
+pub const REQUEST_TIMEOUT: &str =
+    "request did not complete within requested timeout - context deadline exceeded";
+/// `Retry-After` of 503/504 answers for an unreachable dependency.
+pub const RETRY_AFTER_SECONDS: i32 = 1;
 
 /// The detail of a stale-resourceVersion conflict (`registry/store.go` OptimisticLockErrorMsg).
 pub const OBJECT_MODIFIED: &str =
@@ -475,6 +520,41 @@ mod tests {
         assert_eq!(ApiError::from_grpc(&s), e);
         let t = ApiError::from_grpc(&tonic::Status::unavailable("down"));
         assert_eq!(t.code, 503);
+    }
+
+    #[test]
+    fn transport_failures_are_503_or_504_with_retry_after_and_no_internal_text() {
+        let secret = "connect to 127.0.0.1:7001: Connection refused (os error 111)";
+        let cases = [
+            (tonic::Status::unavailable(secret), 503, "ServiceUnavailable"),
+            (tonic::Status::unknown(secret), 503, "ServiceUnavailable"),
+            (tonic::Status::internal(format!("h2 protocol error: {secret}")), 503, "ServiceUnavailable"),
+            (tonic::Status::cancelled(secret), 503, "ServiceUnavailable"),
+            (tonic::Status::deadline_exceeded(secret), 504, "Timeout"),
+            // A service's own 503 names its backend: re-rendered generically.
+            (ApiError::unavailable(format!("storage backend error: {secret}")).to_grpc(), 503, "ServiceUnavailable"),
+            (ApiError::new(Reason::Timeout, "Timeout: slow").to_grpc(), 504, "Timeout"),
+        ];
+        for (s, code, reason) in cases {
+            let e = ApiError::from_grpc(&s);
+            assert_eq!((e.code, e.reason.as_str()), (code, reason), "{s:?}");
+            assert_eq!(e.retry_after(), Some(RETRY_AFTER_SECONDS), "{s:?}");
+            let json = String::from_utf8(e.to_json()).unwrap();
+            assert!(!json.contains("127.0.0.1") && !json.contains("backend"), "{json}");
+            assert!(json.contains(r#""retryAfterSeconds":1"#), "{json}");
+        }
+        assert_eq!(
+            String::from_utf8(ApiError::from_grpc(&tonic::Status::unavailable("x")).to_json()).unwrap(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","details":{"retryAfterSeconds":1},"code":503}"#
+        );
+        assert_eq!(
+            ApiError::from_grpc(&tonic::Status::deadline_exceeded("x")).message,
+            "Timeout: request did not complete within requested timeout - context deadline exceeded"
+        );
+        // Decided errors pass through unchanged.
+        let nf = ApiError::not_found(&gr(), "x");
+        assert_eq!(ApiError::from_grpc(&nf.to_grpc()), nf);
+        assert_eq!(nf.retry_after(), None);
     }
 
     #[test]

@@ -26,7 +26,20 @@ pub struct Config {
     pub default_tenant: String,
     /// Address clients reach this gateway at (for `/api` serverAddressByClientCIDRs).
     pub advertise_address: String,
+    /// Bounds on client connections, in total and per client address (0 = automatic, from
+    /// the descriptor limit; see `crdplane_transport::accept`).
+    pub connections: crdplane_transport::accept::ConnLimits,
+    /// Go `http.Server.ReadHeaderTimeout` of kube-apiserver's serving (32 s).
+    pub request_header_timeout: std::time::Duration,
+    /// Go `http.Server.IdleTimeout` of kube-apiserver's serving (90 s).
+    pub idle_timeout: std::time::Duration,
 }
+
+/// kube-apiserver's `ReadHeaderTimeout` (apiserver `pkg/server/secure_serving.go`: "just shy
+/// of requestTimeoutUpperBound").
+pub const REQUEST_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(32);
+/// kube-apiserver's `IdleTimeout` (matches `http.DefaultTransport`'s keep-alive timeout).
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
 
 impl Default for Config {
     fn default() -> Self {
@@ -36,6 +49,9 @@ impl Default for Config {
             storage_endpoint: "http://127.0.0.1:7001".into(),
             default_tenant: "default".into(),
             advertise_address: "127.0.0.1:6443".into(),
+            connections: Default::default(),
+            request_header_timeout: REQUEST_HEADER_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
         }
     }
 }
@@ -226,29 +242,46 @@ impl Ctx {
 }
 
 /// Serves the Kubernetes API on `listener` until the process ends.
+///
+/// The accept loop never fails (accept errors back off as Go's `net/http` does) and admits
+/// connections within `cfg.connections` (see `crdplane_transport::accept`).
 pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+    // One copy for the process; each connection holds a reference, not its own copy.
+    let limits: &'static crate::http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
+    let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
     let ctx = Ctx::new(cfg)?;
     ctx.spawn_cache_followers();
     loop {
-        let (sock, _) = listener.accept().await?;
+        let (sock, _, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);
         let ctx = ctx.clone();
-        tokio::spawn(serve_socket(ctx, sock));
+        tokio::spawn(async move {
+            serve_socket(ctx, sock, limits).await;
+            drop(guard);
+        });
     }
 }
 
 /// Bounds of the HTTP/1.1 layer: Go's `http.DefaultMaxHeaderBytes` (1 MiB) for the head,
-/// upstream's `MaxRequestBodyBytes` for the body.
-pub const HTTP1_LIMITS: crate::http1::Limits = crate::http1::Limits {
-    max_head: 1 << 20,
-    max_headers: 128,
-    max_body: crate::http::MAX_BODY,
-    too_large: || error_response(&ApiError::too_large(crate::http::MAX_BODY)),
-};
+/// upstream's `MaxRequestBodyBytes` for the body, the configured head and idle timeouts.
+pub fn http1_limits(cfg: &Config) -> crate::http1::Limits {
+    crate::http1::Limits {
+        max_head: 1 << 20,
+        max_headers: 128,
+        max_body: crate::http::MAX_BODY,
+        too_large: || error_response(&ApiError::too_large(crate::http::MAX_BODY)),
+        header_timeout: cfg.request_header_timeout,
+        idle_timeout: cfg.idle_timeout,
+    }
+}
 
 /// One client connection: HTTP/1.1 through [`crate::http1`], HTTP/2 (prior knowledge) through
 /// hyper.
-async fn serve_socket(ctx: Arc<Ctx>, sock: tokio::net::TcpStream) {
+async fn serve_socket(
+    ctx: Arc<Ctx>,
+    sock: tokio::net::TcpStream,
+    limits: &'static crate::http1::Limits,
+) {
     let c = ctx.clone();
     // Boxed: the connection task keeps a slot the size of the handler future for its whole
     // life, and most connections of a watch-heavy gateway are idle watches (~7 KiB unboxed).
@@ -256,7 +289,7 @@ async fn serve_socket(ctx: Arc<Ctx>, sock: tokio::net::TcpStream) {
         move |parts, body| -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
             Box::pin(handle_buffered(c.clone(), parts, body))
         };
-    let Ok(Some(h2)) = crate::http1::serve_connection(sock, handler, HTTP1_LIMITS).await else {
+    let Ok(Some(h2)) = crate::http1::serve_connection(sock, handler, limits).await else {
         return;
     };
     let svc = hyper::service::service_fn(move |req| {

@@ -28,9 +28,16 @@ pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body>
     r
 }
 
+/// The Status response of `e`; a Status with `retryAfterSeconds` also gets the `Retry-After`
+/// header (apiserver `endpoints/handlers/responsewriters/writers.go` ErrorNegotiated).
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(code, e.to_json())
+    let mut r = json_response(code, e.to_json());
+    if let Some(s) = e.retry_after() {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
 }
 
 pub fn text_response(code: StatusCode, body: &'static str) -> Response<Body> {

@@ -47,6 +47,13 @@ pub struct Limits {
     pub max_body: usize,
     /// The 413 response for a body over `max_body`.
     pub too_large: fn() -> Response<Body>,
+    /// Time a request head may take to arrive, counted from the connection's start or, on a
+    /// kept-alive connection, from the first byte of the head; then the connection is closed
+    /// without an answer (Go `http.Server.ReadHeaderTimeout`; kube-apiserver: 32 s).
+    pub header_timeout: std::time::Duration,
+    /// Time a kept-alive connection may wait for its next request (Go
+    /// `http.Server.IdleTimeout`; kube-apiserver: 90 s).
+    pub idle_timeout: std::time::Duration,
 }
 
 /// How the request's body is framed (RFC 9112 §6.3).
@@ -296,10 +303,13 @@ pub struct Handoff {
 
 /// Serves HTTP/1.1 on `sock` until the client or an error ends the connection. Returns the
 /// connection instead when it opens with the HTTP/2 preface.
+///
+/// Timers run only while a head is awaited (`header_timeout`, `idle_timeout`): a request
+/// being handled or a watch streaming its events holds none.
 pub async fn serve_connection<H, F>(
     sock: TcpStream,
     handler: H,
-    limits: Limits,
+    limits: &Limits,
 ) -> io::Result<Option<Handoff>>
 where
     H: Fn(http::request::Parts, Bytes) -> F,
@@ -307,7 +317,22 @@ where
 {
     let mut buf = BytesMut::new();
     let mut first = true;
+    // The first head is timed from the connection's start.
+    let mut head_deadline = Some(tokio::time::Instant::now() + limits.header_timeout);
     loop {
+        let deadline = match head_deadline.take() {
+            Some(d) => d,
+            None => {
+                // Kept alive: wait for the next request's first byte, then time its head.
+                if buf.is_empty() {
+                    match tokio::time::timeout(limits.idle_timeout, sock.readable()).await {
+                        Err(_) => return Ok(None),
+                        Ok(r) => r?,
+                    }
+                }
+                tokio::time::Instant::now() + limits.header_timeout
+            }
+        };
         // The request head. A head can only end at a line feed, so it is parsed again only
         // when one has arrived since the last attempt: a client that trickles its head a byte
         // at a time costs one parse per line (at most `max_headers` + 1), not one per byte.
@@ -347,8 +372,14 @@ where
                     }
                 }
             }
-            if read_more(&sock, &mut buf).await? == 0 {
-                return Ok(None);
+            match tokio::time::timeout_at(deadline, read_more(&sock, &mut buf)).await {
+                // The head did not arrive in time: close without an answer, as Go does.
+                Err(_) => return Ok(None),
+                Ok(r) => {
+                    if r? == 0 {
+                        return Ok(None);
+                    }
+                }
             }
         };
         buf.advance(head.len);
@@ -763,6 +794,8 @@ mod tests {
             max_headers: 8,
             max_body: 64,
             too_large: || crate::http::text_response(StatusCode::PAYLOAD_TOO_LARGE, "big"),
+            header_timeout: std::time::Duration::from_secs(30),
+            idle_timeout: std::time::Duration::from_secs(30),
         }
     }
 
@@ -900,6 +933,12 @@ mod tests {
     /// A server on 127.0.0.1:0 whose handler echoes method, path and body, and streams
     /// `/stream` until the client leaves (reporting the drop on `gone`).
     async fn server() -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<()>) {
+        server_with(limits()).await
+    }
+
+    async fn server_with(
+        limits: Limits,
+    ) -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<()>) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let (gone_tx, gone) = tokio::sync::mpsc::channel(4);
@@ -947,7 +986,7 @@ mod tests {
                             crate::http::text_response_owned(StatusCode::OK, text)
                         }
                     };
-                    let _ = serve_connection(s, h, limits()).await;
+                    let _ = serve_connection(s, h, &limits).await;
                 });
             }
         });
@@ -1041,6 +1080,72 @@ mod tests {
         assert!(out.ends_with("PUT /x ok"), "{out}");
     }
 
+    /// Reads until the server closes; Err if it has not within `secs`.
+    async fn closed_within(c: &mut tokio::net::TcpStream, secs: u64) -> Result<Vec<u8>, ()> {
+        use tokio::io::AsyncReadExt;
+        let mut out = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(secs), async {
+            let mut b = [0u8; 512];
+            loop {
+                match c.read(&mut b).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => out.extend_from_slice(&b[..n]),
+                }
+            }
+        })
+        .await
+        .map_err(|_| ())?;
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn a_partial_head_is_closed_after_the_header_timeout() {
+        use tokio::io::AsyncWriteExt;
+        let quick = Limits {
+            header_timeout: std::time::Duration::from_millis(300),
+            idle_timeout: std::time::Duration::from_secs(30),
+            ..limits()
+        };
+        let (addr, _) = server_with(quick).await;
+        // Slowloris: a head that keeps coming, a line now and then, but never ends.
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = std::time::Instant::now();
+        c.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        for _ in 0..2 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            c.write_all(b"X-A: b\r\n").await.unwrap();
+        }
+        let out = closed_within(&mut c, 10).await.expect("closed");
+        assert!(out.is_empty(), "no answer to a head that timed out");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+        // A connection that sends nothing at all is closed too.
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        closed_within(&mut c, 10).await.expect("closed");
+    }
+
+    #[tokio::test]
+    async fn idle_keep_alive_closes_but_a_stream_outlives_both_timeouts() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let quick = Limits {
+            header_timeout: std::time::Duration::from_millis(200),
+            idle_timeout: std::time::Duration::from_millis(400),
+            ..limits()
+        };
+        let (addr, _) = server_with(quick).await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /a HTTP/1.1\r\n\r\n").await.unwrap();
+        let out = closed_within(&mut c, 10).await.expect("closed after idling");
+        assert!(String::from_utf8_lossy(&out).contains("GET /a"));
+        // A stream (a watch) that runs longer than both timeouts is not cut.
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /stream HTTP/1.1\r\n\r\n").await.unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(1200);
+        while std::time::Instant::now() < until {
+            let mut b = [0u8; 256];
+            assert!(c.read(&mut b).await.unwrap() > 0, "stream ended early");
+        }
+    }
+
     #[tokio::test]
     async fn streams_are_chunked_and_end_when_the_client_leaves() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1103,7 +1208,7 @@ mod tests {
             let h = |_p: http::request::Parts, _b: Bytes| async {
                 crate::http::text_response(StatusCode::OK, "h1")
             };
-            let handoff = serve_connection(s, h, limits()).await.unwrap().unwrap();
+            let handoff = serve_connection(s, h, &limits()).await.unwrap().unwrap();
             let mut rw = Rewind::new(handoff);
             let mut all = vec![0u8; H2_PREFACE.len() + 4];
             rw.read_exact(&mut all).await.unwrap();

@@ -36,6 +36,20 @@ struct Args {
     /// Tenant of requests without a /clusters/<tenant> prefix.
     #[arg(long, default_value = "default")]
     default_tenant: String,
+    /// Most client connections open at once; more are closed at once (0 = the descriptor
+    /// limit less a reserve).
+    #[arg(long, default_value_t = 0)]
+    max_connections: usize,
+    /// Most connections from one client address (0 = seven eighths of --max-connections).
+    #[arg(long, default_value_t = 0)]
+    max_connections_per_client: usize,
+    /// Seconds a request head may take to arrive before the connection is closed
+    /// (kube-apiserver: 32).
+    #[arg(long, default_value_t = 32.0)]
+    request_header_timeout: f64,
+    /// Seconds a kept-alive connection may idle between requests (kube-apiserver: 90).
+    #[arg(long, default_value_t = 90.0)]
+    idle_timeout: f64,
 }
 
 #[tokio::main]
@@ -53,6 +67,12 @@ async fn main() -> anyhow::Result<()> {
         storage_endpoint: a.storage,
         default_tenant: a.default_tenant,
         advertise_address: listener.local_addr()?.to_string(),
+        connections: crdplane_transport::accept::ConnLimits {
+            max_total: a.max_connections,
+            max_per_client: a.max_connections_per_client,
+        },
+        request_header_timeout: std::time::Duration::try_from_secs_f64(a.request_header_timeout)?,
+        idle_timeout: std::time::Duration::try_from_secs_f64(a.idle_timeout)?,
     };
     crdplane_gateway::serve(cfg, listener).await
 }

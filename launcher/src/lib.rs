@@ -3,10 +3,17 @@
 //!
 //! `crdplane up` starts a `redis-server` child (AOF persistence in the data dir with
 //! `appendfsync always`, so an acknowledged write survives a crash of the machine; see the
-//! storage's `durability` module) unless `--redis-url` is given, then storage, validation, registry and
-//! gateway as separate processes (the binaries beside this one), waits for the gateway's
+//! storage's `durability` module) unless `--redis-url` is given, then storage, validation,
+//! registry and gateway as separate processes (the binaries beside this one), waits for the gateway's
 //! `/readyz`, writes a kubeconfig, prints how to use it, and stops every child on
-//! Ctrl-C/SIGTERM or when any child dies.
+//! Ctrl-C/SIGTERM.
+//!
+//! Faults: the children inherit a soft `RLIMIT_NOFILE` raised to the hard limit (as systemd
+//! units of kube-apiserver set `LimitNOFILE`; a gateway with thousands of watch connections
+//! must not stop at the common soft default of 1,024). A child that dies after startup is
+//! restarted in place — services on the address they first announced, so the others' flags
+//! stay valid — with a delay of 0.5 s doubling to 30 s while it keeps crashing, as a kubelet
+//! restarts a crashed static-pod apiserver; nothing else is stopped.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -54,9 +61,68 @@ pub fn http_status(addr: &str, path: &str) -> Option<u16> {
     std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
 }
 
-struct Proc {
+/// How to (re)start one child.
+struct Spec {
     name: &'static str,
-    child: Child,
+    bin: PathBuf,
+    args: Vec<String>,
+    /// A crdplane service that prints `listening on http://ADDR` (else: redis).
+    announces: bool,
+}
+
+struct Proc {
+    spec: Spec,
+    /// None while a restart is pending.
+    child: Option<Child>,
+    started: Instant,
+    /// Delay before the next restart, and when it is due.
+    delay: Duration,
+    due: Option<Instant>,
+}
+
+/// First and longest delay before restarting a child that died.
+pub const RESTART_MIN: Duration = Duration::from_millis(500);
+pub const RESTART_MAX: Duration = Duration::from_secs(30);
+/// A child that ran this long before dying is restarted after [`RESTART_MIN`] again.
+pub const RESTART_RESET: Duration = Duration::from_secs(60);
+
+/// The delay before restarting a child that died after running `ran`, `prev` being the
+/// delay used last time.
+pub fn restart_delay(prev: Option<Duration>, ran: Duration) -> Duration {
+    match prev {
+        Some(d) if ran < RESTART_RESET => (d * 2).clamp(RESTART_MIN, RESTART_MAX),
+        _ => RESTART_MIN,
+    }
+}
+
+/// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (inherited by every child
+/// started afterwards); returns the resulting soft limit (None = unlimited).
+pub fn raise_nofile_limit() -> std::io::Result<Option<u64>> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let l = getrlimit(Resource::Nofile);
+    if let Some(max) = l.maximum
+        && l.current != Some(max)
+    {
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(max),
+                maximum: Some(max),
+            },
+        )?;
+    }
+    Ok(getrlimit(Resource::Nofile).current)
+}
+
+/// `args` with the value of `--listen` replaced by `addr`.
+pub fn with_listen(args: &[String], addr: &str) -> Vec<String> {
+    let mut out = args.to_vec();
+    if let Some(i) = out.iter().position(|a| a == "--listen")
+        && i + 1 < out.len()
+    {
+        out[i + 1] = addr.to_string();
+    }
+    out
 }
 
 fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
@@ -66,27 +132,22 @@ fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
         .open(dir.join(format!("{name}.log")))?)
 }
 
-/// Starts a crdplane service on port 0 and returns it with the URL it announced
+/// Starts a crdplane service and returns it with the URL it announced
 /// (`listening on http://ADDR`); the rest of its stdout goes to its log file.
-async fn spawn_service(
-    name: &'static str,
-    bin: &Path,
-    args: &[String],
-    logs: &Path,
-    procs: &mut Vec<Proc>,
-) -> anyhow::Result<String> {
+async fn spawn_service(spec: &Spec, logs: &Path) -> anyhow::Result<(Child, String)> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let name = spec.name;
     let log = log_file(logs, name)?;
-    let mut child = Command::new(bin)
-        .args(args)
+    // kill_on_drop: a child that fails to start is stopped with the error.
+    let mut child = Command::new(&spec.bin)
+        .args(&spec.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log.try_clone()?)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", bin.display()))?;
+        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", spec.bin.display()))?;
     let stdout = child.stdout.take().expect("piped stdout");
-    procs.push(Proc { name, child });
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     // The first line that is an announcement (anything before it is copied to the log).
     let mut log = tokio::fs::File::from_std(log);
@@ -118,40 +179,109 @@ async fn spawn_service(
             let _ = log.write_all(format!("{l}\n").as_bytes()).await;
         }
     });
-    Ok(url)
+    Ok((child, url))
 }
 
-fn spawn(name: &'static str, bin: &Path, args: &[String], logs: &Path) -> anyhow::Result<Proc> {
+fn spawn_plain(spec: &Spec, logs: &Path) -> anyhow::Result<Child> {
+    let name = spec.name;
     let log = log_file(logs, name)?;
-    let child = Command::new(bin)
-        .args(args)
+    Command::new(&spec.bin)
+        .args(&spec.args)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", bin.display()))?;
-    Ok(Proc { name, child })
+        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", spec.bin.display()))
+}
+
+/// Starts a service child, records it in `procs` (so it is stopped on any later failure)
+/// and returns its URL; its restarts reuse the announced address.
+async fn start_service(
+    mut spec: Spec,
+    logs: &Path,
+    procs: &mut Vec<Proc>,
+) -> anyhow::Result<String> {
+    let (child, url) = spawn_service(&spec, logs).await?;
+    spec.args = with_listen(&spec.args, url.trim_start_matches("http://"));
+    procs.push(Proc {
+        spec,
+        child: Some(child),
+        started: Instant::now(),
+        delay: Duration::ZERO,
+        due: None,
+    });
+    Ok(url)
+}
+
+/// One pass of supervision: notes children that died and restarts those whose delay is over.
+async fn supervise(procs: &mut [Proc], logs: &Path) {
+    for p in procs.iter_mut() {
+        let name = p.spec.name;
+        if let Some(c) = &mut p.child
+            && let Ok(Some(st)) = c.try_wait()
+        {
+            p.child = None;
+            p.delay = restart_delay(
+                (!p.delay.is_zero()).then_some(p.delay),
+                p.started.elapsed(),
+            );
+            p.due = Some(Instant::now() + p.delay);
+            eprintln!(
+                "crdplane: {name} exited ({st}); restarting it in {:?} (see {})",
+                p.delay,
+                logs.join(format!("{name}.log")).display()
+            );
+        }
+        if p.child.is_none() && p.due.is_some_and(|d| Instant::now() >= d) {
+            let started = if p.spec.announces {
+                spawn_service(&p.spec, logs).await.map(|(c, _)| c)
+            } else {
+                spawn_plain(&p.spec, logs)
+            };
+            p.started = Instant::now();
+            match started {
+                Ok(c) => {
+                    eprintln!("crdplane: {name} restarted");
+                    p.child = Some(c);
+                    p.due = None;
+                }
+                Err(e) => {
+                    p.delay = restart_delay(Some(p.delay), Duration::ZERO);
+                    p.due = Some(Instant::now() + p.delay);
+                    eprintln!("crdplane: restarting {name} failed: {e}; next try in {:?}", p.delay);
+                }
+            }
+        }
+    }
 }
 
 async fn terminate(p: &mut Proc) {
-    if let Some(pid) = p.child.id() {
+    let Some(child) = p.child.as_mut() else {
+        return;
+    };
+    if let Some(pid) = child.id() {
         let _ = std::process::Command::new("kill")
             .arg("-TERM")
             .arg(pid.to_string())
             .status();
-        if tokio::time::timeout(Duration::from_secs(5), p.child.wait())
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
             .await
             .is_ok()
         {
             return;
         }
     }
-    let _ = p.child.kill().await;
+    let _ = child.kill().await;
 }
 
-/// Runs the stack until interrupted. Returns an error if startup fails or a child dies.
+/// Runs the stack until interrupted, restarting children that die. Returns an error if
+/// startup fails.
 pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
+    match raise_nofile_limit() {
+        Ok(_) => {}
+        Err(e) => eprintln!("crdplane: cannot raise the open-files limit: {e}"),
+    }
     std::fs::create_dir_all(&cfg.data_dir)?;
     let data_dir = std::fs::canonicalize(&cfg.data_dir)?;
     let logs = data_dir.join("logs");
@@ -198,12 +328,24 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
             .collect();
             let bin =
                 std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-            let p = spawn("redis", Path::new(&bin), &args, &logs).map_err(|e| {
+            let spec = Spec {
+                name: "redis",
+                bin: PathBuf::from(bin),
+                args,
+                announces: false,
+            };
+            let child = spawn_plain(&spec, &logs).map_err(|e| {
                 anyhow::anyhow!(
                     "{e}\nInstall it (Debian: apt-get install redis-server) or pass --redis-url"
                 )
             })?;
-            procs.push(p);
+            procs.push(Proc {
+                spec,
+                child: Some(child),
+                started: Instant::now(),
+                delay: Duration::ZERO,
+                due: None,
+            });
             let deadline = Instant::now() + Duration::from_secs(30);
             while !sock.exists() {
                 if Instant::now() > deadline {
@@ -220,33 +362,41 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
 
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let started = async {
-        let storage = spawn_service(
-            "storage",
-            &sibling("crdplane-storage"),
-            &s(&[
-                "--listen",
-                "127.0.0.1:0",
-                "--redis-url",
-                &redis_url,
-                "--durability",
-                &cfg.durability,
-            ]),
+        let storage = start_service(
+            Spec {
+                name: "storage",
+                bin: sibling("crdplane-storage"),
+                announces: true,
+                args: s(&[
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--redis-url",
+                    &redis_url,
+                    "--durability",
+                    &cfg.durability,
+                ]),
+            },
             &logs,
             &mut procs,
         )
         .await?;
-        let validation = spawn_service(
-            "validation",
-            &sibling("crdplane-validation"),
-            &s(&["--listen", "127.0.0.1:0"]),
+        let validation = start_service(
+            Spec {
+                name: "validation",
+                bin: sibling("crdplane-validation"),
+                announces: true,
+                args: s(&["--listen", "127.0.0.1:0"]),
+            },
             &logs,
             &mut procs,
         )
         .await?;
-        let registry = spawn_service(
-            "registry",
-            &sibling("crdplane-registry"),
-            &s(&[
+        let registry = start_service(
+            Spec {
+                name: "registry",
+                bin: sibling("crdplane-registry"),
+                announces: true,
+                args: s(&[
                 "--listen",
                 "127.0.0.1:0",
                 "--storage",
@@ -254,14 +404,17 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
                 "--validation",
                 &validation,
             ]),
+            },
             &logs,
             &mut procs,
         )
         .await?;
-        spawn_service(
-            "gateway",
-            &sibling("crdplane-gateway"),
-            &s(&[
+        start_service(
+            Spec {
+                name: "gateway",
+                bin: sibling("crdplane-gateway"),
+                announces: true,
+                args: s(&[
                 "--listen",
                 &cfg.listen,
                 "--storage",
@@ -273,6 +426,7 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
                 "--default-tenant",
                 &cfg.default_tenant,
             ]),
+            },
             &logs,
             &mut procs,
         )
@@ -295,8 +449,8 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
             break;
         }
         for p in &mut procs {
-            if let Ok(Some(st)) = p.child.try_wait() {
-                let name = p.name;
+            if let Some(Ok(Some(st))) = p.child.as_mut().map(|c| c.try_wait()) {
+                let name = p.spec.name;
                 shutdown(&mut procs).await;
                 anyhow::bail!(
                     "{name} exited during startup ({st}); see {}",
@@ -339,21 +493,11 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     println!("Press Ctrl-C to stop.");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let result = loop {
+    let result: anyhow::Result<()> = loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break Ok(()),
             _ = term.recv() => break Ok(()),
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                let mut died = None;
-                for p in &mut procs {
-                    if let Ok(Some(st)) = p.child.try_wait() {
-                        died = Some((p.name, st));
-                    }
-                }
-                if let Some((name, st)) = died {
-                    break Err(anyhow::anyhow!("{name} exited ({st}); stopping; see {}", logs.join(format!("{name}.log")).display()));
-                }
-            }
+            _ = tokio::time::sleep(Duration::from_millis(200)) => supervise(&mut procs, &logs).await,
         }
     };
     println!("stopping crdplane");
@@ -377,5 +521,40 @@ mod tests {
         let k = kubeconfig_yaml("http://127.0.0.1:6443");
         assert!(k.contains("server: http://127.0.0.1:6443"));
         assert!(k.contains("current-context: crdplane"));
+    }
+
+    #[test]
+    fn restart_delays_grow_while_crashing_and_reset_after_a_good_run() {
+        let mut d = None;
+        let mut seen = Vec::new();
+        for _ in 0..9 {
+            let n = restart_delay(d, Duration::from_secs(1));
+            seen.push(n.as_millis());
+            d = Some(n);
+        }
+        assert_eq!(seen, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+        assert_eq!(restart_delay(d, Duration::from_secs(120)), RESTART_MIN);
+    }
+
+    #[test]
+    fn restarts_reuse_the_announced_address() {
+        let args: Vec<String> = ["--listen", "127.0.0.1:0", "--redis-url", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            with_listen(&args, "127.0.0.1:4321"),
+            ["--listen", "127.0.0.1:4321", "--redis-url", "x"]
+        );
+    }
+
+    #[test]
+    fn the_soft_open_files_limit_is_raised_to_the_hard_one() {
+        let after = raise_nofile_limit().unwrap();
+        let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(after, l.current);
+        if l.maximum.is_some() {
+            assert_eq!(l.current, l.maximum);
+        }
     }
 }

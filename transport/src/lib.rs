@@ -18,9 +18,11 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use tonic::body::Body;
 
-/// Serves one tonic service (a generated `…Server<T>`) on `listener` until accept fails.
+/// Serves one tonic service (a generated `…Server<T>`) on `listener` until the process ends,
+/// with automatic connection bounds (see [`accept`]).
 ///
-/// Each connection runs in its own task; a connection error ends only that connection.
+/// Each connection runs in its own task; a connection error ends only that connection, and a
+/// failed accept is retried with backoff (Go `net/http` `Server.Serve`).
 pub async fn serve_one<S>(listener: tokio::net::TcpListener, svc: S) -> std::io::Result<()>
 where
     S: tower::Service<
@@ -32,17 +34,28 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    serve_one_with(listener, svc, accept::ConnLimits::default()).await
+}
+
+/// [`serve_one`] with explicit connection bounds (0 = automatic).
+pub async fn serve_one_with<S>(
+    listener: tokio::net::TcpListener,
+    svc: S,
+    limits: accept::ConnLimits,
+) -> std::io::Result<()>
+where
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let acceptor = accept::Acceptor::new(listener, limits);
     loop {
-        let (sock, _) = match listener.accept().await {
-            Ok(c) => c,
-            // Too many open files and similar are transient: back off instead of exiting.
-            Err(e) if is_transient(&e) => {
-                tracing::warn!(error = %e, "accept failed; retrying");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
+        let (sock, _, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);
         let svc = TowerToHyperService::new(svc.clone());
         tokio::spawn(async move {
@@ -65,17 +78,11 @@ where
             if let Err(e) = builder.serve_connection(TokioIo::new(sock), svc).await {
                 tracing::debug!(error = %e, "gRPC connection ended");
             }
+            drop(guard);
         });
     }
 }
 
-fn is_transient(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::*;
-    matches!(
-        e.kind(),
-        ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
-    ) || e.raw_os_error().is_some_and(|c| c == 24 || c == 23) // EMFILE, ENFILE
-}
-
+pub mod accept;
 pub mod client;
 pub use client::Channel;
