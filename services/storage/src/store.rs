@@ -120,7 +120,10 @@ pub struct Store {
 }
 
 /// The create script (`lua/create.lua`): any number of objects of one resource.
-const CREATE_LUA: &str = concat!(include_str!("lua/owners.lua"), include_str!("lua/create.lua"));
+const CREATE_LUA: &str = concat!(
+    include_str!("lua/owners.lua"),
+    include_str!("lua/create.lua")
+);
 
 struct Scripts {
     create: Script,
