@@ -11,8 +11,8 @@ use crdplane_core::ApiError;
 use crdplane_core::gcqueue::{self, Owner};
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
-use serde_json::Value;
 use crdplane_transport::Channel;
+use serde_json::Value;
 
 fn queue_key(tenant: &str, uid: &str) -> pb::ObjectKey {
     pb::ObjectKey {

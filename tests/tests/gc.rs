@@ -71,7 +71,11 @@ impl Env {
             ("children", "Child", "Namespaced"),
             ("clusterowners", "ClusterOwner", "Cluster"),
         ] {
-            let (code, v) = req("POST", &format!("{base}{CRDS}"), Some(&json_of(&crd(p, k, s))));
+            let (code, v) = req(
+                "POST",
+                &format!("{base}{CRDS}"),
+                Some(&json_of(&crd(p, k, s))),
+            );
             assert_eq!(code, 201, "{v}");
         }
         let env = Self { base };
@@ -83,7 +87,11 @@ impl Env {
     }
 
     fn url(&self, plural: &str, namespaced: bool, name: &str) -> String {
-        let ns = if namespaced { "/namespaces/default" } else { "" };
+        let ns = if namespaced {
+            "/namespaces/default"
+        } else {
+            ""
+        };
         let n = if name.is_empty() {
             String::new()
         } else {
@@ -110,9 +118,8 @@ impl Env {
     }
 
     fn delete(&self, plural: &str, name: &str, policy: Option<&str>) -> (u16, Value) {
-        let body = policy.map(|p| {
-            json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": p})
-        });
+        let body = policy
+            .map(|p| json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": p}));
         req(
             "DELETE",
             &self.url(plural, plural != "clusterowners", name),
@@ -312,7 +319,10 @@ fn orphan_keeps_dependents_without_the_reference() {
     assert_eq!(code, 200, "{a}");
     assert!(a["metadata"].get("ownerReferences").is_none(), "{a}");
     let (_, b) = env.get("children", "b");
-    assert_eq!(b["metadata"]["ownerReferences"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        b["metadata"]["ownerReferences"].as_array().unwrap().len(),
+        1
+    );
     assert_eq!(b["metadata"]["ownerReferences"][0]["name"], "q");
 }
 
@@ -415,7 +425,9 @@ fn collection_resumes_after_the_registry_is_killed() {
     let left = count(&env);
     eprintln!("registry killed with {seen} dependents seen, {left} left after the kill");
     // Only the restarted registry (after the dead one's lease ran out) can finish.
-    wait_for(60, "all dependents collected", || (count(&env) == 0).then_some(()));
+    wait_for(60, "all dependents collected", || {
+        (count(&env) == 0).then_some(())
+    });
 }
 
 /// Measures the time from an owner's deletion to the last of 10,000 dependents gone.

@@ -363,7 +363,12 @@ async fn get_opt(st: &mut Storage, key: &pb::ObjectKey) -> Result<Option<(Value,
 }
 
 /// CAS update; the new resourceVersion.
-async fn put(st: &mut Storage, key: &pb::ObjectKey, v: &Value, rv: u64) -> Result<u64, tonic::Status> {
+async fn put(
+    st: &mut Storage,
+    key: &pb::ObjectKey,
+    v: &Value,
+    rv: u64,
+) -> Result<u64, tonic::Status> {
     let w = write_of(v).map_err(|e| tonic::Status::internal(e.message))?;
     st.update(pb::UpdateRequest {
         key: Some(key.clone()),
@@ -508,8 +513,7 @@ impl RegistryService {
                     Err(e) => {
                         failures += 1;
                         tracing::warn!(error = %e, %tenant, %uid, "gc: pass failed");
-                        tokio::time::sleep(Duration::from_millis(10u64 << failures.min(9)))
-                            .await;
+                        tokio::time::sleep(Duration::from_millis(10u64 << failures.min(9))).await;
                     }
                 }
                 if gcqueue::now_ms().saturating_sub(renewed) > LEASE_MS / 3 {
@@ -529,14 +533,21 @@ impl RegistryService {
             match delete(&mut st, &key, rv).await {
                 Ok(()) => {}
                 Err(s) if matches!(code(&s), 404 | 409) => {}
-                Err(s) => tracing::warn!(error = %s, %tenant, %uid, "gc: removing work item failed"),
+                Err(s) => {
+                    tracing::warn!(error = %s, %tenant, %uid, "gc: removing work item failed")
+                }
             }
             // Loop: the entry is gone (→ leave), or was recorded again (→ another pass).
         }
     }
 
     /// Extends this replica's lease; `None` when it was lost (or the item is gone).
-    async fn gc_renew(&self, st: &mut Storage, key: &pb::ObjectKey, me: &str) -> Option<(u64, u64)> {
+    async fn gc_renew(
+        &self,
+        st: &mut Storage,
+        key: &pb::ObjectKey,
+        me: &str,
+    ) -> Option<(u64, u64)> {
         for _ in 0..5 {
             let (mut e, rv) = get_opt(st, key).await.ok()??;
             match gcqueue::lease(&e) {
@@ -915,7 +926,10 @@ mod tests {
             json!([]),
         );
         let one = without_refs(&o, &HashSet::from(["u1".to_string()])).unwrap();
-        assert_eq!(one["metadata"]["ownerReferences"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            one["metadata"]["ownerReferences"].as_array().unwrap().len(),
+            1
+        );
         assert!(blocks(&one, "u2"));
         assert!(!blocks(&o, "u1"));
         let none = without_refs(&one, &HashSet::from(["u2".to_string()])).unwrap();
@@ -942,14 +956,21 @@ mod tests {
             own_policy(&obj(json!([]), json!(["foregroundDeletion"]))),
             Policy::Foreground
         );
-        assert_eq!(own_policy(&obj(json!([]), json!(["orphan"]))), Policy::Orphan);
+        assert_eq!(
+            own_policy(&obj(json!([]), json!(["orphan"]))),
+            Policy::Orphan
+        );
         assert_eq!(own_policy(&obj(json!([]), json!([]))), Policy::Background);
     }
 
     #[test]
     fn marking_sets_timestamp_once_and_bumps_generation() {
         let o = obj(json!([]), json!(["x/y"]));
-        let m = mark(&o, "T1", &["x/y".to_string(), "foregroundDeletion".to_string()]);
+        let m = mark(
+            &o,
+            "T1",
+            &["x/y".to_string(), "foregroundDeletion".to_string()],
+        );
         assert_eq!(m["metadata"]["deletionTimestamp"], "T1");
         assert_eq!(m["metadata"]["generation"], 2);
         assert_eq!(m["metadata"]["deletionGracePeriodSeconds"], 0);

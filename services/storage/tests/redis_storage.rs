@@ -554,3 +554,85 @@ async fn create_many_answers_each_item_as_create_would() {
         assert_eq!(e.resource_version, want);
     }
 }
+
+/// The owner index behind `ListDependents` follows creates, updates (references added and
+/// removed) and deletes, per owner uid, in key order, with paging.
+#[tokio::test]
+async fn dependents_follow_owner_references_through_writes() {
+    let (_redis, mut c) = start(100).await;
+    let with_owners = |name: &str, uids: &[&str]| {
+        let refs: Vec<Value> = uids
+            .iter()
+            .map(|u| json!({"apiVersion": "a.io/v1", "kind": "A", "name": "o", "uid": u}))
+            .collect();
+        json!({"apiVersion":"stable.example.com/v1","kind":"CronTab",
+               "metadata":{"name":name,"namespace":"ns","ownerReferences":refs}})
+    };
+    let list = |c: &mut StorageClient<Channel>, uids: &[&str], limit: u32, after: &str| {
+        let mut c = c.clone();
+        let req = pb::ListDependentsRequest {
+            resource: Some(rref("t1")),
+            owner_uids: uids.iter().map(|u| u.to_string()).collect(),
+            limit,
+            start_after: after.into(),
+        };
+        async move {
+            c.list_dependents(req)
+                .await
+                .unwrap()
+                .into_inner()
+                .items
+                .into_iter()
+                .map(|d| format!("{}:{}", d.owner_uid, d.key))
+                .collect::<Vec<_>>()
+        }
+    };
+    for (name, uids) in [("b", &["u1"][..]), ("a", &["u1", "u2"][..]), ("c", &[][..])] {
+        c.create(pb::CreateRequest {
+            key: Some(key("t1", "ns", name)),
+            object: Some(write(&with_owners(name, uids))),
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        list(&mut c, &["u1", "u2"], 0, "").await,
+        ["u1:ns/a", "u1:ns/b", "u2:ns/a"]
+    );
+    assert_eq!(list(&mut c, &["u1"], 1, "").await, ["u1:ns/a"]);
+    assert_eq!(list(&mut c, &["u1"], 1, "ns/a").await, ["u1:ns/b"]);
+    // Another tenant's index is separate.
+    let mut other = rref("t2");
+    other.group = "stable.example.com".into();
+    let r = c
+        .list_dependents(pb::ListDependentsRequest {
+            resource: Some(other),
+            owner_uids: vec!["u1".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(r.into_inner().items.is_empty());
+    // An update that drops u1 and adds u3; a delete.
+    c.update(pb::UpdateRequest {
+        key: Some(key("t1", "ns", "a")),
+        object: Some(write(&with_owners("a", &["u3"]))),
+        expected_resource_version: 0,
+        dry_run: false,
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        list(&mut c, &["u1", "u3"], 0, "").await,
+        ["u1:ns/b", "u3:ns/a"]
+    );
+    c.delete(pb::DeleteRequest {
+        key: Some(key("t1", "ns", "b")),
+        expected_resource_version: 0,
+        dry_run: false,
+    })
+    .await
+    .unwrap();
+    assert!(list(&mut c, &["u1", "u2"], 0, "").await.is_empty());
+}
