@@ -37,7 +37,10 @@ async fn watch_sees<K>(api: Api<K>, name: &str, create: impl std::future::Future
 where
     K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + Debug + Send + 'static,
 {
-    let mut s = Box::pin(kube::runtime::metadata_watcher(api, watcher::Config::default()));
+    let mut s = Box::pin(kube::runtime::metadata_watcher(
+        api,
+        watcher::Config::default(),
+    ));
     // The initial listing first (an InitDone), then the object is created.
     let mut created = Some(create);
     let seen = tokio::time::timeout(Duration::from_secs(20), async {
@@ -125,7 +128,9 @@ async fn kube_rs_metadata_get_list_watch() {
     let ar2 = ar.clone();
     watch_sees(gizmos.clone(), "g2", async move {
         let o = DynamicObject::new("g2", &ar2).data(json!({"spec": {"x": 2}}));
-        g.create(&PostParams::default(), &o).await.expect("create g2");
+        g.create(&PostParams::default(), &o)
+            .await
+            .expect("create g2");
     })
     .await;
 
@@ -164,7 +169,9 @@ async fn kube_rs_metadata_get_list_watch() {
     watch_sees(nss.clone(), "meta-ns", async move {
         let ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": "meta-ns"}})).unwrap();
-        n2.create(&PostParams::default(), &ns).await.expect("create ns");
+        n2.create(&PostParams::default(), &ns)
+            .await
+            .expect("create ns");
     })
     .await;
 

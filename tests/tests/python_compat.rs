@@ -41,7 +41,9 @@ fn python_clients_watch_and_patch_namespace() {
         "no Python interpreter has the kubernetes client: run scripts/deps.sh --test"
     );
     if !pys.iter().any(|(_, v)| v.starts_with("22.")) {
-        eprintln!("note: Debian's python3-kubernetes 22.6 is not installed (scripts/deps.sh --test)");
+        eprintln!(
+            "note: Debian's python3-kubernetes 22.6 is not installed (scripts/deps.sh --test)"
+        );
     }
     let stack = Stack::start_with_redis().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/client_compat.py");
@@ -56,7 +58,10 @@ fn python_clients_watch_and_patch_namespace() {
             String::from_utf8_lossy(&out.stderr),
         );
         assert!(out.status.success(), "{py} (kubernetes {ver}):\n{o}{e}");
-        assert!(o.contains("all checks passed"), "{py} (kubernetes {ver}):\n{o}{e}");
+        assert!(
+            o.contains("all checks passed"),
+            "{py} (kubernetes {ver}):\n{o}{e}"
+        );
         eprintln!("{py}: kubernetes {ver}: all checks passed");
     }
 }

@@ -191,7 +191,10 @@ fn kubectl_strategic_merge_patch_of_namespaces() {
         assert!(o.ok, "{}: {o:?}", k.display());
         let o = stack.kubectl(k, &["get", "ns", &ns, "-o", "jsonpath={.metadata.labels}"]);
         assert!(o.ok, "{o:?}");
-        assert!(o.stdout.contains("\"team\":\"a\"") && !o.stdout.contains("tier"), "{o:?}");
+        assert!(
+            o.stdout.contains("\"team\":\"a\"") && !o.stdout.contains("tier"),
+            "{o:?}"
+        );
 
         // `kubectl apply` of a changed manifest: a label added, then removed.
         let applied = format!("smp-apply{i}");
@@ -200,14 +203,19 @@ fn kubectl_strategic_merge_patch_of_namespaces() {
             ("  labels:\n    stage: one\n", Some("one")),
             ("", None),
         ] {
-            let manifest = format!(
-                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {applied}\n{labels}"
-            );
+            let manifest =
+                format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {applied}\n{labels}");
             let o = stack.kubectl_stdin(k, &["apply", "-f", "-"], Some(&manifest));
             assert!(o.ok, "{}: {o:?}", k.display());
             let o = stack.kubectl(
                 k,
-                &["get", "ns", &applied, "-o", "jsonpath={.metadata.labels.stage}"],
+                &[
+                    "get",
+                    "ns",
+                    &applied,
+                    "-o",
+                    "jsonpath={.metadata.labels.stage}",
+                ],
             );
             assert!(o.ok, "{o:?}");
             assert_eq!(o.stdout.trim(), want.unwrap_or(""), "{}", k.display());
