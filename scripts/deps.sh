@@ -31,6 +31,12 @@ if $want_test; then
     dpkg -x "$tmp"/kubernetes-client_*.deb .tools/kubectl-1.20
     rm -rf "$tmp"
   fi
+  # Debian's python3-kubernetes (22.6) for /usr/bin/python3: an old client release that the
+  # tests run beside the newest pip release of the `python3` on PATH.
+  if [ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then
+    echo "installing Debian's python3-kubernetes" >&2
+    apt_install python3-kubernetes
+  fi
   if ! python3 -c 'import kubernetes' 2>/dev/null; then
     echo "installing the Python kubernetes client" >&2
     python3 -m pip install -q kubernetes 2>/dev/null || python3 -m pip install -q --break-system-packages kubernetes

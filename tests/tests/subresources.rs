@@ -256,13 +256,11 @@ fn scale_subresource_get_put_patch() {
         &json!({"apiVersion":"stable.example.com/v1","kind":"PlainTab","metadata":{"name":"p"},"spec":{"replicas":1}}),
     );
     assert_eq!(code, 201, "{b}");
+    // An unserved subresource: customresource_handler.go answers NewNotFound(gr, name).
     let (code, e) = api.get(&format!("{pts}/p/scale"));
     assert_eq!(
         (code, e["message"].as_str()),
-        (
-            404,
-            Some("the server could not find the requested resource")
-        )
+        (404, Some("plaintabs.stable.example.com \"p\" not found"))
     );
     let (code, e) = api.call("DELETE", &scale_url, None, None);
     assert_eq!(code, 405, "{e}");
