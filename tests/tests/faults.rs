@@ -400,13 +400,20 @@ fn run(fault: Fault, load: Duration) -> Outcome {
         Stack::start("always", &[])
     };
     let crd: Value = serde_json::from_str(CRD).unwrap();
-    let (code, body) = stack.call(
-        "POST",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        Some(&crd),
-    );
-    assert_eq!(code, 201, "{body}");
+    // A loaded machine's first fsyncs can be slow: retry a 503 (nothing was acknowledged).
     let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, body) = stack.call(
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            Some(&crd),
+        );
+        if code == 201 {
+            break;
+        }
+        assert!(code == 503 && Instant::now() < deadline, "{code} {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     while stack.call("GET", CTS, None).0 != 200 {
         assert!(Instant::now() < deadline, "CRD not served");
         std::thread::sleep(Duration::from_millis(25));
