@@ -246,6 +246,15 @@ impl Store {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
+                // Redis unreachable: nothing to judge (writes fail on their own meanwhile).
+                let mut c = watchdog.conn.clone();
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut c)
+                    .await
+                    .is_err()
+                {
+                    continue;
+                }
                 let refusal = match watchdog.persistence_verdict().await {
                     Verdict::Refuse(msg) => Some(msg),
                     _ => None,
