@@ -354,7 +354,7 @@ where
             let new_line = buf[parsed_upto.min(buf.len())..].contains(&b'\n');
             if !first && !buf.is_empty() && (new_line || buf.len() > limits.max_head) {
                 parsed_upto = buf.len();
-                match parse_head(&buf, &limits) {
+                match parse_head(&buf, limits) {
                     Ok(Some(h)) => break h,
                     Ok(None) => {}
                     Err(e) => {
