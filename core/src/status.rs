@@ -418,8 +418,9 @@ impl ApiError {
                 503 => Self::dependency_unavailable(),
                 504 if e.retry_after().is_none() => {
                     let mut e = e;
-                    e.details.get_or_insert_with(Default::default).retry_after_seconds =
-                        RETRY_AFTER_SECONDS;
+                    e.details
+                        .get_or_insert_with(Default::default)
+                        .retry_after_seconds = RETRY_AFTER_SECONDS;
                     e
                 }
                 _ => e,
@@ -526,25 +527,45 @@ mod tests {
     fn transport_failures_are_503_or_504_with_retry_after_and_no_internal_text() {
         let secret = "connect to 127.0.0.1:7001: Connection refused (os error 111)";
         let cases = [
-            (tonic::Status::unavailable(secret), 503, "ServiceUnavailable"),
+            (
+                tonic::Status::unavailable(secret),
+                503,
+                "ServiceUnavailable",
+            ),
             (tonic::Status::unknown(secret), 503, "ServiceUnavailable"),
-            (tonic::Status::internal(format!("h2 protocol error: {secret}")), 503, "ServiceUnavailable"),
+            (
+                tonic::Status::internal(format!("h2 protocol error: {secret}")),
+                503,
+                "ServiceUnavailable",
+            ),
             (tonic::Status::cancelled(secret), 503, "ServiceUnavailable"),
             (tonic::Status::deadline_exceeded(secret), 504, "Timeout"),
             // A service's own 503 names its backend: re-rendered generically.
-            (ApiError::unavailable(format!("storage backend error: {secret}")).to_grpc(), 503, "ServiceUnavailable"),
-            (ApiError::new(Reason::Timeout, "Timeout: slow").to_grpc(), 504, "Timeout"),
+            (
+                ApiError::unavailable(format!("storage backend error: {secret}")).to_grpc(),
+                503,
+                "ServiceUnavailable",
+            ),
+            (
+                ApiError::new(Reason::Timeout, "Timeout: slow").to_grpc(),
+                504,
+                "Timeout",
+            ),
         ];
         for (s, code, reason) in cases {
             let e = ApiError::from_grpc(&s);
             assert_eq!((e.code, e.reason.as_str()), (code, reason), "{s:?}");
             assert_eq!(e.retry_after(), Some(RETRY_AFTER_SECONDS), "{s:?}");
             let json = String::from_utf8(e.to_json()).unwrap();
-            assert!(!json.contains("127.0.0.1") && !json.contains("backend"), "{json}");
+            assert!(
+                !json.contains("127.0.0.1") && !json.contains("backend"),
+                "{json}"
+            );
             assert!(json.contains(r#""retryAfterSeconds":1"#), "{json}");
         }
         assert_eq!(
-            String::from_utf8(ApiError::from_grpc(&tonic::Status::unavailable("x")).to_json()).unwrap(),
+            String::from_utf8(ApiError::from_grpc(&tonic::Status::unavailable("x")).to_json())
+                .unwrap(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","details":{"retryAfterSeconds":1},"code":503}"#
         );
         assert_eq!(

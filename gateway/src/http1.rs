@@ -354,7 +354,7 @@ where
             let new_line = buf[parsed_upto.min(buf.len())..].contains(&b'\n');
             if !first && !buf.is_empty() && (new_line || buf.len() > limits.max_head) {
                 parsed_upto = buf.len();
-                match parse_head(&buf, &limits) {
+                match parse_head(&buf, limits) {
                     Ok(Some(h)) => break h,
                     Ok(None) => {}
                     Err(e) => {
@@ -1134,7 +1134,9 @@ mod tests {
         let (addr, _) = server_with(quick).await;
         let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
         c.write_all(b"GET /a HTTP/1.1\r\n\r\n").await.unwrap();
-        let out = closed_within(&mut c, 10).await.expect("closed after idling");
+        let out = closed_within(&mut c, 10)
+            .await
+            .expect("closed after idling");
         assert!(String::from_utf8_lossy(&out).contains("GET /a"));
         // A stream (a watch) that runs longer than both timeouts is not cut.
         let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -222,10 +222,7 @@ async fn supervise(procs: &mut [Proc], logs: &Path) {
             && let Ok(Some(st)) = c.try_wait()
         {
             p.child = None;
-            p.delay = restart_delay(
-                (!p.delay.is_zero()).then_some(p.delay),
-                p.started.elapsed(),
-            );
+            p.delay = restart_delay((!p.delay.is_zero()).then_some(p.delay), p.started.elapsed());
             p.due = Some(Instant::now() + p.delay);
             eprintln!(
                 "crdplane: {name} exited ({st}); restarting it in {:?} (see {})",
@@ -249,7 +246,10 @@ async fn supervise(procs: &mut [Proc], logs: &Path) {
                 Err(e) => {
                     p.delay = restart_delay(Some(p.delay), Duration::ZERO);
                     p.due = Some(Instant::now() + p.delay);
-                    eprintln!("crdplane: restarting {name} failed: {e}; next try in {:?}", p.delay);
+                    eprintln!(
+                        "crdplane: restarting {name} failed: {e}; next try in {:?}",
+                        p.delay
+                    );
                 }
             }
         }
@@ -397,13 +397,13 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
                 bin: sibling("crdplane-registry"),
                 announces: true,
                 args: s(&[
-                "--listen",
-                "127.0.0.1:0",
-                "--storage",
-                &storage,
-                "--validation",
-                &validation,
-            ]),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--storage",
+                    &storage,
+                    "--validation",
+                    &validation,
+                ]),
             },
             &logs,
             &mut procs,
@@ -415,17 +415,17 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
                 bin: sibling("crdplane-gateway"),
                 announces: true,
                 args: s(&[
-                "--listen",
-                &cfg.listen,
-                "--storage",
-                &storage,
-                "--validation",
-                &validation,
-                "--registry",
-                &registry,
-                "--default-tenant",
-                &cfg.default_tenant,
-            ]),
+                    "--listen",
+                    &cfg.listen,
+                    "--storage",
+                    &storage,
+                    "--validation",
+                    &validation,
+                    "--registry",
+                    &registry,
+                    "--default-tenant",
+                    &cfg.default_tenant,
+                ]),
             },
             &logs,
             &mut procs,
@@ -532,7 +532,10 @@ mod tests {
             seen.push(n.as_millis());
             d = Some(n);
         }
-        assert_eq!(seen, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+        assert_eq!(
+            seen,
+            [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
         assert_eq!(restart_delay(d, Duration::from_secs(120)), RESTART_MIN);
     }
 

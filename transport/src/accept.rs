@@ -175,7 +175,8 @@ impl Acceptor {
                 Err(e) => {
                     let d = next_backoff(backoff);
                     backoff = Some(d);
-                    self.failed.note(format_args!("{e} (next attempt in {d:?})"));
+                    self.failed
+                        .note(format_args!("{e} (next attempt in {d:?})"));
                     tokio::time::sleep(d).await;
                     continue;
                 }
