@@ -28,9 +28,18 @@ pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body>
     r
 }
 
+/// A Status response; a Status with `details.retryAfterSeconds` also gets `Retry-After`
+/// (apiserver `endpoints/handlers/responsewriters/errors.go` ErrorNegotiated).
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(code, e.to_json())
+    let mut r = json_response(code, e.to_json());
+    let retry = e.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+    if retry > 0
+        && let Ok(v) = HeaderValue::from_str(&retry.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 pub fn text_response(code: StatusCode, body: &'static str) -> Response<Body> {

@@ -196,6 +196,18 @@ impl Api {
         v
     }
 
+    /// A JSON merge patch (CRs need a resourceVersion for PUT, a patch does not).
+    fn patch(&self, path: &str, body: &Value) {
+        let (code, text) = http_request(
+            "PATCH",
+            &format!("{}{path}", self.base),
+            Some("application/merge-patch+json"),
+            Some(&body.to_string()),
+        )
+        .expect("http");
+        assert_eq!(code, 200, "PATCH {path}: {text}");
+    }
+
     fn watch(&self, path: &str, query: &str) -> WatchStream {
         let w = WatchStream::open(&format!("{}{path}?watch=1&{query}", self.base), None)
             .expect("watch");
@@ -321,19 +333,14 @@ fn later_writes(api: &Api, scope: Scope) {
         );
     }
     for ns in nss {
-        api.ok(
-            "PUT",
-            &object_path(scope, ns, "x1"),
-            Some(&object(scope, ns, "x1", "web", json!({"v": 1}))),
-        );
+        api.patch(&object_path(scope, ns, "x1"), &json!({"spec": {"v": 1}}));
     }
     for ns in nss {
         api.ok("DELETE", &object_path(scope, ns, "x2"), None);
     }
-    api.ok(
-        "PUT",
+    api.patch(
         &object_path(scope, nss[0], "x1"),
-        Some(&object(scope, nss[0], "x1", "web", json!({"v": 2, "end": true}))),
+        &json!({"spec": {"v": 2, "end": true}}),
     );
 }
 

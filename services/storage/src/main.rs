@@ -26,6 +26,10 @@ struct Args {
     /// Events kept per (tenant, resource) for watch resume.
     #[arg(long, default_value_t = 10_000)]
     history_len: usize,
+    /// Longest wait for one Redis connect or command, e.g. `1s`, `500ms`: while Redis is
+    /// unreachable, requests fail after at most about this long with 503 and Retry-After.
+    #[arg(long, env = "CRDPLANE_REDIS_TIMEOUT", default_value = "1s", value_parser = crdplane_storage::parse_timeout)]
+    redis_timeout: std::time::Duration,
 }
 
 #[tokio::main]
@@ -41,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
         crdplane_storage::Config {
             redis_url: a.redis_url,
             history_len: a.history_len,
+            redis_timeout: a.redis_timeout,
         },
         listener,
     )

@@ -129,8 +129,33 @@ struct Scripts {
     list: Script,
 }
 
+/// A Redis failure as the client sees it. Redis unreachable (connection refused or lost,
+/// timed out) is 503 ServiceUnavailable with `retryAfterSeconds` (the gateway sends it as
+/// `Retry-After`), without the Redis error text or address (logged here instead); upstream
+/// answers a storage it cannot reach with a retryable server error the same way
+/// (`apiserver/pkg/storage/errors.go`, responsewriters `ErrorNegotiated` sets Retry-After
+/// from the Status details).
 pub(crate) fn redis_err(e: redis::RedisError) -> ApiError {
+    if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+    {
+        tracing::warn!(error = %e, "redis unavailable");
+        return backend_unavailable();
+    }
     ApiError::unavailable(format!("storage backend error: {e}"))
+}
+
+/// The Status of a request storage cannot serve because Redis is unreachable.
+pub fn backend_unavailable() -> ApiError {
+    let mut e = ApiError::unavailable("the storage backend is unavailable, please try again later");
+    e.details = Some(Box::new(crdplane_core::status::StatusDetails {
+        retry_after_seconds: 1,
+        ..Default::default()
+    }));
+    e
 }
 
 /// One object of a `create_many`: keyspace, namespace, name, and the JSON split at the
@@ -167,9 +192,13 @@ fn bulk(v: Value) -> Option<Vec<u8>> {
 }
 
 impl Store {
-    pub async fn connect(url: &str, history_len: usize) -> anyhow::Result<Self> {
+    pub async fn connect(
+        url: &str,
+        history_len: usize,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<Self> {
         let client = redis::Client::open(url)?;
-        let conn = ConnectionManager::new(client).await?;
+        let conn = ConnectionManager::new_with_config(client, crate::manager_config(timeout)).await?;
         Ok(Self {
             conn,
             scripts: std::sync::Arc::new(Scripts {

@@ -15,6 +15,7 @@ async fn start(history_len: usize) -> (RedisServer, StorageClient<Channel>) {
     let cfg = crdplane_storage::Config {
         redis_url: redis.url(),
         history_len,
+        ..Default::default()
     };
     tokio::spawn(crdplane_storage::serve(cfg, listener));
     let client = loop {
