@@ -82,7 +82,8 @@ use Scope::*;
 const LIVE_A: &str = "ADDED a/x3, MODIFIED a/x1, DELETED a/x2, MODIFIED a/x1";
 const LIVE_ALL: &str = "ADDED a/x3, ADDED b/x3, MODIFIED a/x1, MODIFIED b/x1, DELETED a/x2, DELETED b/x2, MODIFIED a/x1";
 const LIVE_C: &str = "ADDED /x3, MODIFIED /x1, DELETED /x2, MODIFIED /x1";
-const INIT_A: &str = "ADDED a/x1, ADDED a/x2, ADDED a/x3, MODIFIED a/x1, DELETED a/x2, MODIFIED a/x1";
+const INIT_A: &str =
+    "ADDED a/x1, ADDED a/x2, ADDED a/x3, MODIFIED a/x1, DELETED a/x2, MODIFIED a/x1";
 const INIT_ALL: &str = "ADDED a/x1, ADDED a/x2, ADDED b/x1, ADDED b/x2, ADDED a/x3, ADDED b/x3, MODIFIED a/x1, MODIFIED b/x1, DELETED a/x2, DELETED b/x2, MODIFIED a/x1";
 const INIT_C: &str = "ADDED /x1, ADDED /x2, ADDED /x3, MODIFIED /x1, DELETED /x2, MODIFIED /x1";
 
@@ -113,32 +114,59 @@ const AUDIT: &[Row] = &[
     ),
     (
         WatchInitial,
-        [(Namespaced, INIT_A), (AllNamespaces, INIT_ALL), (Cluster, INIT_C)],
+        [
+            (Namespaced, INIT_A),
+            (AllNamespaces, INIT_ALL),
+            (Cluster, INIT_C),
+        ],
     ),
     (
         WatchRv0,
-        [(Namespaced, INIT_A), (AllNamespaces, INIT_ALL), (Cluster, INIT_C)],
+        [
+            (Namespaced, INIT_A),
+            (AllNamespaces, INIT_ALL),
+            (Cluster, INIT_C),
+        ],
     ),
     (
         WatchList,
-        [(Namespaced, INIT_A), (AllNamespaces, INIT_ALL), (Cluster, INIT_C)],
+        [
+            (Namespaced, INIT_A),
+            (AllNamespaces, INIT_ALL),
+            (Cluster, INIT_C),
+        ],
     ),
     (
         WatchLive,
-        [(Namespaced, LIVE_A), (AllNamespaces, LIVE_ALL), (Cluster, LIVE_C)],
+        [
+            (Namespaced, LIVE_A),
+            (AllNamespaces, LIVE_ALL),
+            (Cluster, LIVE_C),
+        ],
     ),
     (
         WatchReplay,
-        [(Namespaced, LIVE_A), (AllNamespaces, LIVE_ALL), (Cluster, LIVE_C)],
+        [
+            (Namespaced, LIVE_A),
+            (AllNamespaces, LIVE_ALL),
+            (Cluster, LIVE_C),
+        ],
     ),
     (
         WatchReplayBeforeStream,
-        [(Namespaced, LIVE_A), (AllNamespaces, LIVE_ALL), (Cluster, LIVE_C)],
+        [
+            (Namespaced, LIVE_A),
+            (AllNamespaces, LIVE_ALL),
+            (Cluster, LIVE_C),
+        ],
     ),
     (
         WatchLabel,
         [
-            (Namespaced, "ADDED a/x1, ADDED a/x3, MODIFIED a/x1, MODIFIED a/x1"),
+            (
+                Namespaced,
+                "ADDED a/x1, ADDED a/x3, MODIFIED a/x1, MODIFIED a/x1",
+            ),
             (
                 AllNamespaces,
                 "ADDED a/x1, ADDED b/x1, ADDED a/x3, ADDED b/x3, MODIFIED a/x1, MODIFIED b/x1, MODIFIED a/x1",

@@ -113,7 +113,10 @@ fn redis_restart_is_survived_and_reported() {
     wait_until("CRD served", || call(&base, "GET", CTS, None).0 == 200);
     let (code, o1) = call(&base, "POST", CTS, Some(&ct("o1")));
     assert_eq!(code, 201, "{o1}");
-    let rv = o1["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let rv = o1["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // Open watches: one namespaced from o1's revision, one of all namespaces from "now".
     let w_ns =
@@ -158,7 +161,10 @@ fn redis_restart_is_survived_and_reported() {
     assert_eq!(status["reason"], "ServiceUnavailable");
     assert_eq!(status["code"], 503);
     assert_eq!(status["details"]["retryAfterSeconds"], 1);
-    let msg = status["message"].as_str().unwrap_or("").to_ascii_lowercase();
+    let msg = status["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_ascii_lowercase();
     assert!(
         !msg.contains("redis") && !msg.contains(&socket.to_ascii_lowercase()),
         "message leaks backend details: {msg}"

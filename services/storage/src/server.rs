@@ -696,14 +696,10 @@ impl Storage for StorageService {
         let ks = ks(&r.resource)?;
         let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
         // Subscribe before reading state or history, so nothing falls between the two.
-        let mut live = self
-            .hub
-            .subscribe(&ks.channel)
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, "watch subscription failed");
-                Status::from(crate::store::backend_unavailable())
-            })?;
+        let mut live = self.hub.subscribe(&ks.channel).await.map_err(|e| {
+            tracing::warn!(error = %e, "watch subscription failed");
+            Status::from(crate::store::backend_unavailable())
+        })?;
         let (tx, rx) = mpsc::channel::<Result<pb::WatchEvent, Status>>(256);
         let store = self.store.clone();
         let hub = self.hub.clone();
@@ -788,14 +784,10 @@ impl Storage for StorageService {
     ) -> Result<Response<Self::ChangesStream>, Status> {
         let r = req.into_inner();
         let channel = changes_channel(&r.group, &r.resource);
-        let mut live = self
-            .hub
-            .subscribe(&channel)
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, "watch subscription failed");
-                Status::from(crate::store::backend_unavailable())
-            })?;
+        let mut live = self.hub.subscribe(&channel).await.map_err(|e| {
+            tracing::warn!(error = %e, "watch subscription failed");
+            Status::from(crate::store::backend_unavailable())
+        })?;
         let (tx, rx) = mpsc::channel(1024);
         let hub = self.hub.clone();
         tokio::spawn(async move {

@@ -198,7 +198,8 @@ impl Store {
         timeout: std::time::Duration,
     ) -> anyhow::Result<Self> {
         let client = redis::Client::open(url)?;
-        let conn = ConnectionManager::new_with_config(client, crate::manager_config(timeout)).await?;
+        let conn =
+            ConnectionManager::new_with_config(client, crate::manager_config(timeout)).await?;
         Ok(Self {
             conn,
             scripts: std::sync::Arc::new(Scripts {
