@@ -263,7 +263,13 @@ async fn readiness(ctx: &Ctx) -> [bool; 3] {
         old_crd_json: Default::default(),
     });
     let (s, r, v) = tokio::join!(s, r, v);
-    [up(s), up(r), up(v)]
+    // Storage answering 503 means it cannot reach Redis: not ready (upstream's readyz
+    // includes the etcd check, `apiserver/pkg/server/healthz` + storage backend health).
+    let storage_up = match &s {
+        Err(st) => up(Err::<(), _>(st.clone())) && ApiError::from_grpc(st).code != 503,
+        Ok(_) => true,
+    };
+    [storage_up, up(r), up(v)]
 }
 
 fn etag_matches(req: &Req, etag: &str) -> bool {

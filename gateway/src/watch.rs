@@ -235,7 +235,7 @@ pub fn params(req: &Req) -> Result<Params, ApiError> {
     })
 }
 
-use crate::watch_mux::{Item, Joined, Mux, Spec, Subscription, WatchFilter, event_line};
+use crate::watch_mux::{self, Item, Joined, Mux, Spec, Subscription, WatchFilter, event_line};
 
 fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Bytes {
     bookmark_line(&t.kind, &t.api_version, rv, initial_end)
@@ -465,6 +465,12 @@ async fn next_item(src: &mut Source, spec: &Spec) -> Option<(Item, bool)> {
                         Ok(pb::watch_event::Type::Modified) => b'M',
                         _ => continue,
                     };
+                    // Defense in depth: storage decides namespace and name already; an
+                    // event of another namespace or name never goes out (upstream's
+                    // cacher filters every event by the watcher's key prefix).
+                    if !watch_mux::object_in_scope(&spec.filter, &ev.object) {
+                        continue;
+                    }
                     return Some((spec.item(kind, ev.object, ev.resource_version), false));
                 }
                 Ok(None) => return None,

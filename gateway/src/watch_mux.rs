@@ -259,6 +259,12 @@ fn object_key(json: &[u8]) -> Option<(String, String)> {
     Some((o.metadata.namespace, o.metadata.name))
 }
 
+/// True when an object's `metadata.namespace`/`metadata.name` are within what `filter`
+/// allows (an object without metadata is not).
+pub fn object_in_scope(filter: &ObjectFilter, json: &[u8]) -> bool {
+    object_key(json).is_some_and(|(ns, name)| filter.matches_key(&ns, &name))
+}
+
 struct Slot {
     spec: Arc<Spec>,
     tx: mpsc::Sender<Item>,
@@ -500,7 +506,9 @@ impl Mux {
                 match m.get(&key) {
                     Some(s) if !s.lock().closed => s.clone(),
                     _ => {
-                        let Some(start) = start else {
+                        // A revision older than the stream would start at is not covered:
+                        // do not start a stream nobody joins.
+                        let Some(start) = start.filter(|s| from >= *s) else {
                             return Joined::NotCovered;
                         };
                         let s = Arc::new(Shared {

@@ -28,11 +28,48 @@ impl RedisServer {
     /// Starts redis with AOF persistence in `dir` (so a restart on the same dir keeps data).
     pub fn start_in(dir: tempfile::TempDir) -> anyhow::Result<Self> {
         let socket = dir.path().join("redis.sock");
-        let child = Command::new(redis_server_bin())
+        let child = Self::spawn(dir.path(), &socket)?;
+        let r = Self { child, dir, socket };
+        r.wait_socket()?;
+        Ok(r)
+    }
+
+    /// Stops redis-server as an operator would (SIGTERM: the AOF is flushed) and waits for
+    /// it to exit; clients see their connections closed and new ones refused.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+
+    /// Starts redis-server again on the same socket and data directory (after [`stop`]).
+    ///
+    /// [`stop`]: RedisServer::stop
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(&self.socket);
+        self.child = Self::spawn(self.dir.path(), &self.socket)?;
+        self.wait_socket()
+    }
+
+    fn wait_socket(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.socket.exists() {
+            if Instant::now() > deadline {
+                anyhow::bail!("redis-server did not create its socket");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn spawn(dir: &Path, socket: &Path) -> anyhow::Result<Child> {
+        Command::new(redis_server_bin())
             .args(["--port", "0", "--unixsocket"])
-            .arg(&socket)
+            .arg(socket)
             .args(["--unixsocketperm", "700", "--dir"])
-            .arg(dir.path())
+            .arg(dir)
             .args([
                 "--appendonly",
                 "yes",
@@ -50,16 +87,7 @@ impl RedisServer {
             .spawn()
             .map_err(|e| {
                 anyhow::anyhow!("cannot start redis-server (install Debian's redis-server): {e}")
-            })?;
-        let r = Self { child, dir, socket };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !r.socket.exists() {
-            if Instant::now() > deadline {
-                anyhow::bail!("redis-server did not create its socket");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(r)
+            })
     }
 
     pub fn url(&self) -> String {

@@ -27,6 +27,21 @@ pub struct Config {
     pub history_window_secs: u64,
     /// What a write must reach before it is acknowledged ([`durability`]).
     pub durability: durability::Durability,
+    /// Bound of one Redis connect or command: while Redis cannot be reached, requests fail
+    /// after at most about this long with 503 ServiceUnavailable (and `Retry-After`).
+    pub redis_timeout: std::time::Duration,
+}
+
+/// How storage's Redis connections behave during an outage: a connect attempt or a
+/// command waits at most `timeout`, and a lost connection is made again by the next
+/// command instead of the connection manager's default six retries with exponential
+/// back-off (which held every request for ~9 s before its error). The next request after
+/// Redis is back reconnects by itself.
+pub fn manager_config(timeout: std::time::Duration) -> redis::aio::ConnectionManagerConfig {
+    redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(0)
 }
 
 /// Default watch history per (tenant, resource): 75 s, like upstream's watch cache
@@ -43,7 +58,23 @@ impl Default for Config {
             history_len: DEFAULT_HISTORY_LEN,
             history_window_secs: DEFAULT_HISTORY_WINDOW_SECS,
             durability: durability::Durability::Fsync,
+            redis_timeout: std::time::Duration::from_secs(1),
         }
+    }
+}
+
+/// A timeout flag: `500ms`, `1s`, `1.5s`, or plain seconds (`2`).
+pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (s, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(std::time::Duration::from_secs_f64(v * unit)),
+        _ => Err(format!("invalid duration {s:?} (e.g. 500ms, 1s)")),
     }
 }
 
@@ -55,10 +86,11 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
             history_len: config.history_len,
             history_window_secs: config.history_window_secs,
             durability: config.durability,
+            redis_timeout: config.redis_timeout,
         },
     )
     .await?;
-    let hub = watch::Hub::start(&config.redis_url).await?;
+    let hub = watch::Hub::start(&config.redis_url, config.redis_timeout).await?;
     let svc = server::StorageService { store, hub };
     crdplane_transport::serve_one(
         listener,
@@ -68,4 +100,24 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn timeouts() {
+        for (s, want) in [
+            ("1s", Some(Duration::from_secs(1))),
+            ("500ms", Some(Duration::from_millis(500))),
+            ("1.5s", Some(Duration::from_millis(1500))),
+            ("2", Some(Duration::from_secs(2))),
+            ("0s", None),
+            ("-1s", None),
+            ("fast", None),
+        ] {
+            assert_eq!(super::parse_timeout(s).ok(), want, "{s}");
+        }
+    }
 }

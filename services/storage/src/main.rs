@@ -34,6 +34,10 @@ struct Args {
     /// to ~2 s of acknowledged writes) or `memory` (no persistence check).
     #[arg(long, env = "CRDPLANE_DURABILITY", default_value = "fsync")]
     durability: crdplane_storage::durability::Durability,
+    /// Longest wait for one Redis connect or command, e.g. `1s`, `500ms`: while Redis is
+    /// unreachable, requests fail after at most about this long with 503 and Retry-After.
+    #[arg(long, env = "CRDPLANE_REDIS_TIMEOUT", default_value = "1s", value_parser = crdplane_storage::parse_timeout)]
+    redis_timeout: std::time::Duration,
 }
 
 #[tokio::main]
@@ -51,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
             history_len: a.history_len,
             history_window_secs: a.history_window,
             durability: a.durability,
+            redis_timeout: a.redis_timeout,
         },
         listener,
     )

@@ -3,7 +3,7 @@
 use crate::filter::{Filter, Transition};
 use crate::keys::{Keyspace, changes_channel};
 use crate::store::{AtRevision, NewObject, Store, Stored};
-use crate::watch::{Hub, parse_event};
+use crate::watch::{Hub, is_resubscribed, parse_event};
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
@@ -373,14 +373,64 @@ impl StorageService {
     }
 }
 
+/// Sends the history events after `last` that `filter` lets through, advancing `last`;
+/// 410 Expired when the history no longer reaches back to `last` (upstream etcd3
+/// `watcher.go`: a compacted start revision ends the watch with "too old resource
+/// version"). False when the client went away.
+async fn replay(
+    store: &Store,
+    hub: &Hub,
+    ks: &Keyspace,
+    filter: &Filter,
+    tx: &mpsc::Sender<Result<pb::WatchEvent, Status>>,
+    last: &mut u64,
+) -> Result<bool, ApiError> {
+    let current = store.revision(ks).await?;
+    if *last >= current {
+        return Ok(true);
+    }
+    // Resumable only from an unbroken history (store.rs `resume_check`).
+    if let Err(oldest) = store.resume_check(ks, *last).await? {
+        let m = oldest.unwrap_or(current + 1).saturating_sub(1);
+        return Err(ApiError::expired(format!(
+            "too old resource version: {} ({m})",
+            *last
+        )));
+    }
+    loop {
+        let evs = hub.history_after(&ks.ev, *last, SCAN_CHUNK).await?;
+        if evs.is_empty() {
+            return Ok(true);
+        }
+        for e in evs {
+            *last = e.rv;
+            if let Some(ev) = outgoing(filter, e)
+                && tx.send(Ok(ev)).await.is_err()
+            {
+                return Ok(false);
+            }
+        }
+    }
+}
+
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
 type ChangeStream = Pin<Box<dyn Stream<Item = Result<pb::Change, Status>> + Send>>;
 
 /// The gRPC event a watcher with `filter` gets for a stored event (None = nothing).
-/// Without selectors the event goes out as stored, with the previous state of a MODIFIED
-/// for the consumer's own filtering; with selectors, transitions are applied here.
-fn outgoing(filter: &Filter, e: crate::watch::LiveEvent) -> Option<pb::WatchEvent> {
-    let (kind, object, prev) = if filter.is_plain() {
+///
+/// Namespace and name are always decided here, by the event's key: a namespaced watch never
+/// sees another namespace's objects, whether the event comes from history (replay from a
+/// resourceVersion) or live (upstream: the cacher's and etcd3 watcher's key prefix and
+/// `filterWithAttrsFunction`, `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
+/// `.../storage/etcd3/watcher.go`). Without selectors the event then goes out as stored,
+/// with the previous state of a MODIFIED for the consumer's own filtering; with selectors,
+/// transitions are applied here.
+pub fn outgoing(filter: &Filter, e: crate::watch::LiveEvent) -> Option<pb::WatchEvent> {
+    let (ns, name) = e.key.split_once('/').unwrap_or(("", &e.key));
+    if !filter.matches_key(ns, name) {
+        return None;
+    }
+    let (kind, object, prev) = if filter.is_key_only() {
         (e.kind, e.json, e.prev)
     } else {
         match filter.transition(e.kind, &e.key, &e.json, &e.prev)? {
@@ -674,16 +724,15 @@ impl Storage for StorageService {
         let ks = ks(&r.resource)?;
         let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
         // Subscribe before reading state or history, so nothing falls between the two.
-        let mut live = self
-            .hub
-            .subscribe(&ks.channel)
-            .await
-            .map_err(|e| Status::from(ApiError::unavailable(e.to_string())))?;
+        let mut live = self.hub.subscribe(&ks.channel).await.map_err(|e| {
+            tracing::warn!(error = %e, "watch subscription failed");
+            Status::from(crate::store::backend_unavailable())
+        })?;
         let (tx, rx) = mpsc::channel::<Result<pb::WatchEvent, Status>>(256);
         let store = self.store.clone();
         let hub = self.hub.clone();
         tokio::spawn(async move {
-            let result = async {
+            let result: Result<(), ApiError> = async {
                 let mut last = r.from_resource_version;
                 if r.send_initial_state {
                     let mut cursor = String::new();
@@ -712,30 +761,22 @@ impl Storage for StorageService {
                     }
                 } else {
                     let current = store.revision(&ks).await?;
-                    if last < current {
-                        // Resumable only from an unbroken history (store.rs `resume_check`).
-                        if let Err(oldest) = store.resume_check(&ks, last).await? {
-                            let m = oldest.unwrap_or(current + 1).saturating_sub(1);
-                            return Err(ApiError::expired(format!("too old resource version: {last} ({m})")));
-                        }
-                        loop {
-                            let evs = hub.history_after(&ks.ev, last, SCAN_CHUNK).await?;
-                            if evs.is_empty() {
-                                break;
-                            }
-                            for e in evs {
-                                last = e.rv;
-                                if let Some(ev) = outgoing(&filter, e) && tx.send(Ok(ev)).await.is_err() {
-                                    return Ok(());
-                                }
-                            }
-                        }
+                    if last < current && !replay(&store, &hub, &ks, &filter, &tx, &mut last).await? {
+                        return Ok(());
                     }
                 }
                 loop {
                     tokio::select! {
                         _ = tx.closed() => return Ok(()),
                         m = live.recv() => match m {
+                            // The pub/sub connection was lost and is back: events published
+                            // meanwhile come from the history (or 410 when it no longer
+                            // reaches back), then live ones continue.
+                            Ok(payload) if is_resubscribed(&payload) => {
+                                if !replay(&store, &hub, &ks, &filter, &tx, &mut last).await? {
+                                    return Ok(());
+                                }
+                            }
                             Ok(payload) => {
                                 let Some(e) = parse_event(&payload) else { continue };
                                 if e.rv <= last {
@@ -771,11 +812,10 @@ impl Storage for StorageService {
     ) -> Result<Response<Self::ChangesStream>, Status> {
         let r = req.into_inner();
         let channel = changes_channel(&r.group, &r.resource);
-        let mut live = self
-            .hub
-            .subscribe(&channel)
-            .await
-            .map_err(|e| Status::from(ApiError::unavailable(e.to_string())))?;
+        let mut live = self.hub.subscribe(&channel).await.map_err(|e| {
+            tracing::warn!(error = %e, "watch subscription failed");
+            Status::from(crate::store::backend_unavailable())
+        })?;
         let (tx, rx) = mpsc::channel(1024);
         let hub = self.hub.clone();
         tokio::spawn(async move {
@@ -783,6 +823,9 @@ impl Storage for StorageService {
                 tokio::select! {
                     _ = tx.closed() => break,
                     m = live.recv() => match m {
+                        // Changes may have been missed while the pub/sub connection was
+                        // down: end the stream, so the consumer drops its cache.
+                        Ok(p) if is_resubscribed(&p) => break,
                         Ok(p) => {
                             let s = String::from_utf8_lossy(&p);
                             let mut it = s.splitn(3, '\n');
@@ -800,5 +843,49 @@ impl Storage for StorageService {
             hub.release(&channel).await;
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::LiveEvent;
+
+    fn ev(kind: u8, key: &str, json: &str) -> LiveEvent {
+        LiveEvent {
+            kind,
+            rv: 7,
+            key: key.into(),
+            json: Bytes::from(json.to_string()),
+            prev: Bytes::new(),
+        }
+    }
+
+    /// Every filter shape × events of its own namespace, another namespace and a
+    /// cluster-scoped key: only the watcher's own namespace (or every namespace) gets out.
+    #[test]
+    fn outgoing_never_crosses_namespaces() {
+        let obj = r#"{"metadata":{"labels":{"app":"web"}}}"#;
+        let cases: &[(&str, &str, &str, &str, &[&str])] = &[
+            // (namespace, name, label, field, keys that go out)
+            ("", "", "", "", &["a/x", "b/y", "/c"]),
+            ("a", "", "", "", &["a/x"]),
+            ("a", "x", "", "", &["a/x"]),
+            ("a", "", "app=web", "", &["a/x"]),
+            ("a", "", "", "metadata.name=x", &["a/x"]),
+            ("b", "", "", "", &["b/y"]),
+            ("", "", "app=web", "", &["a/x", "b/y", "/c"]),
+            ("", "c", "", "", &["/c"]),
+        ];
+        for (ns, name, label, field, want) in cases {
+            let f = Filter::new(ns, name, label, field).unwrap();
+            for kind in [b'A', b'M', b'D'] {
+                let got: Vec<&str> = ["a/x", "b/y", "/c"]
+                    .into_iter()
+                    .filter(|k| outgoing(&f, ev(kind, k, obj)).is_some())
+                    .collect();
+                assert_eq!(&got, want, "filter {ns:?}/{name:?} {label:?} {field:?}");
+            }
+        }
     }
 }

@@ -122,6 +122,8 @@ pub struct StoreOptions {
     pub history_window_secs: u64,
     /// What a write must reach before it is acknowledged.
     pub durability: Durability,
+    /// Bound of one Redis connect or command (see [`crate::manager_config`]).
+    pub redis_timeout: std::time::Duration,
 }
 
 #[derive(Clone)]
@@ -173,8 +175,33 @@ fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
+/// A Redis failure as the client sees it. Redis unreachable (connection refused or lost,
+/// timed out) is 503 ServiceUnavailable with `retryAfterSeconds` (the gateway sends it as
+/// `Retry-After`), without the Redis error text or address (logged here instead); upstream
+/// answers a storage it cannot reach with a retryable server error the same way
+/// (`apiserver/pkg/storage/errors.go`, responsewriters `ErrorNegotiated` sets Retry-After
+/// from the Status details).
 pub(crate) fn redis_err(e: redis::RedisError) -> ApiError {
+    if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+    {
+        tracing::warn!(error = %e, "redis unavailable");
+        return backend_unavailable();
+    }
     ApiError::unavailable(format!("storage backend error: {e}"))
+}
+
+/// The Status of a request storage cannot serve because Redis is unreachable.
+pub fn backend_unavailable() -> ApiError {
+    let mut e = ApiError::unavailable("the storage backend is unavailable, please try again later");
+    e.details = Some(Box::new(crdplane_core::status::StatusDetails {
+        retry_after_seconds: 1,
+        ..Default::default()
+    }));
+    e
 }
 
 /// One object of a `create_many`: keyspace, namespace, name, and the JSON split at the
@@ -217,7 +244,9 @@ impl Store {
     /// SET` behind our back): see [`crate::durability`].
     pub async fn connect(url: &str, opts: StoreOptions) -> anyhow::Result<Self> {
         let client = redis::Client::open(url)?;
-        let conn = ConnectionManager::new(client).await?;
+        let conn =
+            ConnectionManager::new_with_config(client, crate::manager_config(opts.redis_timeout))
+                .await?;
         let store = Self {
             conn,
             list: std::sync::Arc::new(Script::new(include_str!("lua/list.lua"))),
@@ -1021,21 +1050,6 @@ impl Store {
             next.first().map(|e| e.rv),
             oldest,
         ))
-    }
-
-    /// The oldest revision still in history (None when the history is empty).
-    pub async fn oldest_history(&self, ks: &Keyspace) -> Result<Option<u64>, ApiError> {
-        let mut c = self.conn.clone();
-        let v: Value = redis::cmd("XRANGE")
-            .arg(&ks.ev)
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(1)
-            .query_async(&mut c)
-            .await
-            .map_err(redis_err)?;
-        Ok(parse_xrange(v).first().map(|e| e.rv))
     }
 }
 

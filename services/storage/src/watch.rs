@@ -6,6 +6,11 @@
 //! (`Bytes` slices, no copy per watcher). A watcher that falls behind the broadcast buffer
 //! is closed (its client re-watches from its last resourceVersion, served from history).
 //!
+//! Redis outages: the pub/sub connection is made again after it is lost (see
+//! [`Hub::start`]); the channels are subscribed anew and every receiver is told to close the
+//! gap from the history by revision, so open watches continue without a gap, or end with
+//! 410 Expired when the history no longer reaches back far enough.
+//!
 //! Event format (written by `lua/{create,update,delete}.lua`):
 //! - pub/sub: `A<rv>\n<key>\n<json>`, `D<rv>\n<key>\n<json>` and
 //!   `M<rv>\n<key>\n<len(prev)>\n<prev><json>`;
@@ -25,7 +30,9 @@ use futures::StreamExt;
 use redis::Value;
 use redis::aio::{ConnectionManager, PubSubSink};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 use tokio::sync::{Mutex, broadcast};
 
 /// One event as published by the write scripts (or read back from history).
@@ -77,32 +84,80 @@ pub fn parse_event(payload: &Bytes) -> Option<LiveEvent> {
 
 pub const BUFFER: usize = 4096;
 
+/// What every receiver of a channel gets after the pub/sub connection was lost and made
+/// again and the channel is subscribed anew: messages published meanwhile were missed, so
+/// the receiver reads the history after its last revision (an empty payload; real events
+/// are never empty).
+pub fn is_resubscribed(payload: &Bytes) -> bool {
+    payload.is_empty()
+}
+
 /// A subscribed channel's broadcast sender, and whether Redis confirmed the subscription.
 type Channel = (broadcast::Sender<Arc<Bytes>>, bool);
 
 pub struct Hub {
-    sink: Mutex<PubSubSink>,
+    client: redis::Client,
+    /// The subscribing half of the pub/sub connection; None while it is lost.
+    sink: Mutex<Option<PubSubSink>>,
     /// A multiplexed connection for history reads (`XRANGE` with previous states).
     history: ConnectionManager,
     /// channel → (sender, subscription confirmed by Redis).
     channels: std::sync::Mutex<HashMap<String, Channel>>,
+    /// Whether the pub/sub connection is up (readiness).
+    connected: AtomicBool,
+    /// Bound of one connect or SUBSCRIBE (the storage's Redis timeout).
+    timeout: Duration,
+}
+
+/// Longest pause between attempts to make the pub/sub connection again.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+async fn bounded<T, E: Into<anyhow::Error>>(
+    limit: Duration,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => anyhow::bail!("redis did not answer within {limit:?}"),
+    }
 }
 
 impl Hub {
-    pub async fn start(url: &str) -> anyhow::Result<Arc<Self>> {
+    /// Connects (the first connection must succeed) and keeps the pub/sub connection up:
+    /// when it is lost, it is made again and every channel subscribed anew, and each
+    /// channel's receivers get the [`is_resubscribed`] marker so they close the gap from
+    /// the history (upstream's cacher re-lists and restarts its watchers' from the etcd
+    /// watch history the same way: `staging/src/k8s.io/apiserver/pkg/storage/cacher/
+    /// reflector` relists, etcd3 `watcher.go` resumes from a revision).
+    pub async fn start(url: &str, timeout: Duration) -> anyhow::Result<Arc<Self>> {
         let client = redis::Client::open(url)?;
-        let pubsub = client.get_async_pubsub().await?;
-        let (sink, mut stream) = pubsub.split();
-        let history = ConnectionManager::new(client).await?;
+        let history =
+            ConnectionManager::new_with_config(client.clone(), crate::manager_config(timeout))
+                .await?;
+        let pubsub = bounded(timeout, client.get_async_pubsub()).await?;
+        let (sink, stream) = pubsub.split();
         let hub = Arc::new(Self {
-            sink: Mutex::new(sink),
+            client,
+            sink: Mutex::new(Some(sink)),
             history,
             channels: Default::default(),
+            connected: AtomicBool::new(true),
+            timeout,
         });
-        let weak = Arc::downgrade(&hub);
-        tokio::spawn(async move {
+        tokio::spawn(Self::run(Arc::downgrade(&hub), stream));
+        Ok(hub)
+    }
+
+    /// True while the pub/sub connection to Redis is up.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// Hands messages to the channels' receivers; when the connection ends, makes it again.
+    async fn run(weak: Weak<Self>, mut stream: redis::aio::PubSubStream) {
+        loop {
             while let Some(msg) = stream.next().await {
-                let Some(hub) = weak.upgrade() else { break };
+                let Some(hub) = weak.upgrade() else { return };
                 let ch = msg.get_channel_name().to_string();
                 let tx = hub
                     .channels
@@ -111,19 +166,72 @@ impl Hub {
                     .get(&ch)
                     .map(|e| e.0.clone());
                 if let Some(tx) = tx {
-                    let _ = tx.send(Arc::new(Bytes::copy_from_slice(msg.get_payload_bytes())));
+                    let payload = msg.get_payload_bytes();
+                    if !payload.is_empty() {
+                        let _ = tx.send(Arc::new(Bytes::copy_from_slice(payload)));
+                    }
                 }
             }
-            tracing::error!("redis pub/sub connection closed; live watches end");
-            if let Some(hub) = weak.upgrade() {
-                hub.channels.lock().expect("hub lock").clear();
+            drop(stream);
+            let Some(hub) = weak.upgrade() else { return };
+            tracing::error!("redis pub/sub connection lost; reconnecting");
+            hub.lost().await;
+            drop(hub);
+            let mut delay = Duration::from_millis(50);
+            stream = loop {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+                let Some(hub) = weak.upgrade() else { return };
+                match hub.reconnect().await {
+                    Ok(s) => break s,
+                    Err(e) => tracing::debug!(error = %e, "redis pub/sub reconnect failed"),
+                }
+            };
+            tracing::info!("redis pub/sub connection restored");
+        }
+    }
+
+    /// The connection is gone: no subscription is confirmed any more.
+    async fn lost(&self) {
+        self.connected.store(false, Ordering::Relaxed);
+        let mut sink = self.sink.lock().await;
+        *sink = None;
+        for e in self.channels.lock().expect("hub lock").values_mut() {
+            e.1 = false;
+        }
+    }
+
+    /// A new pub/sub connection with every known channel subscribed; their receivers get
+    /// the resubscribed marker.
+    async fn reconnect(&self) -> anyhow::Result<redis::aio::PubSubStream> {
+        let pubsub = bounded(self.timeout, self.client.get_async_pubsub()).await?;
+        let (mut sink, stream) = pubsub.split();
+        // Under the sink lock no new channel is added (see `subscribe`).
+        let mut slot = self.sink.lock().await;
+        let names: Vec<String> = self
+            .channels
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .cloned()
+            .collect();
+        for n in &names {
+            bounded(self.timeout, sink.subscribe(n)).await?;
+        }
+        {
+            let mut map = self.channels.lock().expect("hub lock");
+            for e in map.values_mut() {
+                e.1 = true;
+                let _ = e.0.send(Arc::new(Bytes::new()));
             }
-        });
-        Ok(hub)
+        }
+        *slot = Some(sink);
+        self.connected.store(true, Ordering::Relaxed);
+        Ok(stream)
     }
 
     /// Subscribes (once per channel) and returns a receiver that sees every message
-    /// published after this call returns.
+    /// published after this call returns (and the resubscribed marker after an outage).
     pub async fn subscribe(
         &self,
         channel: &str,
@@ -133,7 +241,10 @@ impl Hub {
         }
         // Subscriptions are made under the sink lock, so once we hold it an entry that exists
         // is either confirmed or ours to confirm.
-        let mut sink = self.sink.lock().await;
+        let mut guard = self.sink.lock().await;
+        let Some(sink) = guard.as_mut() else {
+            anyhow::bail!("redis pub/sub connection is down");
+        };
         let rx = {
             let mut map = self.channels.lock().expect("hub lock");
             let entry = map
@@ -145,7 +256,17 @@ impl Hub {
             // Receivers made before SUBSCRIBE is confirmed see everything published after it.
             entry.0.subscribe()
         };
-        sink.subscribe(channel).await?;
+        if let Err(e) = bounded(self.timeout, sink.subscribe(channel)).await {
+            drop(rx);
+            let mut map = self.channels.lock().expect("hub lock");
+            if map
+                .get(channel)
+                .is_some_and(|(tx, ok)| !ok && tx.receiver_count() == 0)
+            {
+                map.remove(channel);
+            }
+            return Err(e);
+        }
         if let Some(e) = self.channels.lock().expect("hub lock").get_mut(channel) {
             e.1 = true;
         }
@@ -174,18 +295,19 @@ impl Hub {
 
     /// Drops channels nobody listens to any more.
     pub async fn release(&self, channel: &str) {
+        let mut guard = self.sink.lock().await;
         let idle = {
             let mut map = self.channels.lock().expect("hub lock");
             match map.get(channel) {
-                Some((tx, true)) if tx.receiver_count() == 0 => {
+                Some((tx, _)) if tx.receiver_count() == 0 => {
                     map.remove(channel);
                     true
                 }
                 _ => false,
             }
         };
-        if idle {
-            let _ = self.sink.lock().await.unsubscribe(channel).await;
+        if idle && let Some(sink) = guard.as_mut() {
+            let _ = bounded(self.timeout, sink.unsubscribe(channel)).await;
         }
     }
 }
