@@ -171,6 +171,25 @@ pub fn spec_changed(new: &Value, old: &Value) -> bool {
     !nk.eq(ok)
 }
 
+/// Whether an object to be created carries a resourceVersion (etcd3 store.go `Create`: the
+/// versioner's parse of it is a non-zero number; an unparsable value is ignored as upstream
+/// ignores it).
+pub fn rv_set_on_create(obj: &Value) -> bool {
+    match obj.pointer("/metadata/resourceVersion") {
+        Some(Value::String(s)) => s.parse::<u64>().is_ok_and(|v| v != 0),
+        _ => false,
+    }
+}
+
+/// Whether the object an update would store equals the stored one (etcd3 store.go
+/// `GuaranteedUpdate` skips a write whose bytes equal the existing ones). Both sides are the
+/// objects as the request's version shows them, after admission and prepare-for-update, so
+/// server-set fields (generation, status of the main resource, identity) already agree when
+/// nothing else changed.
+pub fn unchanged(new: &Value, old: &Value) -> bool {
+    new == old
+}
+
 /// The resourceVersion a client sent in an object, if any (0 when absent/empty).
 pub fn object_rv(obj: &Value) -> Result<u64, ApiError> {
     match obj.pointer("/metadata/resourceVersion") {
