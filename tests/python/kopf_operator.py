@@ -22,7 +22,7 @@ def create_fn(spec, patch, **_):
 
 @kopf.on.update("example.com", "v1", "widgets")
 def update_fn(spec, patch, **_):
-    patch.metadata.labels["handled"] = "updated"
+    # (The label the create handler set is itself a change kopf hands to this handler.)
     patch.status["phase"] = "Updated"
     return {"n": spec.get("n")}
 

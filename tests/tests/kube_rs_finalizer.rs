@@ -38,6 +38,7 @@ async fn reconcile(
     ctx: Arc<Ctx>,
 ) -> Result<Action, kube::runtime::finalizer::Error<kube::Error>> {
     let api = ctx.api.clone();
+    let c = ctx.clone();
     finalizer(&ctx.api, FINALIZER, obj, |ev| async move {
         match ev {
             Event::Apply(o) => {
@@ -49,11 +50,11 @@ async fn reconcile(
                     &Patch::Merge(json!({"status":{"phase":"Ready"}})),
                 )
                 .await?;
-                ctx.reconciles.fetch_add(1, Ordering::SeqCst);
+                c.reconciles.fetch_add(1, Ordering::SeqCst);
                 Ok(Action::requeue(Duration::from_millis(20)))
             }
             Event::Cleanup(_) => {
-                ctx.cleanups.fetch_add(1, Ordering::SeqCst);
+                c.cleanups.fetch_add(1, Ordering::SeqCst);
                 Ok(Action::await_change())
             }
         }
