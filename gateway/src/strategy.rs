@@ -555,6 +555,47 @@ mod tests {
     }
 
     #[test]
+    fn no_op_detection_and_create_resource_version() {
+        let old = json!({"apiVersion":"s/v1","kind":"K","metadata":{"name":"x","generation":1,
+            "resourceVersion":"5","labels":{"a":"b"}},"spec":{"n":1},"status":{"p":"R"}});
+        // A merge patch that sets what is there, after prepare-for-update: unchanged.
+        let mut new = old.clone();
+        json_patch::merge(
+            &mut new,
+            &json!({"spec":{"n":1},"metadata":{"labels":{"a":"b"}}}),
+        );
+        prepare_for_update(&mut new, &old, true).unwrap();
+        assert!(unchanged(&new, &old));
+        // Status through the main resource is reset from the stored object: unchanged.
+        let mut new = old.clone();
+        new["status"] = json!({"p":"other"});
+        prepare_for_update(&mut new, &old, true).unwrap();
+        assert!(unchanged(&new, &old));
+        // A label, a spec field (generation moves too), an annotation: changed.
+        for p in [
+            json!({"metadata":{"labels":{"a":"c"}}}),
+            json!({"spec":{"n":2}}),
+            json!({"metadata":{"annotations":{"x":"y"}}}),
+        ] {
+            let mut new = old.clone();
+            json_patch::merge(&mut new, &p);
+            prepare_for_update(&mut new, &old, true).unwrap();
+            assert!(!unchanged(&new, &old), "{p}");
+        }
+        for (rv, set) in [
+            (json!("12"), true),
+            (json!("0"), false),
+            (json!(""), false),
+            (json!("-1"), false),
+            (json!("abc"), false),
+            (Value::Null, false),
+        ] {
+            let o = json!({"metadata":{"name":"x","resourceVersion":rv}});
+            assert_eq!(rv_set_on_create(&o), set, "{rv}");
+        }
+    }
+
+    #[test]
     fn create_sets_system_fields() {
         let mut o = json!({"apiVersion":"g/v1","kind":"K","metadata":{"name":"a","resourceVersion":"5"},"spec":{}});
         prepare_for_create(&mut o, &params("default")).unwrap();
