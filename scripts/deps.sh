@@ -2,7 +2,7 @@
 # Installs what crdplane needs beyond the Rust toolchain, on Debian:
 #   redis-server (always), and with --test: Debian's kubectl 1.20 (kubernetes-client),
 #   extracted into .tools/ so it can sit beside any other kubectl, and the Python
-#   `kubernetes` client.
+#   `kubernetes` client and kopf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=false
@@ -40,5 +40,9 @@ if $want_test; then
   if ! python3 -c 'import kubernetes' 2>/dev/null; then
     echo "installing the Python kubernetes client" >&2
     python3 -m pip install -q kubernetes 2>/dev/null || python3 -m pip install -q --break-system-packages kubernetes
+  fi
+  if ! command -v kopf >/dev/null 2>&1; then
+    echo "installing kopf (the Python operator framework)" >&2
+    python3 -m pip install -q kopf 2>/dev/null || python3 -m pip install -q --break-system-packages kopf
   fi
 fi

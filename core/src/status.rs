@@ -28,6 +28,9 @@ pub enum Reason {
     InternalError,
     ServiceUnavailable,
     Timeout,
+    /// `StatusReasonUnknown` (""): what upstream sends for an error that is not a Status,
+    /// e.g. storage's "resourceVersion should not be set on objects to be created" (500).
+    Unknown,
 }
 
 /// The table: reason → (wire string, HTTP code, gRPC code).
@@ -89,6 +92,7 @@ const TABLE: &[(Reason, &str, u16, Code)] = &[
         Code::Unavailable,
     ),
     (Reason::Timeout, "Timeout", 504, Code::DeadlineExceeded),
+    (Reason::Unknown, "", 500, Code::Internal),
 ];
 
 impl Reason {

@@ -7,6 +7,7 @@
 use crate::api::{Ctx, Req};
 use crate::crs::decode_body;
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
 use crdplane_core::selector::{FieldSelector, LabelSelector};
@@ -15,8 +16,6 @@ use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-const PATCH_RETRIES: usize = 5;
 
 fn gr() -> GroupResource {
     GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions")
@@ -240,10 +239,13 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             Ok(json_response(StatusCode::OK, r.json))
         }
         "patch" => {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
+            let (tenant, reg) = (&tenant, &reg);
+            // patch.go inside GuaranteedUpdate: the registry's compare-and-swap on the
+            // resourceVersion read here loses when another write landed in between; read
+            // again and re-apply (a resourceVersion the patch sets fails on the re-read).
+            let json = guaranteed_update(|| async move {
                 let cur = reg
+                    .clone()
                     .get_crd(pb::CrdGetRequest {
                         tenant: tenant.clone(),
                         name: i.name.clone(),
@@ -260,12 +262,12 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 let old_rv = old.pointer("/metadata/resourceVersion").cloned();
                 let precondition = new.pointer("/metadata/resourceVersion").cloned();
                 if precondition != old_rv {
-                    return Err(ApiError::stale(&gr(), &i.name));
+                    return Err(Failure::Final(ApiError::stale(&gr(), &i.name)));
                 }
                 if !new.is_object() {
-                    return Err(ApiError::bad_request(
+                    return Err(Failure::Final(ApiError::bad_request(
                         "the patched object is not a JSON object",
-                    ));
+                    )));
                 }
                 new["metadata"]["resourceVersion"] = old_rv.unwrap_or(Value::Null);
                 let body = serde_json::to_vec(&new).expect("json");
@@ -275,26 +277,18 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     dry_run: dry,
                     name: i.name.clone(),
                 };
+                let mut reg = reg.clone();
                 let r = if status {
                     reg.update_crd_status(w).await
                 } else {
                     reg.update_crd(w).await
                 };
-                ctx.crds.invalidate(&tenant, &i.name);
-                match r {
-                    Ok(r) => return Ok(json_response(StatusCode::OK, r.into_inner().json)),
-                    Err(s) => {
-                        let e = ApiError::from_grpc(&s);
-                        if e.code == 409
-                            && e.reason == crdplane_core::Reason::Conflict
-                            && attempt < PATCH_RETRIES
-                        {
-                            continue;
-                        }
-                        return Err(e);
-                    }
-                }
-            }
+                ctx.crds.invalidate(tenant, &i.name);
+                r.map(|r| r.into_inner().json)
+                    .map_err(|s| write_failed(ApiError::from_grpc(&s)))
+            })
+            .await?;
+            Ok(json_response(StatusCode::OK, json))
         }
         "delete" if !status => {
             let (want_rv, want_uid) = crate::crs::delete_options(&req.body)?;

@@ -13,6 +13,7 @@
 use crate::api::{Channel, Ctx, Req};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::strategy::{self, CreateParams};
 use crate::table::IncludeObject;
 use bytes::Bytes;
@@ -30,8 +31,6 @@ pub const PATCH_TYPES: [&str; 2] = [
     "application/json-patch+json",
     "application/merge-patch+json",
 ];
-/// Conflict retries of a patch without a resourceVersion precondition (upstream: 5).
-const PATCH_RETRIES: usize = 5;
 
 pub async fn serve(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
@@ -330,14 +329,30 @@ pub async fn admit(
     // `duplicate field "spec.a"`) for Warn and Strict; Strict turns them into a 400.
     let warnings = resp.warnings;
     if fv == FieldValidation::Strict && !warnings.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "strict decoding error: {}",
-            warnings.join(", ")
+        return Err(ApiError::bad_request(strict_decoding_error(
+            &req.info.verb,
+            &crd.kind,
+            &ver.name,
+            &warnings,
         )));
     }
     let out: Value = serde_json::from_slice(&resp.object)
         .map_err(|e| ApiError::internal(format!("validation returned invalid JSON: {e}")))?;
     Ok((out, warnings))
+}
+
+/// The 400 of strict field validation. Create and update decode the body
+/// (handlers/create.go, update.go), and a decode failure goes through `transformDecodeError`:
+/// `<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding error: …`; a patch
+/// decodes the patched object (patch.go `applyPatchToCurrentObject`) and sends the bare
+/// strict decoding error.
+pub fn strict_decoding_error(verb: &str, kind: &str, version: &str, errs: &[String]) -> String {
+    let e = format!("strict decoding error: {}", errs.join(", "));
+    if verb == "patch" {
+        e
+    } else {
+        format!("{kind} in version {version:?} cannot be handled as a {kind}: {e}")
+    }
 }
 
 /// Read path: defaults (and pruning) of the schema applied to stored objects.
@@ -701,6 +716,10 @@ async fn create(
         crate::namespaces::require_namespace_for(ctx, &i.tenant, &i.namespace, &crd.gr(), name)
             .await?;
     }
+    // etcd3 store.go Create refuses an object that carries a resourceVersion (after
+    // admission, and not on dry run); the error is not a Status, so upstream's
+    // ErrorToAPIStatus answers 500 with reason Unknown and the bare text.
+    let rv_set = strategy::rv_set_on_create(&obj);
     let params = CreateParams {
         namespace: &i.namespace,
         namespaced: crd.namespaced,
@@ -725,6 +744,12 @@ async fn create(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    if rv_set && !dry {
+        return Err(ApiError::new(
+            crdplane_core::Reason::Unknown,
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
     let s = ctx
         .creates
         .call(pb::CreateRequest {
@@ -792,23 +817,6 @@ fn check_identity(obj: &mut Value, req: &Req, crd: &CrdInfo) -> Result<(), ApiEr
         }
     }
     Ok(())
-}
-
-/// Applies one write of an existing object (update, patch, status) and stores it.
-async fn write_existing(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-    obj: Value,
-    old: &Value,
-    old_rv: u64,
-) -> Result<Response<Body>, ApiError> {
-    let (stored, warnings) = store_existing(ctx, req, crd, ver, obj, old, old_rv).await?;
-    Ok(with_warnings(
-        json_response(StatusCode::OK, stored),
-        &warnings,
-    ))
 }
 
 /// One write of an existing object (update, patch, status, scale): strategy, admission,
@@ -881,6 +889,11 @@ pub(crate) async fn store_existing(
             })?;
         return Ok((serde_json::to_vec(&obj).expect("json").into(), warnings));
     }
+    if strategy::unchanged(&obj, old) {
+        // etcd3 store.go GuaranteedUpdate: new bytes equal to the stored ones are not
+        // written; the stored object is returned, its resourceVersion unchanged, no event.
+        return Ok((serde_json::to_vec(old).expect("json").into(), warnings));
+    }
     let s = ctx
         .storage
         .clone()
@@ -932,14 +945,28 @@ async fn update(
     require_kind(&obj, &req.body)?;
     check_identity(&mut obj, req, crd)?;
     let rv = strategy::object_rv(&obj)?;
-    if rv == 0 {
-        return Err(rv_required(&crd.gr(), &req.info.name));
-    }
-    let (old, old_rv) = current(ctx, req, crd, ver).await?;
-    if rv != old_rv {
-        return Err(ApiError::stale(&crd.gr(), &req.info.name));
-    }
-    write_existing(ctx, req, crd, ver, obj, &old, old_rv).await
+    // store.go Update inside GuaranteedUpdate: a missing object is 404 (custom resources do
+    // not AllowCreateOnUpdate), then the resourceVersion is required (no
+    // AllowUnconditionalUpdate) and must be the stored one; a lost swap re-reads and checks
+    // again.
+    let obj = &obj;
+    let (stored, warnings) = guaranteed_update(|| async move {
+        let (old, old_rv) = current(ctx, req, crd, ver).await?;
+        if rv == 0 {
+            return Err(Failure::Final(rv_required(&crd.gr(), &req.info.name)));
+        }
+        if rv != old_rv {
+            return Err(Failure::Final(ApiError::stale(&crd.gr(), &req.info.name)));
+        }
+        store_existing(ctx, req, crd, ver, obj.clone(), &old, old_rv)
+            .await
+            .map_err(write_failed)
+    })
+    .await?;
+    Ok(with_warnings(
+        json_response(StatusCode::OK, stored),
+        &warnings,
+    ))
 }
 
 /// Applies a JSON patch or merge patch document to `target` (upstream patch.go semantics).
@@ -961,10 +988,7 @@ pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<V
         "application/json-patch+json" => {
             let p: json_patch::Patch = serde_json::from_slice(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            let mut out = target.clone();
-            json_patch::patch(&mut out, &p)
-                .map_err(|e| ApiError::new(crdplane_core::Reason::Invalid, e.to_string()))?;
-            Ok(out)
+            crate::jsonpatch::apply(target, &p).map_err(|f| f.to_api_error())
         }
         _ => Err(ApiError::unsupported_media_type(&PATCH_TYPES)),
     }
@@ -988,45 +1012,31 @@ async fn patch(
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
     }
     write_dry_run(req)?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
+    // patch.go: the patch is applied to the current object inside GuaranteedUpdate, so a
+    // write that loses a race is re-applied to the new current object; a resourceVersion
+    // the patch sets is a precondition that fails on that re-read.
+    let ct = &ct;
+    let (stored, warnings) = guaranteed_update(|| async move {
         let (old, old_rv) = current(ctx, req, crd, ver).await?;
-        let mut obj = apply_patch(&ct, &req.body, &old)?;
+        let mut obj = apply_patch(ct, &req.body, &old)?;
         if !obj.is_object() {
-            return Err(ApiError::bad_request(
+            return Err(Failure::Final(ApiError::bad_request(
                 "the patched object is not a JSON object",
-            ));
+            )));
         }
         check_identity(&mut obj, req, crd)?;
-        let want_rv = strategy::object_rv(&obj)?;
-        let precondition = want_rv != old_rv;
-        if precondition {
-            return Err(ApiError::stale(&crd.gr(), &req.info.name));
+        if strategy::object_rv(&obj)? != old_rv {
+            return Err(Failure::Final(ApiError::stale(&crd.gr(), &req.info.name)));
         }
-        match write_existing(ctx, req, crd, ver, obj, &old, old_rv).await {
-            Err(e)
-                if e.code == 409
-                    && e.reason == crdplane_core::Reason::Conflict
-                    && attempt < PATCH_RETRIES
-                    && !patch_sets_rv(&req.body) =>
-            {
-                continue;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Whether the patch itself carries a resourceVersion precondition.
-fn patch_sets_rv(patch: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(patch)
-        .ok()
-        .is_some_and(|p| {
-            p.pointer("/metadata/resourceVersion")
-                .is_some_and(|v| !v.is_null())
-        })
-        || std::str::from_utf8(patch).is_ok_and(|s| s.contains("/metadata/resourceVersion"))
+        store_existing(ctx, req, crd, ver, obj, &old, old_rv)
+            .await
+            .map_err(write_failed)
+    })
+    .await?;
+    Ok(with_warnings(
+        json_response(StatusCode::OK, stored),
+        &warnings,
+    ))
 }
 
 /// DeleteOptions preconditions from a DELETE body (upstream metav1.DeleteOptions), as the

@@ -8,8 +8,9 @@
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::api::{Ctx, Req};
-use crate::crs::{apply_patch, decode_body, delete_options, rv_required};
+use crate::crs::{apply_patch, decode_body, delete_options};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_core::field::FieldError;
@@ -317,116 +318,132 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             watch::serve(ctx, req, t).await
         }
         "update" | "patch" => {
-            let s = ctx
-                .storage
-                .clone()
-                .get(pb::GetRequest {
-                    key: Some(key(tenant, &i.name)),
-                })
-                .await?
-                .into_inner();
-            let old: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
-            let mut new = if i.verb == "update" {
-                let v = decode_body(req)?;
-                let rv = crate::strategy::object_rv(&v)?;
-                if rv == 0 {
-                    return Err(rv_required(&gr(), &i.name));
-                }
-                if rv != s.resource_version {
-                    return Err(ApiError::stale(&gr(), &i.name));
-                }
-                v
+            // store.go Update inside etcd3 GuaranteedUpdate: read, apply, compare-and-swap;
+            // a lost swap re-reads and re-applies. Namespaces AllowUnconditionalUpdate
+            // (pkg/registry/core/namespace/strategy.go), so a PUT without resourceVersion
+            // writes over the current object.
+            let body = if i.verb == "update" {
+                Some(decode_body(req)?)
             } else {
-                let v = patch_builtin(req, &old, crate::strategic::NAMESPACE)?;
-                if crate::strategy::object_rv(&v)? != s.resource_version {
-                    return Err(ApiError::stale(&gr(), &i.name));
-                }
-                v
+                None
             };
-            if new.pointer("/metadata/name").and_then(Value::as_str) != Some(i.name.as_str()) {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({}) does not match the name on the URL ({})",
-                    new.pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or(""),
-                    i.name
-                )));
-            }
-            // Namespace strategies: the main resource keeps status, /status keeps spec,
-            // /finalize (FinalizeStrategy) takes only spec.finalizers; identity immutable.
-            if i.subresource == "finalize" {
-                let fins = new
-                    .pointer("/spec/finalizers")
-                    .cloned()
-                    .unwrap_or(json!([]));
-                new = old.clone();
-                if let Some(rv) = old.pointer("/metadata/resourceVersion").cloned() {
-                    new["metadata"]["resourceVersion"] = rv;
-                }
-                new["spec"]["finalizers"] = fins;
-            } else {
-                let keep: &[&str] = if i.subresource == "status" {
-                    &["spec"]
-                } else {
-                    &["status"]
-                };
-                for k in keep {
-                    if let Some(v) = old.get(*k) {
-                        new[*k] = v.clone();
-                    }
-                }
-            }
-            for k in ["uid", "creationTimestamp", "deletionTimestamp"] {
-                match old.pointer(&format!("/metadata/{k}")) {
-                    Some(v) => new["metadata"][k] = v.clone(),
-                    None => {
-                        if let Some(m) = new["metadata"].as_object_mut() {
-                            m.remove(k);
-                        }
-                    }
-                }
-            }
-            new["apiVersion"] = json!("v1");
-            new["kind"] = json!("Namespace");
-            if finalized(&new) {
-                // The update that removes the last finalizer of a namespace being deleted
-                // deletes it (ShouldDeleteNamespaceDuringUpdate).
-                if dry {
-                    return Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&new).expect("json"),
-                    ));
-                }
-                crate::gc::record(&ctx.storage, tenant, "", "namespaces", &new).await?;
-                let d = ctx
+            let body = &body;
+            let out = guaranteed_update(|| async move {
+                let s = ctx
                     .storage
                     .clone()
-                    .delete(pb::DeleteRequest {
+                    .get(pb::GetRequest {
                         key: Some(key(tenant, &i.name)),
-                        expected_resource_version: s.resource_version,
-                        dry_run: false,
                     })
                     .await?
                     .into_inner();
-                return Ok(json_response(StatusCode::OK, d.json));
-            }
-            let (head, tail) =
-                rvslot::split(&new).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let s = ctx
-                .storage
-                .clone()
-                .update(pb::UpdateRequest {
-                    key: Some(key(tenant, &i.name)),
-                    object: Some(pb::ObjectWrite {
-                        head: head.into(),
-                        tail: tail.into(),
-                    }),
-                    expected_resource_version: s.resource_version,
-                    dry_run: dry,
-                })
-                .await?
-                .into_inner();
-            Ok(json_response(StatusCode::OK, s.json))
+                let old: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
+                let mut new = match body {
+                    Some(v) => {
+                        let rv = crate::strategy::object_rv(v)?;
+                        if rv != 0 && rv != s.resource_version {
+                            return Err(Failure::Final(ApiError::stale(&gr(), &i.name)));
+                        }
+                        v.clone()
+                    }
+                    None => {
+                        let v = patch_builtin(req, &old, crate::strategic::NAMESPACE)?;
+                        if crate::strategy::object_rv(&v)? != s.resource_version {
+                            return Err(Failure::Final(ApiError::stale(&gr(), &i.name)));
+                        }
+                        v
+                    }
+                };
+                if new.pointer("/metadata/name").and_then(Value::as_str) != Some(i.name.as_str()) {
+                    return Err(Failure::Final(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({})",
+                        new.pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or(""),
+                        i.name
+                    ))));
+                }
+                // Namespace strategies: the main resource keeps status, /status keeps spec,
+                // /finalize (FinalizeStrategy) takes only spec.finalizers; identity immutable.
+                if i.subresource == "finalize" {
+                    let fins = new
+                        .pointer("/spec/finalizers")
+                        .cloned()
+                        .unwrap_or(json!([]));
+                    new = old.clone();
+                    new["spec"]["finalizers"] = fins;
+                } else {
+                    let keep: &[&str] = if i.subresource == "status" {
+                        &["spec"]
+                    } else {
+                        &["status"]
+                    };
+                    for k in keep {
+                        if let Some(v) = old.get(*k) {
+                            new[*k] = v.clone();
+                        }
+                    }
+                }
+                for k in ["uid", "creationTimestamp", "deletionTimestamp"] {
+                    match old.pointer(&format!("/metadata/{k}")) {
+                        Some(v) => new["metadata"][k] = v.clone(),
+                        None => {
+                            if let Some(m) = new["metadata"].as_object_mut() {
+                                m.remove(k);
+                            }
+                        }
+                    }
+                }
+                if let Some(rv) = old.pointer("/metadata/resourceVersion").cloned() {
+                    new["metadata"]["resourceVersion"] = rv;
+                }
+                new["apiVersion"] = json!("v1");
+                new["kind"] = json!("Namespace");
+                if finalized(&new) {
+                    // The update that removes the last finalizer of a namespace being deleted
+                    // deletes it (ShouldDeleteNamespaceDuringUpdate).
+                    if dry {
+                        return Ok(bytes::Bytes::from(serde_json::to_vec(&new).expect("json")));
+                    }
+                    crate::gc::record(&ctx.storage, tenant, "", "namespaces", &new).await?;
+                    let d = ctx
+                        .storage
+                        .clone()
+                        .delete(pb::DeleteRequest {
+                            key: Some(key(tenant, &i.name)),
+                            expected_resource_version: s.resource_version,
+                            dry_run: false,
+                        })
+                        .await
+                        .map_err(|s| write_failed(ApiError::from_grpc(&s)))?
+                        .into_inner();
+                    return Ok(d.json);
+                }
+                if crate::strategy::unchanged(&new, &old) {
+                    // etcd3 store.go GuaranteedUpdate: an unchanged object is not written.
+                    return Ok(s.json);
+                }
+                let (head, tail) =
+                    rvslot::split(&new).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let w = ctx
+                    .storage
+                    .clone()
+                    .update(pb::UpdateRequest {
+                        key: Some(key(tenant, &i.name)),
+                        object: Some(pb::ObjectWrite {
+                            head: head.into(),
+                            tail: tail.into(),
+                        }),
+                        expected_resource_version: s.resource_version,
+                        dry_run: dry,
+                    })
+                    .await
+                    .map_err(|s| write_failed(ApiError::from_grpc(&s)))?
+                    .into_inner();
+                Ok(w.json)
+            })
+            .await?;
+            Ok(json_response(StatusCode::OK, out))
         }
         "delete" => delete_namespace(ctx, req).await,
         _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),

@@ -16,6 +16,7 @@
 use crate::api::{Ctx, Req};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, json_response};
+use crate::retry::{Failure, guaranteed_update, write_failed};
 use crdplane_core::field::{FieldError, go_float, go_quote};
 use crdplane_core::{ApiError, Reason};
 use http::{Response, StatusCode};
@@ -25,8 +26,6 @@ use serde_json::{Map, Value};
 /// `replicas` placeholder of an object that has no value at `specReplicasPath` (upstream:
 /// the smallest int32), so a patch that does not set replicas can be told apart.
 const INVALID_SPEC_REPLICAS: i64 = i32::MIN as i64;
-/// Conflict retries of a write without a resourceVersion precondition.
-const RETRIES: usize = 5;
 
 /// The three JSON paths of a CRD version's `subresources.scale`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -504,8 +503,9 @@ fn check_identity(w: &ScaleWrite, req: &Req) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Writes `w` into the current object and stores it; retries a lost race when the client
-/// gave no resourceVersion precondition.
+/// Writes `w` into the current object and stores it, re-reading and re-applying after a
+/// lost race (etcd3 store.go `GuaranteedUpdate`); a resourceVersion in the Scale is a
+/// precondition checked against every read (etcd.go `scaleUpdatedObjectInfo`).
 async fn write(
     ctx: &Ctx,
     req: &Req,
@@ -514,9 +514,8 @@ async fn write(
     paths: &ScalePaths,
     scale_of: impl Fn(&Value) -> Result<ScaleWrite, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
+    let scale_of = &scale_of;
+    let (stored, warnings) = guaranteed_update(|| async move {
         let (old, old_rv) = crate::crs::current(ctx, req, crd, ver).await?;
         let w = scale_of(&old)?;
         check_identity(&w, req)?;
@@ -525,29 +524,20 @@ async fn write(
                 ApiError::bad_request(format!("invalid resourceVersion {:?}", w.resource_version))
             })?;
             if rv != old_rv {
-                return Err(ApiError::stale(&crd.gr(), &req.info.name));
+                return Err(Failure::Final(ApiError::stale(&crd.gr(), &req.info.name)));
             }
         }
         let obj = apply_scale(&old, paths, &w)?;
-        match crate::crs::store_existing(ctx, req, crd, ver, obj, &old, old_rv).await {
-            Ok((stored, warnings)) => {
-                let stored = crate::crs::parse_object(&stored)?;
-                let (scale, _) =
-                    scale_from_object(&stored, paths).map_err(ApiError::bad_request)?;
-                let mut r = json_response(StatusCode::OK, scale.to_json());
-                crate::crs::add_warnings(&mut r, &warnings);
-                return Ok(r);
-            }
-            Err(e)
-                if e.reason == Reason::Conflict
-                    && w.resource_version.is_empty()
-                    && attempt < RETRIES =>
-            {
-                continue;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        crate::crs::store_existing(ctx, req, crd, ver, obj, &old, old_rv)
+            .await
+            .map_err(write_failed)
+    })
+    .await?;
+    let stored = crate::crs::parse_object(&stored)?;
+    let (scale, _) = scale_from_object(&stored, paths).map_err(ApiError::bad_request)?;
+    let mut r = json_response(StatusCode::OK, scale.to_json());
+    crate::crs::add_warnings(&mut r, &warnings);
+    Ok(r)
 }
 
 async fn update(

@@ -171,6 +171,25 @@ pub fn spec_changed(new: &Value, old: &Value) -> bool {
     !nk.eq(ok)
 }
 
+/// Whether an object to be created carries a resourceVersion (etcd3 store.go `Create`: the
+/// versioner's parse of it is a non-zero number; an unparsable value is ignored as upstream
+/// ignores it).
+pub fn rv_set_on_create(obj: &Value) -> bool {
+    match obj.pointer("/metadata/resourceVersion") {
+        Some(Value::String(s)) => s.parse::<u64>().is_ok_and(|v| v != 0),
+        _ => false,
+    }
+}
+
+/// Whether the object an update would store equals the stored one (etcd3 store.go
+/// `GuaranteedUpdate` skips a write whose bytes equal the existing ones). Both sides are the
+/// objects as the request's version shows them, after admission and prepare-for-update, so
+/// server-set fields (generation, status of the main resource, identity) already agree when
+/// nothing else changed.
+pub fn unchanged(new: &Value, old: &Value) -> bool {
+    new == old
+}
+
 /// The resourceVersion a client sent in an object, if any (0 when absent/empty).
 pub fn object_rv(obj: &Value) -> Result<u64, ApiError> {
     match obj.pointer("/metadata/resourceVersion") {
@@ -532,6 +551,47 @@ mod tests {
             uid: "u".into(),
             now: "2026-01-01T00:00:00Z".into(),
             drop_status: false,
+        }
+    }
+
+    #[test]
+    fn no_op_detection_and_create_resource_version() {
+        let old = json!({"apiVersion":"s/v1","kind":"K","metadata":{"name":"x","generation":1,
+            "resourceVersion":"5","labels":{"a":"b"}},"spec":{"n":1},"status":{"p":"R"}});
+        // A merge patch that sets what is there, after prepare-for-update: unchanged.
+        let mut new = old.clone();
+        json_patch::merge(
+            &mut new,
+            &json!({"spec":{"n":1},"metadata":{"labels":{"a":"b"}}}),
+        );
+        prepare_for_update(&mut new, &old, true).unwrap();
+        assert!(unchanged(&new, &old));
+        // Status through the main resource is reset from the stored object: unchanged.
+        let mut new = old.clone();
+        new["status"] = json!({"p":"other"});
+        prepare_for_update(&mut new, &old, true).unwrap();
+        assert!(unchanged(&new, &old));
+        // A label, a spec field (generation moves too), an annotation: changed.
+        for p in [
+            json!({"metadata":{"labels":{"a":"c"}}}),
+            json!({"spec":{"n":2}}),
+            json!({"metadata":{"annotations":{"x":"y"}}}),
+        ] {
+            let mut new = old.clone();
+            json_patch::merge(&mut new, &p);
+            prepare_for_update(&mut new, &old, true).unwrap();
+            assert!(!unchanged(&new, &old), "{p}");
+        }
+        for (rv, set) in [
+            (json!("12"), true),
+            (json!("0"), false),
+            (json!(""), false),
+            (json!("-1"), false),
+            (json!("abc"), false),
+            (Value::Null, false),
+        ] {
+            let o = json!({"metadata":{"name":"x","resourceVersion":rv}});
+            assert_eq!(rv_set_on_create(&o), set, "{rv}");
         }
     }
 

@@ -482,14 +482,24 @@ impl RegistryService {
         Ok((v, old, old_rv))
     }
 
+    /// The compare-and-swap of an update. An object equal to the stored one is not written
+    /// (etcd3 store.go `GuaranteedUpdate` skips the write when the new bytes equal the
+    /// existing ones): the stored object comes back with its resourceVersion, no event.
     async fn write_update(
         &self,
         tenant: &str,
         name: &str,
         v: &Value,
+        old: &Value,
         expected: u64,
         dry_run: bool,
     ) -> ApiResult<pb::CrdObject> {
+        if v == old {
+            return Ok(pb::CrdObject {
+                json: serde_json::to_vec(old).map_err(ApiError::internal)?.into(),
+                resource_version: expected,
+            });
+        }
         let o = self
             .storage()
             .update(pb::UpdateRequest {
@@ -605,7 +615,7 @@ impl RegistryService {
             return Ok(crd_object(o));
         }
         let out = self
-            .write_update(&req.tenant, &name, &v, old_rv, req.dry_run)
+            .write_update(&req.tenant, &name, &v, &old, old_rv, req.dry_run)
             .await?;
         if names_changed && !req.dry_run {
             self.reconcile_group(&req.tenant, &view.spec.group).await;
@@ -634,7 +644,7 @@ impl RegistryService {
         // The naming/establishing controllers react to every status write.
         let others = self.snapshot(&req.tenant).await?;
         naming::apply(&mut view, &mut next, &others.views, &now_timestamp());
-        self.write_update(&req.tenant, &name, &next, old_rv, req.dry_run)
+        self.write_update(&req.tenant, &name, &next, &old, old_rv, req.dry_run)
             .await
     }
 
@@ -692,7 +702,7 @@ impl RegistryService {
                 "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
             );
             let out = self
-                .write_update(&req.tenant, &req.name, &marked, cur_rv, req.dry_run)
+                .write_update(&req.tenant, &req.name, &marked, &cur, cur_rv, req.dry_run)
                 .await?;
             if !req.dry_run {
                 // Recorded again after the mark: a worker that removed the entry between

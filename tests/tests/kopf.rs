@@ -1,0 +1,173 @@
+//! kopf (the Python operator framework) against the real stack: an operator with create,
+//! update and delete handlers that patch status and labels (tests/python/kopf_operator.py)
+//! runs while objects are created, updated and deleted concurrently; every handler runs and
+//! kopf logs no ERROR (a 409 on its own patches or a failed finalizer write would be one).
+
+use crdplane_tests::{Stack, free_port, http_get, http_request};
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"widgets.example.com"},
+ "spec":{"group":"example.com","scope":"Namespaced",
+  "names":{"plural":"widgets","singular":"widget","kind":"Widget"},
+  "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+   "schema":{"openAPIV3Schema":{"type":"object","properties":{
+     "spec":{"type":"object","properties":{"n":{"type":"integer"}}},
+     "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}"#;
+const WS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+const N: usize = 8;
+
+/// Waits for `f`; on timeout fails with kopf's log (if there is one yet).
+fn wait_until(what: &str, log: &std::path::Path, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("timed out waiting for {what}; kopf's log:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn get(url: &str) -> (u16, Value) {
+    let (code, text) = http_get(url).expect("http");
+    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Runs `f(i)` for every object at once.
+fn concurrently(f: impl Fn(usize) + Sync) {
+    std::thread::scope(|s| {
+        for i in 0..N {
+            let f = &f;
+            s.spawn(move || f(i));
+        }
+    });
+}
+
+#[test]
+fn kopf_operator_runs_without_errors() {
+    let have = Command::new("kopf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipping: kopf is not installed (scripts/deps.sh --test installs it)");
+        return;
+    }
+    let stack = Stack::start_with_redis().expect("stack");
+    let g = stack.gateway.clone();
+    let log_path = stack.home.path().join("kopf.log");
+    let (code, body) = http_request(
+        "POST",
+        &format!("{g}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+        Some("application/json"),
+        Some(CRD),
+    )
+    .unwrap();
+    assert_eq!(code, 201, "{body}");
+    wait_until("the CRD to serve", &log_path, || {
+        get(&format!("{g}{WS}")).0 == 200
+    });
+
+    let log = std::fs::File::create(&log_path).unwrap();
+    let port = free_port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/kopf_operator.py");
+    let mut kopf = Command::new("kopf")
+        .args(["run", "--standalone", "--namespace", "default"])
+        .arg(format!("--liveness=http://127.0.0.1:{port}/healthz"))
+        .arg(script)
+        .env("KUBECONFIG", &stack.kubeconfig)
+        .env("HOME", stack.home.path())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("spawn kopf");
+    wait_until("kopf's liveness endpoint", &log_path, || {
+        http_get(&format!("http://127.0.0.1:{port}/healthz")).is_ok_and(|(c, _)| c == 200)
+    });
+
+    let obj = |i: usize| format!("{g}{WS}/w{i}");
+    concurrently(|i| {
+        let body = json!({"apiVersion":"example.com/v1","kind":"Widget",
+                          "metadata":{"name":format!("w{i}")},"spec":{"n":0}});
+        let (code, text) = http_request(
+            "POST",
+            &format!("{g}{WS}"),
+            Some("application/json"),
+            Some(&body.to_string()),
+        )
+        .unwrap();
+        assert_eq!(code, 201, "{text}");
+    });
+    wait_until("every create handler", &log_path, || {
+        (0..N).all(|i| {
+            let (_, v) = get(&obj(i));
+            v["metadata"]["labels"]["handled"] == "created" && v["status"]["create_fn"]["n"] == 0
+        })
+    });
+    // The spec change, plus a burst of label patches on every object racing kopf's own
+    // patches of the same objects (none carries a resourceVersion, none may fail).
+    concurrently(|i| {
+        std::thread::scope(|s| {
+            for j in 0..6 {
+                let url = obj(i);
+                s.spawn(move || {
+                    let p = if j == 0 {
+                        r#"{"spec":{"n":1}}"#.to_string()
+                    } else {
+                        json!({"metadata":{"labels":{format!("burst{j}"): "x"}}}).to_string()
+                    };
+                    let (code, text) = http_request(
+                        "PATCH",
+                        &url,
+                        Some("application/merge-patch+json"),
+                        Some(&p),
+                    )
+                    .unwrap();
+                    assert_eq!(code, 200, "{text}");
+                });
+            }
+        });
+    });
+    wait_until("every update handler", &log_path, || {
+        (0..N).all(|i| {
+            let (_, v) = get(&obj(i));
+            v["metadata"]["labels"]["handled"] == "created"
+                && v["status"]["phase"] == "Updated"
+                && v["status"]["update_fn"]["n"] == 1
+        })
+    });
+    concurrently(|i| {
+        let (code, text) = http_request("DELETE", &obj(i), None, None).unwrap();
+        assert_eq!(code, 200, "{text}");
+    });
+    // kopf's finalizer holds each object until its delete handler ran.
+    wait_until("every object to go", &log_path, || {
+        (0..N).all(|i| get(&obj(i)).0 == 404)
+    });
+
+    let _ = kopf.kill();
+    let _ = kopf.wait();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ERROR") || l.contains("Traceback"))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "kopf logged errors:\n{}\n\nfull log:\n{log}",
+        errors.join("\n")
+    );
+    let ran = |h: &str| {
+        log.lines()
+            .filter(|l| l.contains(&format!("Handler '{h}' succeeded")))
+            .count()
+    };
+    assert_eq!(ran("create_fn"), N, "{log}");
+    // Once for the label the create handler set, then for our spec and label changes.
+    assert!(ran("update_fn") >= 2 * N, "{log}");
+    assert_eq!(ran("delete_fn"), N, "{log}");
+}
