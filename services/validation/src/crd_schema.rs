@@ -50,7 +50,9 @@ pub fn validate_crd(crd: &Value, _old: Option<&Value>) -> CrdResult {
         let base = format!("spec.versions[{i}].schema");
         match v.pointer("/schema/openAPIV3Schema") {
             Some(s) if !s.is_null() => {
-                if v.pointer("/subresources/status").is_some_and(|st| !st.is_null()) {
+                if v.pointer("/subresources/status")
+                    .is_some_and(|st| !st.is_null())
+                {
                     res.errors.extend(status_root_checks(s, &base));
                 }
                 res.errors.extend(validate_version_schema(s, &base))
@@ -156,7 +158,10 @@ const ROOT_FIELDS: &[(&str, Option<&str>)] = &[
     ("definitions", None),
     ("externalDocs", Some("ExternalDocs")),
     ("example", Some("Example")),
-    ("x-kubernetes-preserve-unknown-fields", Some("XPreserveUnknownFields")),
+    (
+        "x-kubernetes-preserve-unknown-fields",
+        Some("XPreserveUnknownFields"),
+    ),
     ("x-kubernetes-embedded-resource", None),
     ("x-kubernetes-int-or-string", None),
     ("x-kubernetes-list-map-keys", None),
@@ -1441,6 +1446,196 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    fn obj_schema(props: Value) -> Value {
+        json!({"type": "object", "properties": props})
+    }
+
+    /// One case per check fixed or added in the audit against apiextensions-apiserver
+    /// pkg/apis/apiextensions/validation/validation.go and pkg/apiserver/schema/validation.go.
+    #[test]
+    fn audited_schema_checks() {
+        let p = "spec.versions[0].schema.openAPIV3Schema";
+        let cases: Vec<(Value, Vec<String>)> = vec![
+            // A typeless field that preserves unknown fields is structural (tekton, argo,
+            // cert-manager's webhook config, flux's values …).
+            (
+                obj_schema(json!({"config": {"x-kubernetes-preserve-unknown-fields": true}})),
+                vec![],
+            ),
+            (
+                obj_schema(json!({"list": {"type": "array",
+                    "items": {"x-kubernetes-preserve-unknown-fields": true}}})),
+                vec![],
+            ),
+            // Without it the type is still required.
+            (
+                obj_schema(json!({"config": {"description": "x"}})),
+                vec![format!(
+                    "{p}.properties[config].type: Required value: must not be empty for specified object fields"
+                )],
+            ),
+            // `additionalProperties: false` alone is accepted (no check in current upstream);
+            // with properties it is refused as mutually exclusive.
+            (
+                obj_schema(json!({"m": {"type": "object", "additionalProperties": false}})),
+                vec![],
+            ),
+            (
+                obj_schema(
+                    json!({"m": {"type": "object", "additionalProperties": false,
+                    "properties": {"a": {"type": "string"}}}}),
+                ),
+                vec![format!(
+                    "{p}.properties[m].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+                )],
+            ),
+            // Items of a set list: non-atomic list items and non-atomic map items.
+            (
+                obj_schema(
+                    json!({"s": {"type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "array", "x-kubernetes-list-type": "set",
+                        "items": {"type": "string"}}}}),
+                ),
+                vec![format!(
+                    r#"{p}.properties[s].items.x-kubernetes-list-type: Invalid value: "set": must be atomic as item of a list with x-kubernetes-list-type=set"#
+                )],
+            ),
+            (
+                obj_schema(
+                    json!({"s": {"type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "object", "properties": {"a": {"type": "string"}}}}}),
+                ),
+                vec![format!(
+                    r#"{p}.properties[s].items.x-kubernetes-map-type: Invalid value: "null": must be atomic as item of a list with x-kubernetes-list-type=set"#
+                )],
+            ),
+            // Set and map items cannot be nullable (validateMapListKeysMapSet).
+            (
+                obj_schema(
+                    json!({"s": {"type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "string", "nullable": true}}}),
+                ),
+                vec![format!(
+                    "{p}.properties[s].items.nullable: Forbidden: cannot be nullable when x-kubernetes-list-type is set"
+                )],
+            ),
+            // Map keys: required or defaulted, not nullable.
+            (
+                obj_schema(
+                    json!({"l": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["k"],
+                    "items": {"type": "object", "properties": {
+                        "k": {"type": "string", "nullable": true}}}}}),
+                ),
+                vec![
+                    format!(
+                        "{p}.properties[l].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                    ),
+                    format!(
+                        "{p}.properties[l].items.properties[k].nullable: Forbidden: this property is in x-kubernetes-list-map-keys, so it cannot be nullable"
+                    ),
+                ],
+            ),
+            // x-kubernetes-validations rule texts.
+            (
+                json!({"type": "object", "x-kubernetes-validations": [
+                    {"rule": " "},
+                    {"rule": "self.a", "message": " "},
+                    {"rule": "self.a", "message": "a\nb"},
+                    {"rule": "self.a ||\n self.b"},
+                    {"rule": "self.a", "messageExpression": " ", "reason": "Nope"},
+                    {"rule": "self.a", "fieldPath": " "},
+                    {"rule": "self.a", "fieldPath": ".a\n"}]}),
+                vec![
+                    format!(
+                        "{p}.x-kubernetes-validations[0].rule: Required value: rule is not specified"
+                    ),
+                    format!(
+                        r#"{p}.x-kubernetes-validations[1].message: Invalid value: " ": must be non-empty if specified"#
+                    ),
+                    format!(
+                        r#"{p}.x-kubernetes-validations[2].message: Invalid value: "a\nb": must not contain line breaks"#
+                    ),
+                    format!(
+                        "{p}.x-kubernetes-validations[3].message: Required value: message must be specified if rule contains line breaks"
+                    ),
+                    format!(
+                        "{p}.x-kubernetes-validations[4].messageExpression: Required value: messageExpression must be non-empty if specified"
+                    ),
+                    format!(
+                        r#"{p}.x-kubernetes-validations[4].reason: Unsupported value: "Nope": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#
+                    ),
+                    format!(
+                        r#"{p}.x-kubernetes-validations[5].fieldPath: Invalid value: " ": must be non-empty if specified"#
+                    ),
+                    format!(
+                        r#"{p}.x-kubernetes-validations[6].fieldPath: Invalid value: ".a\n": must not contain line breaks"#
+                    ),
+                ],
+            ),
+            // Structural errors come before the generic OpenAPI ones.
+            (
+                obj_schema(json!({"a": {"description": "x"},
+                    "b": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}})),
+                vec![
+                    format!(
+                        "{p}.properties[a].type: Required value: must not be empty for specified object fields"
+                    ),
+                    format!(
+                        "{p}.properties[b].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+                    ),
+                ],
+            ),
+        ];
+        for (schema, want) in cases {
+            assert_eq!(msgs(schema.clone()), want, "{schema}");
+        }
+    }
+
+    #[test]
+    fn status_subresource_root_restrictions() {
+        let p = "spec.versions[0].schema.openAPIV3Schema";
+        let base = "spec.versions[0].schema";
+        let m = |s: Value| -> Vec<String> {
+            status_root_checks(&s, base)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(
+            m(
+                json!({"type": "object", "description": "d", "required": ["spec"],
+            "properties": {}, "x-kubernetes-preserve-unknown-fields": true})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            m(json!({"type": "array", "items": {"type": "string"}})),
+            vec![format!(
+                r#"{p}.type: Invalid value: "array": only "object" is allowed as the type at the root of the schema if the status subresource is enabled"#
+            )]
+        );
+        let e = status_root_checks(&json!({"type": "object", "maxProperties": 3}), base);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].field, p);
+        assert_eq!(
+            e[0].detail,
+            "only [Description Type Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items Properties ExternalDocs Example XPreserveUnknownFields XValidations] fields are allowed at the root of the schema if the status subresource is enabled"
+        );
+        // Zero values (false, "") are skipped like Go's reflect-based check.
+        assert!(m(json!({"type": "object", "nullable": false, "x-kubernetes-embedded-resource": false})).is_empty());
+        // Only versions with the status subresource are checked.
+        let crd = |sub: Value| {
+            json!({"spec": {"versions": [{"name": "v1", "subresources": sub,
+                "schema": {"openAPIV3Schema": {"type": "object", "maxProperties": 3}}}]}})
+        };
+        assert_eq!(
+            validate_crd(&crd(json!({"status": {}})), None).errors.len(),
+            1
+        );
+        assert!(validate_crd(&crd(json!({})), None).errors.is_empty());
     }
 
     #[test]
