@@ -34,6 +34,13 @@ const REFUSED: &[(&str, &str, &[&str])] = &[
         &["spec.templates[1].container.volumeMounts[0].mountPath: Required value"],
     ),
     (
+        "external-secrets/examples/04-secretstore-demo-store.yaml",
+        "demo-store",
+        &[
+            r#"spec.provider.gcpsm.projectID: Invalid value: "array": spec.provider.gcpsm.projectID in body must be of type string: "array""#,
+        ],
+    ),
+    (
         "istio/examples/invalid-08-proxyconfig-bad-concurrency.yaml",
         "bad-concurrency",
         &[
