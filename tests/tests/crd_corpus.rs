@@ -237,6 +237,9 @@ fn apply_examples(stack: &Stack, kubectl: &Path, corpus: &Path, project: &Path) 
             accepted.push(e.to_string_lossy().into_owned());
         }
     }
+    // Refresh kubectl's discovery cache (CRDs created after the last invocation's discovery).
+    let d = stack.kubectl(kubectl, &["api-resources", "-o", "name"]);
+    assert!(d.ok, "api-resources: {}", d.stderr);
     for ns in &namespaces {
         let o = stack.kubectl(kubectl, &["create", "namespace", ns]);
         assert!(
