@@ -34,6 +34,13 @@ const REFUSED: &[(&str, &str, &[&str])] = &[
         &["spec.templates[1].container.volumeMounts[0].mountPath: Required value"],
     ),
     (
+        "external-secrets/examples/04-secretstore-demo-store.yaml",
+        "demo-store",
+        &[
+            r#"spec.provider.gcpsm.projectID: Invalid value: "array": spec.provider.gcpsm.projectID in body must be of type string: "array""#,
+        ],
+    ),
+    (
         "istio/examples/invalid-08-proxyconfig-bad-concurrency.yaml",
         "bad-concurrency",
         &[
@@ -230,6 +237,9 @@ fn apply_examples(stack: &Stack, kubectl: &Path, corpus: &Path, project: &Path) 
             accepted.push(e.to_string_lossy().into_owned());
         }
     }
+    // Refresh kubectl's discovery cache (CRDs created after the last invocation's discovery).
+    let d = stack.kubectl(kubectl, &["api-resources", "-o", "name"]);
+    assert!(d.ok, "api-resources: {}", d.stderr);
     for ns in &namespaces {
         let o = stack.kubectl(kubectl, &["create", "namespace", ns]);
         assert!(
