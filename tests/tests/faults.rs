@@ -546,28 +546,11 @@ fn check(fault: Fault, o: &Outcome, expect_no_loss: bool) {
         "{label}: watch violations: {:?}",
         w.violations
     );
-    let redis_restart = !matches!(fault, Fault::Kill(k) if k != "redis-server");
-    if w.state != o.final_list && redis_restart && !strict_watch() {
-        // Known gap: the storage's pub/sub subscriber does not come back after a Redis
-        // restart yet (its reconnection is separate work), so a watch open across the
-        // restart goes quiet instead of ending. CRDPLANE_FAULTS_STRICT_WATCH=1 asserts it.
-        let missing = o
-            .final_list
-            .iter()
-            .filter(|(k, v)| w.state.get(*k) != Some(v))
-            .count();
-        eprintln!(
-            "{label}: KNOWN GAP: the watcher missed {missing} objects after the Redis restart \
-             (last revision seen {}; watches do not survive a Redis restart yet)",
-            w.last
-        );
-    } else {
-        assert_eq!(
-            w.state, o.final_list,
-            "{label}: the watcher's view differs from the final list (events {}, relists {})",
-            w.events, w.relists
-        );
-    }
+    assert_eq!(
+        w.state, o.final_list,
+        "{label}: the watcher's view differs from the final list (events {}, relists {})",
+        w.events, w.relists
+    );
     eprintln!(
         "{label}: {} acknowledged writes, {} lost, watcher: {} events, {} relists",
         o.acked.len(),
@@ -575,10 +558,6 @@ fn check(fault: Fault, o: &Outcome, expect_no_loss: bool) {
         w.events,
         w.relists
     );
-}
-
-fn strict_watch() -> bool {
-    std::env::var("CRDPLANE_FAULTS_STRICT_WATCH").is_ok_and(|v| v == "1")
 }
 
 fn full() -> bool {
