@@ -13,6 +13,7 @@ for i = 5, #ARGV, 3 do
     local json = head .. rv .. ARGV[i + 2]
     redis.call('HSET', KEYS[2], key, rv .. ':' .. #head .. ':' .. json)
     redis.call('ZADD', KEYS[3], 0, key)
+    index_owners(key, nil, json)
     history(rv, ARGV[1], 't', 'A', 'k', key, 'o', json)
     redis.call('PUBLISH', ARGV[2], 'A' .. rv .. '\n' .. key .. '\n' .. json)
     if ARGV[3] ~= '' then

@@ -18,6 +18,7 @@ local rv = nextrv()
 local dead = string.sub(json, 1, off) .. rv .. string.sub(json, off + 1 + #currv)
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
+index_owners(ARGV[1], json, nil)
 history(rv, ARGV[2], 't', 'D', 'k', ARGV[1], 'o', dead)
 redis.call('PUBLISH', ARGV[3], 'D' .. rv .. '\n' .. ARGV[1] .. '\n' .. dead)
 if ARGV[5] ~= '' then

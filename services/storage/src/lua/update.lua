@@ -20,6 +20,7 @@ local old = string.sub(cur, #currv + #off + 3)
 off = tonumber(off)
 local prev = string.sub(old, 1, off) .. rv .. string.sub(old, off + 1 + #currv)
 redis.call('HSET', KEYS[2], ARGV[1], rv .. ':' .. #ARGV[2] .. ':' .. json)
+index_owners(ARGV[1], old, json)
 history(rv, ARGV[4], 't', 'M', 'k', ARGV[1], 'o', json, 'p', prev)
 redis.call('PUBLISH', ARGV[5], 'M' .. rv .. '\n' .. ARGV[1] .. '\n' .. #prev .. '\n' .. prev .. json)
 if ARGV[7] ~= '' then
