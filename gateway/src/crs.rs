@@ -134,12 +134,7 @@ pub fn parse_object(b: &[u8]) -> Result<Value, ApiError> {
 /// Decodes a request body (JSON, or YAML by Content-Type) into a JSON object.
 pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
     let ct = req.header("content-type").unwrap_or("application/json");
-    let mime = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let mime = crate::http::media_type(ct);
     let v: Value = match mime.as_str() {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
             let s =
@@ -971,12 +966,7 @@ async fn update(
 
 /// Applies a JSON patch or merge patch document to `target` (upstream patch.go semantics).
 pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<Value, ApiError> {
-    let mime = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let mime = crate::http::media_type(content_type);
     match mime.as_str() {
         "application/merge-patch+json" => {
             let p: Value = serde_json::from_slice(patch)
@@ -1002,12 +992,7 @@ async fn patch(
 ) -> Result<Response<Body>, ApiError> {
     let ct = req.header("content-type").unwrap_or("").to_string();
     // Reject unsupported types before touching storage.
-    let mime = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let mime = crate::http::media_type(&ct);
     if !PATCH_TYPES.contains(&mime.as_str()) {
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
     }

@@ -28,6 +28,17 @@ pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body>
     r
 }
 
+/// The media type of a Content-Type value, without parameters, lower-cased
+/// (`application/json; charset=utf-8` → `application/json`).
+pub fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// The Status response of `e`; a Status with `retryAfterSeconds` also gets the `Retry-After`
 /// header (apiserver `endpoints/handlers/responsewriters/writers.go` ErrorNegotiated).
 pub fn error_response(e: &ApiError) -> Response<Body> {

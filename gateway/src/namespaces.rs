@@ -837,12 +837,7 @@ pub fn patch_builtin(
     fields: crate::strategic::Fields,
 ) -> Result<Value, ApiError> {
     let ct = req.header("content-type").unwrap_or("");
-    let mime = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let mime = crate::http::media_type(ct);
     match mime.as_str() {
         "application/strategic-merge-patch+json" => crate::strategic::apply(old, &req.body, fields),
         "application/json-patch+json" | "application/merge-patch+json" => {

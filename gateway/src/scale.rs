@@ -560,12 +560,7 @@ async fn patch(
     paths: &ScalePaths,
 ) -> Result<Response<Body>, ApiError> {
     let ct = req.header("content-type").unwrap_or("").to_string();
-    let mime = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let mime = crate::http::media_type(&ct);
     if !crate::crs::PATCH_TYPES.contains(&mime.as_str()) {
         return Err(ApiError::unsupported_media_type(&crate::crs::PATCH_TYPES));
     }

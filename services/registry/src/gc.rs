@@ -40,6 +40,7 @@
 //! Every object write is a CAS as well: a lost race is re-read on the next pass.
 
 use crate::crd::CrdView;
+use crate::lifecycle::get_opt;
 use crate::service::RegistryService;
 use crdplane_core::ApiError;
 use crdplane_core::gcqueue::{self, Owner};
@@ -343,23 +344,6 @@ fn write_of(v: &Value) -> Result<pb::ObjectWrite, ApiError> {
 
 fn code(s: &tonic::Status) -> u16 {
     ApiError::from_grpc(s).code
-}
-
-async fn get_opt(st: &mut Storage, key: &pb::ObjectKey) -> Result<Option<(Value, u64)>, ApiError> {
-    match st
-        .get(pb::GetRequest {
-            key: Some(key.clone()),
-        })
-        .await
-    {
-        Ok(o) => {
-            let o = o.into_inner();
-            let v = serde_json::from_slice(&o.json).map_err(ApiError::internal)?;
-            Ok(Some((v, o.resource_version)))
-        }
-        Err(s) if code(&s) == 404 => Ok(None),
-        Err(s) => Err(ApiError::from_grpc(&s)),
-    }
 }
 
 /// CAS update; the new resourceVersion.

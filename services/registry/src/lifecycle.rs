@@ -802,7 +802,7 @@ impl RegistryService {
     }
 }
 
-type ApiResultOpt = Result<Option<(Value, u64)>, ApiError>;
+pub(crate) type ApiResultOpt = Result<Option<(Value, u64)>, ApiError>;
 
 fn ns_key(tenant: &str, name: &str) -> pb::ObjectKey {
     pb::ObjectKey {
@@ -818,7 +818,8 @@ fn ns_key(tenant: &str, name: &str) -> pb::ObjectKey {
 
 type Storage = crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>;
 
-async fn get_opt(st: &mut Storage, key: &pb::ObjectKey) -> ApiResultOpt {
+/// The stored object at `key` and its resourceVersion; None when there is none.
+pub(crate) async fn get_opt(st: &mut Storage, key: &pb::ObjectKey) -> ApiResultOpt {
     match st
         .get(pb::GetRequest {
             key: Some(key.clone()),
