@@ -817,9 +817,12 @@ fn dry_run_writes_persist_nothing() {
 
 /// Waits (polling, bounded) until `path` answers 404: work of the background garbage collector.
 fn gone_within(api: &Api, path: &str, limit: Duration) {
-    let deadline = std::time::Instant::now() + limit;
+    let deadline = Instant::now() + limit;
     while api.get(path).0 != 404 {
-        assert!(std::time::Instant::now() < deadline, "{path} still there after {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{path} still there after {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
