@@ -118,7 +118,21 @@ async fn unary_concurrent_errors_streams_and_reconnect() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(failed, "calls must fail while the server is down");
-    let listener = bind(&addr.to_string());
+    // `shutdown_background` drops the old listener asynchronously: rebind once it is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let listener = loop {
+        match std::net::TcpListener::bind(addr) {
+            Ok(l) => {
+                l.set_nonblocking(true).unwrap();
+                break l;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                assert!(std::time::Instant::now() < deadline, "{addr} still in use");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("bind {addr}: {e}"),
+        }
+    };
     let (server, _reporter) = tokio::task::spawn_blocking(move || start(listener))
         .await
         .unwrap();
