@@ -194,9 +194,7 @@ fn install_project(stack: &Stack, kubectl: &Path, corpus: &Path, project: &Path)
     for name in annotation_too_long_names(&o.stderr) {
         let file = yaml_files(&crds)
             .into_iter()
-            .find(|f| {
-                crd_names(&std::fs::read_to_string(f).unwrap_or_default()).contains(&name)
-            })
+            .find(|f| crd_names(&std::fs::read_to_string(f).unwrap_or_default()).contains(&name))
             .unwrap_or_else(|| panic!("no file of {crd_dir} defines CRD {name}"));
         too_long.insert(file.to_string_lossy().into_owned());
     }
