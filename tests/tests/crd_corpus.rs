@@ -298,8 +298,26 @@ fn apply_examples(stack: &Stack, kubectl: &Path, corpus: &Path, project: &Path) 
     }
 }
 
+/// The oldest kubectl found (Debian's 1.20). The two kubectls run as two tests so that the test
+/// harness runs them side by side (each on its own stack).
 #[test]
-fn every_corpus_crd_installs_and_its_examples_apply() {
+fn every_corpus_crd_installs_and_its_examples_apply_oldest_kubectl() {
+    corpus_run(Which::Oldest);
+}
+
+/// The newest kubectl found (and, with `CRDPLANE_CORPUS_ALL_KUBECTLS`, every one in between).
+#[test]
+fn every_corpus_crd_installs_and_its_examples_apply_newest_kubectl() {
+    corpus_run(Which::Newest);
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Which {
+    Oldest,
+    Newest,
+}
+
+fn corpus_run(which: Which) {
     let Some(corpus) = corpus_dir() else {
         eprintln!(
             "skipped: no CRD corpus (set CRDPLANE_CRD_CORPUS or put shared/ beside the repo)"
@@ -311,14 +329,14 @@ fn every_corpus_crd_installs_and_its_examples_apply() {
         eprintln!("skipped: no kubectl found");
         return;
     }
-    let chosen: Vec<PathBuf> = if std::env::var_os("CRDPLANE_CORPUS_ALL_KUBECTLS").is_some() {
-        all
-    } else {
-        let mut v = vec![all[0].clone()];
-        if all.len() > 1 {
-            v.push(all[all.len() - 1].clone());
+    let chosen: Vec<PathBuf> = match which {
+        Which::Oldest => vec![all[0].clone()],
+        // With one kubectl only, the oldest test already covers it.
+        Which::Newest if all.len() == 1 => Vec::new(),
+        Which::Newest if std::env::var_os("CRDPLANE_CORPUS_ALL_KUBECTLS").is_some() => {
+            all[1..].to_vec()
         }
-        v
+        Which::Newest => vec![all[all.len() - 1].clone()],
     };
     let mut projects: Vec<PathBuf> = std::fs::read_dir(&corpus)
         .expect("read corpus")
