@@ -213,6 +213,7 @@ class State:
         self.steady_probe = None  # (index, {watcher: time}) for the steady-state spread
         self.stop = False
         self.errors = 0
+        self.codes = {}  # failed attempts by HTTP status (0: no response within 5 s)
 
 
 async def writer(port, state, rate):
@@ -235,6 +236,7 @@ async def writer(port, state, rate):
             await asyncio.sleep(max(0, next_due - now()))
         else:
             state.errors += 1
+            state.codes[status] = state.codes.get(status, 0) + 1
             retried = True
             await asyncio.sleep(0.02)
 
@@ -300,9 +302,10 @@ async def one_size(args, n):
         for run in range(1, args.runs + 1):
             await asyncio.sleep(3)
             # Steady state: the spread of one ordinary write's arrival over the N watches.
-            k = max(state.acked) + 1
+            k = max(state.acked) + 2  # k - 1 may be on its way already
             state.steady_probe = (k, {})
             await wait_until(lambda: _probe_done(state, n), 10, 0.01)
+            await wait_until(lambda: _acked(state, k), 10, 0.01)
             probe = state.steady_probe
             state.steady_probe = None
             steady = None
@@ -365,6 +368,7 @@ async def one_size(args, n):
         lost = sum(1 for k in acked if f"w-{k}" not in names)
         summary = {"watchers": n, "acknowledged_writes": len(acked),
                    "ambiguous_writes": state.ambiguous, "failed_attempts": state.errors,
+                   "failed_by_status": state.codes,
                    "missed_deliveries": missed, "lost_acknowledged_writes": lost,
                    "relists": sum(w.relists for w in watchers)}
         print(json.dumps(summary), flush=True)
@@ -415,6 +419,10 @@ async def _all_seen(watchers, k):
     return all(k < len(w.seen) and w.seen[k] for w in watchers)
 
 
+async def _acked(state, k):
+    return k in state.acked
+
+
 async def _probe_done(state, n):
     return len(state.steady_probe[1]) == n
 
@@ -448,8 +456,8 @@ def main():
     table = []
     for n in [int(x) for x in args.watchers.split(",")]:
         table.append(asyncio.run(one_size(args, n)))
-    print("\nms from Redis answering PONG again (steady = the same for an ordinary write, "
-          "from its acknowledgement)")
+    print("\nms from Redis answering PONG again; steady = last - first arrival of one ordinary "
+          "write over the watches before the kill (this client's own spread)")
     print(f"{'watches':>7} {'run':>3} {'down':>6} {'readyz':>6} {'write':>6} {'first':>6} "
           f"{'last':>6} {'steady':>11} {'ended':>5} {'410':>4}")
     for results, summary in table:
@@ -461,7 +469,8 @@ def main():
                   f"{r['ended']:>5} {r['expired_410']:>4}")
         print(f"{'':>7} acknowledged writes {summary['acknowledged_writes']}, missed deliveries "
               f"{summary['missed_deliveries']}, lost {summary['lost_acknowledged_writes']}, "
-              f"ambiguous {summary['ambiguous_writes']}, relists {summary['relists']}")
+              f"ambiguous {summary['ambiguous_writes']}, relists {summary['relists']}, "
+              f"failed attempts by status {summary['failed_by_status']}")
     bad = any(s["missed_deliveries"] or s["lost_acknowledged_writes"] for _, s in table)
     sys.exit(1 if bad else 0)
 
