@@ -148,9 +148,6 @@ async def fill(port, addrs, per_address, held, expect, batch=400):
         while per_address is None or n_src < per_address:
             k = batch if per_address is None else min(batch, per_address - n_src)
             k = max(1, min(k, expect - len(held)))
-            if os.environ.get("CONN_DEBUG"):
-                with SPARE:
-                    print(len(held), k, len(os.listdir("/proc/self/fd")), file=sys.stderr)
             res = await asyncio.gather(*[connect(port, src) for _ in range(k)])
             refused = None
             for c, how in res:
