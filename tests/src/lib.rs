@@ -106,8 +106,12 @@ pub fn redis_server_bin() -> String {
     std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
-/// The workspace's target directory holding the built binaries of this test build.
+/// The directory holding the binaries the tests start: `$CRDPLANE_BIN_DIR` if set (e.g. the
+/// release binaries, to measure with a test), else the target directory of this test build.
 pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CRDPLANE_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
     // tests run from target/<profile>/deps/<test-binary>
     let exe = std::env::current_exe().expect("current exe");
     exe.parent()

@@ -432,6 +432,7 @@ fn collection_resumes_after_the_registry_is_killed() {
 
 /// Measures the time from an owner's deletion to the last of 10,000 dependents gone.
 /// `cargo test -p crdplane-tests --test gc -- --ignored --nocapture gc_measure`
+/// (with `CRDPLANE_BIN_DIR=target/release` it measures the release binaries)
 #[test]
 #[ignore]
 fn gc_measure_10000_dependents() {
