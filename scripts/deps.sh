@@ -2,7 +2,7 @@
 # Installs what crdplane needs beyond the Rust toolchain, on Debian:
 #   redis-server (always), and with --test: Debian's kubectl 1.20 (kubernetes-client),
 #   extracted into .tools/ so it can sit beside any other kubectl, and the Python
-#   `kubernetes` client and kopf.
+#   `kubernetes` client and kopf, and @kubernetes/client-node (npm ci in tests/node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=false
@@ -44,5 +44,15 @@ if $want_test; then
   if ! command -v kopf >/dev/null 2>&1; then
     echo "installing kopf (the Python operator framework)" >&2
     python3 -m pip install -q kopf 2>/dev/null || python3 -m pip install -q --break-system-packages kopf
+  fi
+  # @kubernetes/client-node for tests/tests/client_node.rs, pinned by tests/node/package-lock.json.
+  if [ ! -f tests/node/node_modules/@kubernetes/client-node/package.json ] \
+    || [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+      echo "installing Node.js and npm (for @kubernetes/client-node)" >&2
+      apt_install nodejs npm
+    fi
+    echo "installing @kubernetes/client-node into tests/node" >&2
+    (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi

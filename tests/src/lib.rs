@@ -765,3 +765,37 @@ impl Drop for Replicas {
         }
     }
 }
+
+/// (interpreter, its `kubernetes` client version) for each distinct Python interpreter that
+/// has the client: Debian's python3-kubernetes 22.6 for /usr/bin/python3 and the newest pip
+/// release for the `python3` on PATH (both installed by scripts/deps.sh --test).
+pub fn python_interpreters() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for py in ["/usr/bin/python3", "python3"] {
+        let Ok(o) = Command::new(py)
+            .args([
+                "-c",
+                "import sys, kubernetes; print(sys.executable, kubernetes.__version__)",
+            ])
+            .output()
+        else {
+            continue;
+        };
+        if !o.status.success() {
+            continue;
+        }
+        let s = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let Some((exe, ver)) = s.rsplit_once(' ') else {
+            continue;
+        };
+        if !out.iter().any(|(e, _)| e == exe) {
+            out.push((exe.to_string(), ver.to_string()));
+        }
+    }
+    if !out.iter().any(|(_, v)| v.starts_with("22.")) {
+        eprintln!(
+            "note: Debian's python3-kubernetes 22.6 is not installed (scripts/deps.sh --test)"
+        );
+    }
+    out
+}

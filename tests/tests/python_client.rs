@@ -1,28 +1,31 @@
-//! The Python `kubernetes` client (installed by scripts/deps.sh --test) against the real stack.
+//! The Python `kubernetes` client, every release on this machine (Debian's 22.6 and the newest
+//! pip release, installed by scripts/deps.sh --test), against the real stack.
 
 use crdplane_tests::Stack;
 
 #[test]
 fn python_kubernetes_client_custom_objects() {
-    let have = std::process::Command::new("python3")
-        .args(["-c", "import kubernetes"])
-        .status()
-        .is_ok_and(|s| s.success());
+    let pys = crdplane_tests::python_interpreters();
     assert!(
-        have,
+        !pys.is_empty(),
         "the Python kubernetes client is missing: run scripts/deps.sh --test"
     );
     let stack = Stack::start_with_redis().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/custom_objects.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(format!("{}/clusters/python", stack.gateway))
-        .output()
-        .unwrap();
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{o}{e}");
-    assert!(o.contains("all checks passed"), "{o}{e}");
+    for (i, (py, ver)) in pys.iter().enumerate() {
+        let out = std::process::Command::new(py)
+            .arg(script)
+            .arg(format!("{}/clusters/python{i}", stack.gateway))
+            .output()
+            .unwrap();
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{py} (kubernetes {ver}):\n{o}{e}");
+        assert!(
+            o.contains("all checks passed"),
+            "{py} (kubernetes {ver}):\n{o}{e}"
+        );
+    }
 }

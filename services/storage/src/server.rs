@@ -69,11 +69,13 @@ fn out(s: Stored) -> Response<pb::StoredObject> {
     })
 }
 
+/// The answer to a dry-run write: the object as it would be stored. A dry-run create has no
+/// resourceVersion yet, and upstream leaves the field out rather than sending `""`
+/// (apiserver `pkg/registry/generic/registry/dryrun.go` Create copies the unstored object;
+/// apimachinery `unstructured.go` SetResourceVersion("") removes `metadata.resourceVersion`).
 fn dry(head: &[u8], tail: &[u8], rv: u64) -> Response<pb::StoredObject> {
     let json = if rv == 0 {
-        let mut v = head.to_vec();
-        v.extend_from_slice(tail);
-        v
+        without_resource_version(head, tail)
     } else {
         crdplane_core::rvslot::join(head, rv, tail)
     };
@@ -81,6 +83,21 @@ fn dry(head: &[u8], tail: &[u8], rv: u64) -> Response<pb::StoredObject> {
         json: json.into(),
         resource_version: rv,
     })
+}
+
+/// `head + tail` with the empty `"resourceVersion":""` member (the slot) cut out.
+fn without_resource_version(head: &[u8], tail: &[u8]) -> Vec<u8> {
+    // head ends with `"resourceVersion":"` (checked by write_parts), tail starts with `"`.
+    let mut h = &head[..head.len() - b"\"resourceVersion\":\"".len()];
+    let mut t = &tail[1..];
+    if h.ends_with(b",") {
+        h = &h[..h.len() - 1];
+    } else if t.starts_with(b",") {
+        t = &t[1..];
+    }
+    let mut v = h.to_vec();
+    v.extend_from_slice(t);
+    v
 }
 
 /// How long a list waits for the revision to reach a requested resourceVersion before
@@ -850,6 +867,33 @@ impl Storage for StorageService {
 mod tests {
     use super::*;
     use crate::watch::LiveEvent;
+
+    /// A dry-run create answers without `metadata.resourceVersion`, wherever the slot sits.
+    #[test]
+    fn dry_run_create_has_no_resource_version() {
+        let cases = [
+            serde_json::json!({"kind":"W","metadata":{"name":"n","namespace":"x"},"spec":{}}),
+            serde_json::json!({"metadata":{"resourceVersion":"5"}}),
+            serde_json::json!({"kind":"W"}),
+            serde_json::json!({"metadata":{"resourceVersion":"","name":"n"}}),
+        ];
+        for obj in cases {
+            let (head, tail) = crdplane_core::rvslot::split(&obj).unwrap();
+            let out = dry(&head, &tail, 0).into_inner();
+            let got: serde_json::Value = serde_json::from_slice(&out.json).unwrap();
+            let mut want = obj.clone();
+            let meta = want
+                .as_object_mut()
+                .unwrap()
+                .entry("metadata")
+                .or_insert_with(|| serde_json::json!({}));
+            meta.as_object_mut().unwrap().remove("resourceVersion");
+            assert_eq!(got, want, "{obj}");
+            let kept = dry(&head, &tail, 9).into_inner();
+            let got: serde_json::Value = serde_json::from_slice(&kept.json).unwrap();
+            assert_eq!(got["metadata"]["resourceVersion"], "9");
+        }
+    }
 
     fn ev(kind: u8, key: &str, json: &str) -> LiveEvent {
         LiveEvent {
