@@ -259,8 +259,8 @@ fn objects_are_bounded_by_upstreams_size_limits() {
     assert_eq!(code, 201, "{e}");
 
     // Under etcd's limit: stored.
-    let (code, e) = call(&stack, "POST", BLOBS, &blob("small", 1_000_000));
-    assert_eq!(code, 201, "{e}");
+    let (code, small) = call(&stack, "POST", BLOBS, &blob("small", 1_000_000));
+    assert_eq!(code, 201, "{small}");
     // Over etcd's 1.5 MiB but under the 3 MiB request limit: etcd refuses the write.
     let (code, e) = call(&stack, "POST", BLOBS, &blob("big", 2_000_000));
     assert_etcd_too_large(code, &e);
@@ -270,8 +270,12 @@ fn objects_are_bounded_by_upstreams_size_limits() {
     let (code, e) = call(&stack, "POST", &format!("{BLOBS}?dryRun=All"), &blob("big", 2_000_000));
     assert_eq!(code, 201, "{e}");
     // An update that grows an object over the limit is refused the same way.
-    let (code, e) = call(&stack, "PUT", &format!("{BLOBS}/small"), &blob("small", 2_000_000));
+    let mut grown: serde_json::Value = serde_json::from_str(&blob("small", 2_000_000)).unwrap();
+    grown["metadata"]["resourceVersion"] = small["metadata"]["resourceVersion"].clone();
+    let (code, e) = call(&stack, "PUT", &format!("{BLOBS}/small"), &grown.to_string());
     assert_etcd_too_large(code, &e);
+    let (code, e) = call(&stack, "GET", &format!("{BLOBS}/small"), "");
+    assert_eq!((code, &e["metadata"]["resourceVersion"]), (200, &small["metadata"]["resourceVersion"]));
     // Over the 3 MiB request body limit: 413 before anything is decoded.
     let (code, e) = call(&stack, "POST", BLOBS, &blob("huge", 3_200_000));
     assert_eq!(code, 413, "{e}");
