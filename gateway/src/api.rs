@@ -11,8 +11,8 @@ use crdplane_proto::v1::registry_client::RegistryClient;
 use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_proto::v1::validation_client::ValidationClient;
 use futures::FutureExt;
-use http_body_util::BodyExt;
 use http::{Method, Request, Response};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
@@ -296,7 +296,12 @@ async fn serve_socket(
     // life, and most connections of a watch-heavy gateway are idle watches (~7 KiB unboxed).
     let handler =
         move |parts, body| -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
-            Box::pin(handle_buffered(c.clone(), parts, body, ClientKey::Address(peer)))
+            Box::pin(handle_buffered(
+                c.clone(),
+                parts,
+                body,
+                ClientKey::Address(peer),
+            ))
         };
     let Ok(Some(h2)) = crate::http1::serve_connection(sock, handler, limits).await else {
         return;

@@ -1056,7 +1056,10 @@ mod tests {
         let (addr, _) = server().await;
         // The oversized body is read (and dropped) before the answer, as Go's server does,
         // so a client still writing it reads the 413 rather than a broken pipe.
-        let wire = format!("POST /a HTTP/1.1\r\nContent-Length: 65\r\n\r\n{}", "x".repeat(65));
+        let wire = format!(
+            "POST /a HTTP/1.1\r\nContent-Length: 65\r\n\r\n{}",
+            "x".repeat(65)
+        );
         let out = exchange(addr, wire.as_bytes()).await;
         assert!(
             out.starts_with("HTTP/1.1 413 Payload Too Large\r\n"),

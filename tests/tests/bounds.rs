@@ -78,7 +78,10 @@ async fn watch_from(src: &str, to: SocketAddr, path: &str) -> (TcpStream, u16, S
 fn assert_too_many(status: u16, head: &str, body: &[u8]) {
     assert_eq!(status, 429, "{head}");
     assert!(head.contains("\r\nretry-after: 1\r\n"), "{head}");
-    assert!(head.contains("content-type: text/plain; charset=utf-8"), "{head}");
+    assert!(
+        head.contains("content-type: text/plain; charset=utf-8"),
+        "{head}"
+    );
     assert_eq!(
         String::from_utf8_lossy(body),
         "Too many requests, please try again later.\n"
@@ -95,7 +98,10 @@ async fn admitted_within(src: &str, to: SocketAddr, path: &str, within: Duration
             return c;
         }
         assert_eq!(status, 429, "{head}");
-        assert!(Instant::now() < deadline, "no slot came back within {within:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no slot came back within {within:?}"
+        );
         tokio::task::yield_now().await;
     }
 }
@@ -267,7 +273,12 @@ fn objects_are_bounded_by_upstreams_size_limits() {
     let (code, _) = call(&stack, "GET", &format!("{BLOBS}/big"), "");
     assert_eq!(code, 404, "nothing was stored");
     // A dry run never reaches etcd upstream: it passes.
-    let (code, e) = call(&stack, "POST", &format!("{BLOBS}?dryRun=All"), &blob("big", 2_000_000));
+    let (code, e) = call(
+        &stack,
+        "POST",
+        &format!("{BLOBS}?dryRun=All"),
+        &blob("big", 2_000_000),
+    );
     assert_eq!(code, 201, "{e}");
     // An update that grows an object over the limit is refused the same way.
     let mut grown: serde_json::Value = serde_json::from_str(&blob("small", 2_000_000)).unwrap();
@@ -275,7 +286,10 @@ fn objects_are_bounded_by_upstreams_size_limits() {
     let (code, e) = call(&stack, "PUT", &format!("{BLOBS}/small"), &grown.to_string());
     assert_etcd_too_large(code, &e);
     let (code, e) = call(&stack, "GET", &format!("{BLOBS}/small"), "");
-    assert_eq!((code, &e["metadata"]["resourceVersion"]), (200, &small["metadata"]["resourceVersion"]));
+    assert_eq!(
+        (code, &e["metadata"]["resourceVersion"]),
+        (200, &small["metadata"]["resourceVersion"])
+    );
     // Over the 3 MiB request body limit: 413 before anything is decoded.
     let (code, e) = call(&stack, "POST", BLOBS, &blob("huge", 3_200_000));
     assert_eq!(code, 413, "{e}");
@@ -306,7 +320,8 @@ fn objects_are_bounded_by_upstreams_size_limits() {
         let out = stack.kubectl(&k, &["create", "-f", big.to_str().unwrap()]);
         assert!(!out.ok, "{}", out.stdout);
         assert!(
-            out.stderr.contains("Error from server: error when creating")
+            out.stderr
+                .contains("Error from server: error when creating")
                 && out.stderr.contains("etcdserver: request is too large"),
             "{}: {}",
             k.display(),
@@ -314,8 +329,11 @@ fn objects_are_bounded_by_upstreams_size_limits() {
         );
         let out = stack.kubectl(&k, &["create", "-f", huge.to_str().unwrap()]);
         assert!(
-            out.stderr.contains("Error from server (RequestEntityTooLarge)")
-                && out.stderr.contains("Request entity too large: limit is 3145728"),
+            out.stderr
+                .contains("Error from server (RequestEntityTooLarge)")
+                && out
+                    .stderr
+                    .contains("Request entity too large: limit is 3145728"),
             "{}: {}",
             k.display(),
             out.stderr

@@ -995,6 +995,107 @@ pub fn crd_version_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value
         .get("openAPIV3Schema")
 }
 
+// ---- heap size estimate (for the byte-bounded schema cache) -------------------------------
+
+/// Estimated heap bytes of a compiled `regex::Regex` (its NFAs and engines; the regex crate
+/// does not report its memory). Measured for typical CRD patterns by
+/// `tests/schema_memory.rs`.
+pub const REGEX_HEAP_ESTIMATE: usize = 12 << 10;
+
+/// Estimated heap bytes of the map entry overhead of a serde_json object (BTreeMap node
+/// share per entry).
+const MAP_ENTRY_OVERHEAD: usize = 16;
+
+/// Estimated heap bytes owned by a JSON value (not counting the value itself).
+pub fn value_heap(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.capacity(),
+        Value::Array(a) => {
+            a.capacity() * std::mem::size_of::<Value>() + a.iter().map(value_heap).sum::<usize>()
+        }
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                std::mem::size_of::<String>()
+                    + std::mem::size_of::<Value>()
+                    + MAP_ENTRY_OVERHEAD
+                    + k.capacity()
+                    + value_heap(v)
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+fn strings_heap(v: &[String], cap: usize) -> usize {
+    cap * std::mem::size_of::<String>() + v.iter().map(String::capacity).sum::<usize>()
+}
+
+impl Pattern {
+    /// Estimated heap bytes of this pattern (source, DFA table, or the regex engine that
+    /// patterns without a DFA build).
+    pub fn heap_size(&self) -> usize {
+        std::mem::size_of::<Pattern>()
+            + self.source.capacity()
+            + match &self.dfa {
+                Some(d) => d.memory_usage(),
+                None => REGEX_HEAP_ESTIMATE,
+            }
+    }
+}
+
+impl Schema {
+    /// Estimated heap bytes of the whole compiled tree rooted here, this node included:
+    /// computed once when a schema enters the cache, to bound the cache by bytes.
+    pub fn heap_size(&self) -> usize {
+        self.tree_heap(&mut Default::default())
+    }
+
+    fn tree_heap(&self, seen: &mut std::collections::HashSet<usize>) -> usize {
+        std::mem::size_of::<Schema>() + self.owned_heap(seen)
+    }
+
+    /// Heap bytes this node owns (its children's nodes included), not the node itself;
+    /// shared patterns are counted once (`seen`).
+    fn owned_heap(&self, seen: &mut std::collections::HashSet<usize>) -> usize {
+        let node = std::mem::size_of::<Schema>();
+        let mut n = self.type_name.capacity() + self.format_name.capacity();
+        n += self.default.as_ref().map_or(0, value_heap);
+        n += self.properties.capacity() * std::mem::size_of::<(String, Schema)>();
+        for (k, s) in &self.properties {
+            n += k.capacity() + s.owned_heap(seen);
+        }
+        n += self.prop_keys.capacity() * std::mem::size_of::<KeyWords>();
+        if let Some(Additional::Schema(s)) = &self.additional {
+            n += s.tree_heap(seen);
+        }
+        n += self.items.as_ref().map_or(0, |s| s.tree_heap(seen));
+        n += strings_heap(&self.list_map_keys, self.list_map_keys.capacity());
+        if let Some(v) = &self.v {
+            n += std::mem::size_of::<ValueValidation>();
+            n += v.enum_values.capacity() * std::mem::size_of::<Value>()
+                + v.enum_values.iter().map(value_heap).sum::<usize>();
+            if let Some(p) = &v.pattern
+                && seen.insert(std::sync::Arc::as_ptr(p) as usize)
+            {
+                n += 2 * std::mem::size_of::<usize>() + p.heap_size();
+            }
+            n += strings_heap(&v.required, v.required.capacity());
+            n += v.required_prop.capacity() * std::mem::size_of::<usize>();
+            for list in [&v.all_of, &v.any_of, &v.one_of] {
+                n += list.capacity() * node;
+                for s in list {
+                    n += s.owned_heap(seen);
+                }
+            }
+            n += v.not.as_ref().map_or(0, |s| s.tree_heap(seen));
+        }
+        n += self.plan.default.as_ref().map_or(0, value_heap);
+        n += self.plan.defaulted.capacity() * std::mem::size_of::<usize>();
+        n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1242,106 +1343,5 @@ mod tests {
             v = json!({"type": "object", "properties": {"x": v}});
         }
         assert!(compile(&v).is_err());
-    }
-}
-
-// ---- heap size estimate (for the byte-bounded schema cache) -------------------------------
-
-/// Estimated heap bytes of a compiled `regex::Regex` (its NFAs and engines; the regex crate
-/// does not report its memory). Measured for typical CRD patterns by
-/// `tests/schema_memory.rs`.
-pub const REGEX_HEAP_ESTIMATE: usize = 12 << 10;
-
-/// Estimated heap bytes of the map entry overhead of a serde_json object (BTreeMap node
-/// share per entry).
-const MAP_ENTRY_OVERHEAD: usize = 16;
-
-/// Estimated heap bytes owned by a JSON value (not counting the value itself).
-pub fn value_heap(v: &Value) -> usize {
-    match v {
-        Value::String(s) => s.capacity(),
-        Value::Array(a) => {
-            a.capacity() * std::mem::size_of::<Value>() + a.iter().map(value_heap).sum::<usize>()
-        }
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| {
-                std::mem::size_of::<String>()
-                    + std::mem::size_of::<Value>()
-                    + MAP_ENTRY_OVERHEAD
-                    + k.capacity()
-                    + value_heap(v)
-            })
-            .sum(),
-        _ => 0,
-    }
-}
-
-fn strings_heap(v: &[String], cap: usize) -> usize {
-    cap * std::mem::size_of::<String>() + v.iter().map(String::capacity).sum::<usize>()
-}
-
-impl Pattern {
-    /// Estimated heap bytes of this pattern (source, DFA table, or the regex engine that
-    /// patterns without a DFA build).
-    pub fn heap_size(&self) -> usize {
-        std::mem::size_of::<Pattern>()
-            + self.source.capacity()
-            + match &self.dfa {
-                Some(d) => d.memory_usage(),
-                None => REGEX_HEAP_ESTIMATE,
-            }
-    }
-}
-
-impl Schema {
-    /// Estimated heap bytes of the whole compiled tree rooted here, this node included:
-    /// computed once when a schema enters the cache, to bound the cache by bytes.
-    pub fn heap_size(&self) -> usize {
-        self.tree_heap(&mut Default::default())
-    }
-
-    fn tree_heap(&self, seen: &mut std::collections::HashSet<usize>) -> usize {
-        std::mem::size_of::<Schema>() + self.owned_heap(seen)
-    }
-
-    /// Heap bytes this node owns (its children's nodes included), not the node itself;
-    /// shared patterns are counted once (`seen`).
-    fn owned_heap(&self, seen: &mut std::collections::HashSet<usize>) -> usize {
-        let node = std::mem::size_of::<Schema>();
-        let mut n = self.type_name.capacity() + self.format_name.capacity();
-        n += self.default.as_ref().map_or(0, value_heap);
-        n += self.properties.capacity() * std::mem::size_of::<(String, Schema)>();
-        for (k, s) in &self.properties {
-            n += k.capacity() + s.owned_heap(seen);
-        }
-        n += self.prop_keys.capacity() * std::mem::size_of::<KeyWords>();
-        if let Some(Additional::Schema(s)) = &self.additional {
-            n += s.tree_heap(seen);
-        }
-        n += self.items.as_ref().map_or(0, |s| s.tree_heap(seen));
-        n += strings_heap(&self.list_map_keys, self.list_map_keys.capacity());
-        if let Some(v) = &self.v {
-            n += std::mem::size_of::<ValueValidation>();
-            n += v.enum_values.capacity() * std::mem::size_of::<Value>()
-                + v.enum_values.iter().map(value_heap).sum::<usize>();
-            if let Some(p) = &v.pattern
-                && seen.insert(std::sync::Arc::as_ptr(p) as usize)
-            {
-                n += 2 * std::mem::size_of::<usize>() + p.heap_size();
-            }
-            n += strings_heap(&v.required, v.required.capacity());
-            n += v.required_prop.capacity() * std::mem::size_of::<usize>();
-            for list in [&v.all_of, &v.any_of, &v.one_of] {
-                n += list.capacity() * node;
-                for s in list {
-                    n += s.owned_heap(seen);
-                }
-            }
-            n += v.not.as_ref().map_or(0, |s| s.tree_heap(seen));
-        }
-        n += self.plan.default.as_ref().map_or(0, value_heap);
-        n += self.plan.defaulted.capacity() * std::mem::size_of::<usize>();
-        n
     }
 }

@@ -27,7 +27,9 @@ fn wide_schema(n: usize, salt: &str) -> Value {
                         "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                         "description": format!("field {i} {salt}")}),
             1 => json!({"type": "integer", "minimum": 0, "maximum": 65535, "format": "int32"}),
-            2 => json!({"type": "string", "enum": ["Always", "Never", "IfNotPresent"], "default": "Always"}),
+            2 => {
+                json!({"type": "string", "enum": ["Always", "Never", "IfNotPresent"], "default": "Always"})
+            }
             _ => json!({"type": "object", "properties": {
                     "name": {"type": "string"}, "value": {"type": "string"}},
                     "required": ["name"]}),
@@ -78,7 +80,9 @@ fn a_compiled_10k_property_schema_and_its_estimate() {
 #[test]
 fn the_cache_stays_within_its_byte_budget() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let one = structural::compile(&wide_schema(1_000, "x")).unwrap().heap_size();
+    let one = structural::compile(&wide_schema(1_000, "x"))
+        .unwrap()
+        .heap_size();
     // Room for about three such schemas.
     let budget = one * 3 + one / 2;
     let cache = SchemaCache::new(budget);
@@ -102,7 +106,10 @@ fn the_cache_stays_within_its_byte_budget() {
     let big = wide_schema(10_000, "big");
     let s = cache.load(&sref(99), &big).expect("served");
     assert!(!s.properties.is_empty());
-    assert!(cache.get(&sref(99)).is_some(), "LoadSchema then Admit works");
+    assert!(
+        cache.get(&sref(99)).is_some(),
+        "LoadSchema then Admit works"
+    );
     assert_eq!(cache.len(), before);
     assert!(cache.bytes() <= budget);
     // The next oversize schema takes its place.
@@ -120,5 +127,8 @@ fn the_regex_estimate_matches_a_compiled_regex() {
     let measured = net(&r) as usize;
     drop(p);
     let est = structural::REGEX_HEAP_ESTIMATE;
-    assert!(est * 2 >= measured && est <= measured * 2, "{est} vs {measured}");
+    assert!(
+        est * 2 >= measured && est <= measured * 2,
+        "{est} vs {measured}"
+    );
 }
