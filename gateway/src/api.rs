@@ -3,6 +3,7 @@
 use crate::crd::{CrdCache, CrdInfo};
 use crate::http::{Body, Query, error_response, read_body};
 use crate::request_info::{self, RequestInfo};
+use crate::watch_limit::ClientKey;
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
@@ -11,6 +12,7 @@ use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_proto::v1::validation_client::ValidationClient;
 use futures::FutureExt;
 use http::{Method, Request, Response};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
@@ -33,6 +35,8 @@ pub struct Config {
     pub request_header_timeout: std::time::Duration,
     /// Go `http.Server.IdleTimeout` of kube-apiserver's serving (90 s).
     pub idle_timeout: std::time::Duration,
+    /// Bounds on concurrent watches, per client and in total (see [`crate::watch_limit`]).
+    pub watches: crate::watch_limit::WatchLimits,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout` (apiserver `pkg/server/secure_serving.go`: "just shy
@@ -52,6 +56,7 @@ impl Default for Config {
             connections: Default::default(),
             request_header_timeout: REQUEST_HEADER_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
+            watches: Default::default(),
         }
     }
 }
@@ -76,6 +81,8 @@ pub struct Ctx {
     /// What became of a CRD after each change to it, for the watches of its resources
     /// (sent only while some watch listens).
     pub crd_changes: tokio::sync::broadcast::Sender<Arc<crate::watch::CrdNow>>,
+    /// Open watches, per client and in total.
+    pub watches: crate::watch_limit::WatchSlots,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -112,6 +119,7 @@ impl Ctx {
             namespaces: Default::default(),
             tenants: Default::default(),
             crd_changes: tokio::sync::broadcast::channel(256).0,
+            watches: crate::watch_limit::WatchSlots::new(cfg.watches),
             cfg,
         }))
     }
@@ -252,11 +260,11 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     let ctx = Ctx::new(cfg)?;
     ctx.spawn_cache_followers();
     loop {
-        let (sock, _, guard) = acceptor.accept().await;
+        let (sock, peer, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            serve_socket(ctx, sock, limits).await;
+            serve_socket(ctx, sock, peer.ip(), limits).await;
             drop(guard);
         });
     }
@@ -280,6 +288,7 @@ pub fn http1_limits(cfg: &Config) -> crate::http1::Limits {
 async fn serve_socket(
     ctx: Arc<Ctx>,
     sock: tokio::net::TcpStream,
+    peer: std::net::IpAddr,
     limits: &'static crate::http1::Limits,
 ) {
     let c = ctx.clone();
@@ -287,7 +296,12 @@ async fn serve_socket(
     // life, and most connections of a watch-heavy gateway are idle watches (~7 KiB unboxed).
     let handler =
         move |parts, body| -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
-            Box::pin(handle_buffered(c.clone(), parts, body))
+            Box::pin(handle_buffered(
+                c.clone(),
+                parts,
+                body,
+                ClientKey::Address(peer),
+            ))
         };
     let Ok(Some(h2)) = crate::http1::serve_connection(sock, handler, limits).await else {
         return;
@@ -295,7 +309,7 @@ async fn serve_socket(
     let svc = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
         let fut: std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> =
-            Box::pin(handle(ctx, req));
+            Box::pin(handle(ctx, req, ClientKey::Address(peer)));
         async move { Ok::<_, std::convert::Infallible>(fut.await) }
     });
     let mut builder =
@@ -314,9 +328,9 @@ enum Payload {
 }
 
 /// One HTTP/2 request: never panics outward (a panic becomes a 500 Status).
-pub async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
+pub async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>, client: ClientKey) -> Response<Body> {
     let (parts, body) = req.into_parts();
-    run(ctx, parts, Payload::Incoming(body)).await
+    run(ctx, parts, Payload::Incoming(body), client).await
 }
 
 /// One request whose body the HTTP/1.1 layer has read (within `MAX_BODY`).
@@ -324,12 +338,18 @@ pub async fn handle_buffered(
     ctx: Arc<Ctx>,
     parts: http::request::Parts,
     body: Bytes,
+    client: ClientKey,
 ) -> Response<Body> {
-    run(ctx, parts, Payload::Read(body)).await
+    run(ctx, parts, Payload::Read(body), client).await
 }
 
-async fn run(ctx: Arc<Ctx>, parts: http::request::Parts, body: Payload) -> Response<Body> {
-    let fut = AssertUnwindSafe(route(ctx, parts, body)).catch_unwind();
+async fn run(
+    ctx: Arc<Ctx>,
+    parts: http::request::Parts,
+    body: Payload,
+    client: ClientKey,
+) -> Response<Body> {
+    let fut = AssertUnwindSafe(route(ctx, parts, body, client)).catch_unwind();
     match fut.await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => error_response(&e),
@@ -365,6 +385,7 @@ async fn route(
     ctx: Arc<Ctx>,
     parts: http::request::Parts,
     body: Payload,
+    client: ClientKey,
 ) -> Result<Response<Body>, ApiError> {
     let query = Query::parse(parts.uri.query());
     let info = request_info::parse(
@@ -374,6 +395,30 @@ async fn route(
         &ctx.cfg.default_tenant,
     )
     .map_err(|_| ApiError::path_not_found())?;
+    // Watches are bounded per client and in total; the slot lives in the response body
+    // and comes back when the watch ends, however it ends.
+    if info.verb == "watch" {
+        let slot = match ctx.watches.acquire(client) {
+            Ok(s) => s,
+            Err(why) => {
+                tracing::debug!(?why, open = ctx.watches.open(), "watch refused");
+                return Ok(crate::http::too_many_requests());
+            }
+        };
+        let resp = dispatch(ctx, parts, body, query, info).await?;
+        return Ok(resp.map(|b| crate::watch_limit::Held::new(b, slot).boxed_unsync()));
+    }
+    dispatch(ctx, parts, body, query, info).await
+}
+
+/// Reads the body and runs the handler of a parsed request.
+async fn dispatch(
+    ctx: Arc<Ctx>,
+    parts: http::request::Parts,
+    body: Payload,
+    query: Query,
+    info: RequestInfo,
+) -> Result<Response<Body>, ApiError> {
     let has_body = matches!(
         parts.method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE

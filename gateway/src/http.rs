@@ -51,6 +51,25 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
     r
 }
 
+/// The answer of upstream's request-limiting filters to a request over a bound
+/// (`k8s.io/apiserver/pkg/server/filters/maxinflight.go` `tooManyRequests`, shared by
+/// `priority-and-fairness.go`): 429 with `Retry-After: 1` and Go's `http.Error` body, plain
+/// text with `X-Content-Type-Options: nosniff`. client-go reads it as a Status with reason
+/// `TooManyRequests` and retries after the advertised second.
+pub fn too_many_requests() -> Response<Body> {
+    let mut r = text_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too many requests, please try again later.\n",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
 pub fn text_response(code: StatusCode, body: &'static str) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = code;

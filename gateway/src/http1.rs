@@ -33,6 +33,10 @@ use tokio::net::TcpStream;
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// Bytes of an oversized body read past the limit before the 413 goes out (Go's
+/// `net/http` `maxPostHandlerReadBytes`).
+pub const DRAIN_AFTER_LIMIT: usize = 256 << 10;
+
 /// Most header fields a request head may carry, whatever `Limits::max_headers` says.
 pub const MAX_HEADERS: usize = 128;
 
@@ -391,6 +395,27 @@ where
         let body = match head.framing {
             Framing::Empty => Bytes::new(),
             Framing::Length(n) if n > limits.max_body => {
+                // As kube-apiserver on Go's server: the handler reads the body up to the limit
+                // before answering 413, and the server drains up to 256 KiB more
+                // (`maxPostHandlerReadBytes`). A client still writing its body then reads
+                // the answer instead of failing with a broken pipe. Discarded as it arrives.
+                if !head.expect_continue {
+                    let mut left = n.min(limits.max_body.saturating_add(DRAIN_AFTER_LIMIT));
+                    loop {
+                        let take = left.min(buf.len());
+                        buf.advance(take);
+                        left -= take;
+                        if left == 0 {
+                            break;
+                        }
+                        match tokio::time::timeout(limits.idle_timeout, read_more(&sock, &mut buf))
+                            .await
+                        {
+                            Ok(Ok(k)) if k > 0 => {}
+                            _ => return Ok(None),
+                        }
+                    }
+                }
                 let _ = write_response(
                     &sock,
                     (limits.too_large)(),
@@ -1029,11 +1054,24 @@ mod tests {
     #[tokio::test]
     async fn limits_and_malformed_requests_close_the_connection() {
         let (addr, _) = server().await;
-        let out = exchange(addr, b"POST /a HTTP/1.1\r\nContent-Length: 65\r\n\r\n").await;
+        // The oversized body is read (and dropped) before the answer, as Go's server does,
+        // so a client still writing it reads the 413 rather than a broken pipe.
+        let wire = format!(
+            "POST /a HTTP/1.1\r\nContent-Length: 65\r\n\r\n{}",
+            "x".repeat(65)
+        );
+        let out = exchange(addr, wire.as_bytes()).await;
         assert!(
             out.starts_with("HTTP/1.1 413 Payload Too Large\r\n"),
             "{out}"
         );
+        // With `Expect: 100-continue` the body is never sent: the answer comes at once.
+        let out = exchange(
+            addr,
+            b"POST /a HTTP/1.1\r\nContent-Length: 65\r\nExpect: 100-continue\r\n\r\n",
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
         let out = exchange(
             addr,
             b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n",

@@ -30,6 +30,7 @@ pub mod strategic;
 pub mod strategy;
 pub mod table;
 pub mod watch;
+pub mod watch_limit;
 pub mod watch_mux;
 
 pub use api::{Config, serve};

@@ -50,6 +50,12 @@ struct Args {
     /// Seconds a kept-alive connection may idle between requests (kube-apiserver: 90).
     #[arg(long, default_value_t = 90.0)]
     idle_timeout: f64,
+    /// Most watches open at once from one client (today: one client address).
+    #[arg(long, env = "CRDPLANE_GATEWAY_MAX_WATCHES_PER_CLIENT", default_value_t = crdplane_gateway::watch_limit::DEFAULT_PER_CLIENT)]
+    max_watches_per_client: usize,
+    /// Most watches open at once in this gateway.
+    #[arg(long, env = "CRDPLANE_GATEWAY_MAX_WATCHES", default_value_t = crdplane_gateway::watch_limit::DEFAULT_TOTAL)]
+    max_watches: usize,
 }
 
 #[tokio::main]
@@ -59,6 +65,10 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let a = Args::parse();
+    anyhow::ensure!(
+        a.max_watches > 0 && a.max_watches_per_client > 0,
+        "--max-watches and --max-watches-per-client must be at least 1"
+    );
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
     crdplane_core::names::announce(listener.local_addr()?);
     let cfg = crdplane_gateway::Config {
@@ -73,6 +83,10 @@ async fn main() -> anyhow::Result<()> {
         },
         request_header_timeout: std::time::Duration::try_from_secs_f64(a.request_header_timeout)?,
         idle_timeout: std::time::Duration::try_from_secs_f64(a.idle_timeout)?,
+        watches: crdplane_gateway::watch_limit::WatchLimits {
+            max_total: a.max_watches,
+            max_per_client: a.max_watches_per_client,
+        },
     };
     crdplane_gateway::serve(cfg, listener).await
 }

@@ -200,6 +200,16 @@ impl Stack {
     /// As [`Stack::start`], with extra flags for the storage service (e.g. a tiny
     /// `--history-len` to reach 410 Expired quickly).
     pub fn start_with_storage_args(redis_url: &str, storage_args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with_args(redis_url, storage_args, &[])
+    }
+
+    /// As [`Stack::start`], with extra flags for the storage service and for the gateway
+    /// (e.g. `--max-watches-per-client 2`).
+    pub fn start_with_args(
+        redis_url: &str,
+        storage_args: &[&str],
+        gateway_args: &[&str],
+    ) -> anyhow::Result<Self> {
         let mut children = Vec::new();
         let mut args = vec!["--listen", "127.0.0.1:0", "--redis-url", redis_url];
         args.extend_from_slice(storage_args);
@@ -221,20 +231,18 @@ impl Stack {
                 &validation,
             ],
         )?;
-        let gateway = spawn_service(
-            &mut children,
-            "crdplane-gateway",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--storage",
-                &storage,
-                "--validation",
-                &validation,
-                "--registry",
-                &registry,
-            ],
-        )?;
+        let mut gw_args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--storage",
+            &storage,
+            "--validation",
+            &validation,
+            "--registry",
+            &registry,
+        ];
+        gw_args.extend_from_slice(gateway_args);
+        let gateway = spawn_service(&mut children, "crdplane-gateway", &gw_args)?;
         let home = tempfile::tempdir()?;
         let kubeconfig = home.path().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_yaml(&gateway, "crdplane"))?;
@@ -255,6 +263,14 @@ impl Stack {
     /// Starts a private Redis and the stack on it.
     pub fn start_with_redis() -> anyhow::Result<Self> {
         Self::start_with_redis_and(&[])
+    }
+
+    /// Starts a private Redis and the stack on it, with extra gateway flags.
+    pub fn start_with_redis_and_gateway_args(gateway_args: &[&str]) -> anyhow::Result<Self> {
+        let redis = RedisServer::start()?;
+        let mut s = Self::start_with_args(&redis.url(), &[], gateway_args)?;
+        s.redis = Some(redis);
+        Ok(s)
     }
 
     /// Starts a private Redis and the stack on it, with extra storage flags.

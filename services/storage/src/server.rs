@@ -50,16 +50,43 @@ fn key_parts(k: &Option<pb::ObjectKey>) -> Result<(Keyspace, String, String), St
     Ok((ks(&k.resource)?, k.namespace.clone(), k.name.clone()))
 }
 
+/// Largest object stored: etcd's default request size limit (`--max-request-bytes`,
+/// 1.5 MiB, etcd `server/embed/config.go` `DefaultMaxRequestBytes`), which bounds every
+/// object kube-apiserver writes. Upstream stores custom resources as JSON, so their JSON
+/// size is what etcd sees (built-in types and CRDs go as protobuf, a little smaller).
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// What kube-apiserver answers for an object over etcd's limit: etcd's gRPC error text,
+/// passed through `responsewriters.ErrorNegotiated` → `ErrorToAPIStatus` as a non-Status
+/// error (500, reason "", the error's text; kubernetes/kubernetes#112152 tracks mapping it
+/// to a better code).
+pub fn request_too_large() -> ApiError {
+    ApiError::new(
+        crdplane_core::Reason::Unknown,
+        "etcdserver: request is too large",
+    )
+}
+
 fn write_parts(w: &Option<pb::ObjectWrite>) -> Result<(&[u8], &[u8]), Status> {
     let w = w
         .as_ref()
         .ok_or_else(|| Status::from(ApiError::bad_request("missing object")))?;
+
     if !w.head.ends_with(b"\"resourceVersion\":\"") || !w.tail.starts_with(b"\"") {
         return Err(
             ApiError::bad_request("object is not split at the resourceVersion slot").into(),
         );
     }
     Ok((&w.head, &w.tail))
+}
+
+/// An object that is really written (not a dry run) must fit etcd's limit; a dry run never
+/// reaches etcd upstream, so it is not checked.
+fn check_size(head: &[u8], tail: &[u8]) -> Result<(), Status> {
+    if head.len() + tail.len() > MAX_OBJECT_BYTES {
+        return Err(request_too_large().into());
+    }
+    Ok(())
 }
 
 fn out(s: Stored) -> Response<pb::StoredObject> {
@@ -527,6 +554,7 @@ impl Storage for StorageService {
             }
             return Ok(dry(head, tail, 0));
         }
+        check_size(head, tail)?;
         Ok(out(self.store.create(&ks, &ns, &name, head, tail).await?))
     }
 
@@ -545,7 +573,13 @@ impl Storage for StorageService {
         // together, the others are answered on their own.
         let parsed: Vec<Result<_, Status>> = reqs
             .iter()
-            .map(|r| Ok((key_parts(&r.key)?, write_parts(&r.object)?)))
+            .map(|r| {
+                let (head, tail) = write_parts(&r.object)?;
+                if !r.dry_run {
+                    check_size(head, tail)?;
+                }
+                Ok((key_parts(&r.key)?, (head, tail)))
+            })
             .collect();
         let batch: Vec<NewObject<'_>> = parsed
             .iter()
@@ -600,6 +634,7 @@ impl Storage for StorageService {
             }
             return Ok(dry(head, tail, cur.rv));
         }
+        check_size(head, tail)?;
         Ok(out(self
             .store
             .update(&ks, &ns, &name, head, tail, r.expected_resource_version)

@@ -19,9 +19,10 @@ struct Args {
         default_value = "127.0.0.1:50052"
     )]
     listen: String,
-    /// Maximum number of compiled schemas kept in the cache.
-    #[arg(long, env = "CRDPLANE_VALIDATION_CACHE", default_value_t = 4096)]
-    cache_capacity: usize,
+    /// Byte budget of the compiled-schema cache (estimated heap size of the compiled
+    /// schemas); least recently used schemas are evicted beyond it.
+    #[arg(long, env = "CRDPLANE_VALIDATION_SCHEMA_CACHE_BYTES", default_value_t = crdplane_validation::server::DEFAULT_CACHE_BYTES)]
+    schema_cache_bytes: usize,
 }
 
 #[tokio::main]
@@ -39,7 +40,7 @@ async fn main() -> anyhow::Result<()> {
     crdplane_core::names::announce(listener.local_addr()?);
     crdplane_validation::serve(
         crdplane_validation::Config {
-            cache_capacity: args.cache_capacity,
+            cache_bytes: args.schema_cache_bytes,
         },
         listener,
     )

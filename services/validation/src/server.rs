@@ -2,7 +2,9 @@
 //!
 //! Compiled schemas are keyed by `SchemaRef` (tenant, CRD uid, generation, version) and
 //! deduplicated by the SHA-256 of the schema JSON, so identical schemas loaded by many tenants
-//! share one tree. The cache is bounded (least-recently-used entry evicted). `Admit` and
+//! share one tree. The cache is bounded by bytes: each compiled tree's estimated heap size
+//! (`Schema::heap_size`, computed once at compile time) counts against `--schema-cache-bytes`
+//! and least-recently-used entries are evicted to stay within it. `Admit` and
 //! `Normalize` answer NOT_FOUND when the `SchemaRef` is not loaded; the caller then sends
 //! `LoadSchema` with the CRD and retries. CPU-heavy work runs on the blocking pool.
 
@@ -16,20 +18,23 @@ use crdplane_proto::v1::validation_server::{Validation, ValidationServer};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, RwLock};
 use tonic::{Request, Response, Status};
 
 /// Service configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Maximum number of (tenant, crd uid, generation, version) entries kept.
-    pub cache_capacity: usize,
+    /// Byte budget of the compiled-schema cache (estimated heap size of the compiled trees).
+    pub cache_bytes: usize,
 }
+
+/// Default byte budget of the compiled-schema cache (`--schema-cache-bytes`).
+pub const DEFAULT_CACHE_BYTES: usize = 512 << 20;
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            cache_capacity: 4096,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -39,31 +44,52 @@ impl Default for Config {
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 type Key = (String, String, i64, String);
+type Hash = [u8; 32];
 
+/// One loaded `SchemaRef`: which compiled tree it uses, and when it was last used.
 struct Entry {
-    schema: Arc<Schema>,
+    hash: Hash,
     last_used: AtomicU64,
+}
+
+/// One compiled tree, shared by every `SchemaRef` whose schema JSON is identical.
+struct Tree {
+    schema: Arc<Schema>,
+    /// [`Schema::heap_size`], computed once at compile time.
+    bytes: usize,
+    /// Entries using this tree.
+    refs: usize,
 }
 
 #[derive(Default)]
 struct CacheInner {
     by_ref: HashMap<Key, Entry>,
-    by_hash: HashMap<[u8; 32], Weak<Schema>>,
+    trees: HashMap<Hash, Tree>,
+    /// Sum of the trees' `bytes`.
+    bytes: usize,
+    /// The most recent schema larger than the whole budget: served, never cached with the
+    /// others (it replaces the previous one), so that `LoadSchema` followed by `Admit` works
+    /// for it too.
+    oversize: Option<(Key, Arc<Schema>)>,
 }
 
-/// Bounded cache of compiled schemas.
+/// Cache of compiled schemas bounded by bytes: the estimated heap size of the distinct
+/// compiled trees it holds never exceeds its budget; the least recently used entries are
+/// evicted to make room. A schema larger than the whole budget is still served: it is kept
+/// aside alone (the last such schema loaded) instead of evicting everything else.
 pub struct SchemaCache {
     inner: RwLock<CacheInner>,
     tick: AtomicU64,
-    capacity: usize,
+    budget: usize,
 }
 
 impl SchemaCache {
-    pub fn new(capacity: usize) -> Self {
+    /// A cache of at most `budget` bytes of compiled schemas.
+    pub fn new(budget: usize) -> Self {
         SchemaCache {
             inner: RwLock::new(CacheInner::default()),
             tick: AtomicU64::new(0),
-            capacity: capacity.max(1),
+            budget,
         }
     }
 
@@ -79,13 +105,20 @@ impl SchemaCache {
     /// The compiled schema for `r`, if loaded.
     pub fn get(&self, r: &pb::SchemaRef) -> Option<Arc<Schema>> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        let e = inner.by_ref.get(&Self::key(r))?;
+        let key = Self::key(r);
+        let Some(e) = inner.by_ref.get(&key) else {
+            return inner
+                .oversize
+                .as_ref()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, s)| s.clone());
+        };
         e.last_used
             .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-        Some(e.schema.clone())
+        inner.trees.get(&e.hash).map(|t| t.schema.clone())
     }
 
-    /// Number of entries.
+    /// Number of entries (`SchemaRef`s) cached.
     pub fn len(&self) -> usize {
         self.inner
             .read()
@@ -99,49 +132,97 @@ impl SchemaCache {
         self.len() == 0
     }
 
+    /// Estimated bytes of the compiled trees cached (at most the budget).
+    pub fn bytes(&self) -> usize {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+
+    /// The byte budget.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// Loads `schema_json` under `r`: compiles it unless an identical schema is already
-    /// compiled (for any tenant). Idempotent.
+    /// compiled (for any tenant), then evicts least-recently-used entries until the cache
+    /// fits its budget. Idempotent.
     pub fn load(
         &self,
         r: &pb::SchemaRef,
         schema_json: &serde_json::Value,
     ) -> Result<Arc<Schema>, structural::CompileError> {
-        let key = Self::key(r);
         if let Some(s) = self.get(r) {
             return Ok(s);
         }
-        let hash: [u8; 32] =
-            Sha256::digest(serde_json::to_vec(schema_json).unwrap_or_default()).into();
+        let key = Self::key(r);
+        let hash: Hash = Sha256::digest(serde_json::to_vec(schema_json).unwrap_or_default()).into();
         let shared = {
             let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-            inner.by_hash.get(&hash).and_then(Weak::upgrade)
+            inner.trees.get(&hash).map(|t| t.schema.clone())
         };
-        let schema = match shared {
-            Some(s) => s,
-            None => Arc::new(structural::compile(schema_json)?),
+        let (schema, bytes) = match shared {
+            Some(s) => (s, 0),
+            None => {
+                let s = structural::compile(schema_json)?;
+                let bytes = s.heap_size();
+                (Arc::new(s), bytes)
+            }
         };
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.by_ref.len() >= self.capacity && !inner.by_ref.contains_key(&key) {
-            if let Some(victim) = inner
-                .by_ref
-                .iter()
-                .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
-                .map(|(k, _)| k.clone())
-            {
-                inner.by_ref.remove(&victim);
-            }
-            inner.by_hash.retain(|_, w| w.strong_count() > 0);
+        if inner.by_ref.contains_key(&key) {
+            return Ok(schema);
         }
-        inner.by_hash.insert(hash, Arc::downgrade(&schema));
+        if !inner.trees.contains_key(&hash) {
+            if bytes > self.budget {
+                inner.oversize = Some((key, schema.clone()));
+                return Ok(schema);
+            }
+            while inner.bytes + bytes > self.budget && evict_lru(&mut inner) {}
+            inner.bytes += bytes;
+            inner.trees.insert(
+                hash,
+                Tree {
+                    schema: schema.clone(),
+                    bytes,
+                    refs: 0,
+                },
+            );
+        }
+        if let Some(t) = inner.trees.get_mut(&hash) {
+            t.refs += 1;
+        }
         inner.by_ref.insert(
             key,
             Entry {
-                schema: schema.clone(),
+                hash,
                 last_used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed)),
             },
         );
         Ok(schema)
     }
+}
+
+/// Evicts the least recently used entry (and its tree once no entry uses it); false when
+/// nothing is left to evict.
+fn evict_lru(inner: &mut CacheInner) -> bool {
+    let Some(victim) = inner
+        .by_ref
+        .iter()
+        .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
+        .map(|(k, _)| k.clone())
+    else {
+        return false;
+    };
+    if let Some(e) = inner.by_ref.remove(&victim)
+        && let Some(t) = inner.trees.get_mut(&e.hash)
+    {
+        t.refs -= 1;
+        if t.refs == 0 {
+            let bytes = t.bytes;
+            inner.trees.remove(&e.hash);
+            inner.bytes -= bytes;
+        }
+    }
+    true
 }
 
 /// The tonic service implementation.
@@ -152,7 +233,7 @@ pub struct ValidationService {
 impl ValidationService {
     pub fn new(config: &Config) -> Self {
         ValidationService {
-            cache: Arc::new(SchemaCache::new(config.cache_capacity)),
+            cache: Arc::new(SchemaCache::new(config.cache_bytes)),
         }
     }
 

@@ -140,7 +140,9 @@ pub enum Additional {
 #[derive(Debug, Clone)]
 pub struct Pattern {
     pub source: String,
-    pub regex: Regex,
+    /// The regex engine, built on first use: only patterns without a DFA ever need it (a
+    /// compiled `regex::Regex` costs several KiB, a CRD may have thousands of patterns).
+    regex: std::sync::OnceLock<Regex>,
     dfa: Option<ByteDfa>,
 }
 
@@ -148,15 +150,28 @@ impl Pattern {
     /// Compiles `src` (see [`compile_pattern`]); `dfa_budget` bounds the DFA memory left for
     /// the schema and is reduced by this pattern's DFA.
     pub fn new(src: &str, dfa_budget: &mut usize) -> Result<Pattern, String> {
-        let regex = compile_pattern(src)?;
         let dfa = pattern_dfa(src).and_then(|d| ByteDfa::from_dense(&d, *dfa_budget));
-        if let Some(d) = &dfa {
-            *dfa_budget = dfa_budget.saturating_sub(d.memory_usage());
+        let regex = std::sync::OnceLock::new();
+        match &dfa {
+            Some(d) => *dfa_budget = dfa_budget.saturating_sub(d.memory_usage()),
+            // No DFA: the regex engine answers, so the pattern must compile now.
+            None => {
+                let _ = regex.set(compile_pattern(src)?);
+            }
         }
         Ok(Pattern {
             source: src.to_string(),
             regex,
             dfa,
+        })
+    }
+
+    /// The regex engine for this pattern (built on first use).
+    pub fn regex(&self) -> &Regex {
+        self.regex.get_or_init(|| {
+            // The source compiled when the CRD was checked; the fallback never matches.
+            compile_pattern(&self.source)
+                .unwrap_or_else(|_| Regex::new(r"a\bz").expect("static regex"))
         })
     }
 
@@ -171,7 +186,7 @@ impl Pattern {
 
     #[inline(never)]
     fn regex_match(&self, hay: &str) -> bool {
-        self.regex.is_match(hay)
+        self.regex().is_match(hay)
     }
 
     /// Whether matching uses the precompiled DFA (else the regex engine).
@@ -351,7 +366,8 @@ pub struct ValueValidation {
     pub multiple_of: Option<f64>,
     pub max_length: Option<i64>,
     pub min_length: Option<i64>,
-    pub pattern: Option<Pattern>,
+    /// Shared by every node of the schema with the same pattern source.
+    pub pattern: Option<std::sync::Arc<Pattern>>,
     pub max_items: Option<i64>,
     pub min_items: Option<i64>,
     pub unique_items: bool,
@@ -745,6 +761,7 @@ pub fn compile(schema: &Value) -> Result<Schema, CompileError> {
     let mut ctx = Ctx {
         nodes: 0,
         dfa_budget: SCHEMA_DFA_BUDGET,
+        patterns: Default::default(),
     };
     compile_node(schema, 0, &mut ctx)
 }
@@ -760,6 +777,9 @@ fn as_i64(v: Option<&Value>) -> Option<i64> {
 struct Ctx {
     nodes: usize,
     dfa_budget: usize,
+    /// Patterns compiled so far, by source: generated CRDs repeat the same few patterns
+    /// (names, quantities, durations) thousands of times.
+    patterns: std::collections::HashMap<String, std::sync::Arc<Pattern>>,
 }
 
 fn compile_node(v: &Value, depth: usize, ctx: &mut Ctx) -> Result<Schema, CompileError> {
@@ -889,7 +909,16 @@ fn compile_node(v: &Value, depth: usize, ctx: &mut Ctx) -> Result<Schema, Compil
     if let Some(p) = m.get("pattern").and_then(Value::as_str) {
         // An invalid pattern is rejected by the CRD checks; if one gets here it is ignored
         // rather than failing every request.
-        if let Ok(pat) = Pattern::new(p, &mut ctx.dfa_budget) {
+        let shared = ctx.patterns.get(p).cloned();
+        let pat = match shared {
+            Some(pat) => Some(pat),
+            None => Pattern::new(p, &mut ctx.dfa_budget).ok().map(|pat| {
+                let pat = std::sync::Arc::new(pat);
+                ctx.patterns.insert(p.to_string(), pat.clone());
+                pat
+            }),
+        };
+        if let Some(pat) = pat {
             vv.pattern = Some(pat);
             has_v = true;
         }
@@ -964,6 +993,107 @@ pub fn crd_version_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value
         .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?
         .get("schema")?
         .get("openAPIV3Schema")
+}
+
+// ---- heap size estimate (for the byte-bounded schema cache) -------------------------------
+
+/// Estimated heap bytes of a compiled `regex::Regex` (its NFAs and engines; the regex crate
+/// does not report its memory). Measured for typical CRD patterns by
+/// `tests/schema_memory.rs`.
+pub const REGEX_HEAP_ESTIMATE: usize = 12 << 10;
+
+/// Estimated heap bytes of the map entry overhead of a serde_json object (BTreeMap node
+/// share per entry).
+const MAP_ENTRY_OVERHEAD: usize = 16;
+
+/// Estimated heap bytes owned by a JSON value (not counting the value itself).
+pub fn value_heap(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.capacity(),
+        Value::Array(a) => {
+            a.capacity() * std::mem::size_of::<Value>() + a.iter().map(value_heap).sum::<usize>()
+        }
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                std::mem::size_of::<String>()
+                    + std::mem::size_of::<Value>()
+                    + MAP_ENTRY_OVERHEAD
+                    + k.capacity()
+                    + value_heap(v)
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+fn strings_heap(v: &[String], cap: usize) -> usize {
+    cap * std::mem::size_of::<String>() + v.iter().map(String::capacity).sum::<usize>()
+}
+
+impl Pattern {
+    /// Estimated heap bytes of this pattern (source, DFA table, or the regex engine that
+    /// patterns without a DFA build).
+    pub fn heap_size(&self) -> usize {
+        std::mem::size_of::<Pattern>()
+            + self.source.capacity()
+            + match &self.dfa {
+                Some(d) => d.memory_usage(),
+                None => REGEX_HEAP_ESTIMATE,
+            }
+    }
+}
+
+impl Schema {
+    /// Estimated heap bytes of the whole compiled tree rooted here, this node included:
+    /// computed once when a schema enters the cache, to bound the cache by bytes.
+    pub fn heap_size(&self) -> usize {
+        self.tree_heap(&mut Default::default())
+    }
+
+    fn tree_heap(&self, seen: &mut std::collections::HashSet<usize>) -> usize {
+        std::mem::size_of::<Schema>() + self.owned_heap(seen)
+    }
+
+    /// Heap bytes this node owns (its children's nodes included), not the node itself;
+    /// shared patterns are counted once (`seen`).
+    fn owned_heap(&self, seen: &mut std::collections::HashSet<usize>) -> usize {
+        let node = std::mem::size_of::<Schema>();
+        let mut n = self.type_name.capacity() + self.format_name.capacity();
+        n += self.default.as_ref().map_or(0, value_heap);
+        n += self.properties.capacity() * std::mem::size_of::<(String, Schema)>();
+        for (k, s) in &self.properties {
+            n += k.capacity() + s.owned_heap(seen);
+        }
+        n += self.prop_keys.capacity() * std::mem::size_of::<KeyWords>();
+        if let Some(Additional::Schema(s)) = &self.additional {
+            n += s.tree_heap(seen);
+        }
+        n += self.items.as_ref().map_or(0, |s| s.tree_heap(seen));
+        n += strings_heap(&self.list_map_keys, self.list_map_keys.capacity());
+        if let Some(v) = &self.v {
+            n += std::mem::size_of::<ValueValidation>();
+            n += v.enum_values.capacity() * std::mem::size_of::<Value>()
+                + v.enum_values.iter().map(value_heap).sum::<usize>();
+            if let Some(p) = &v.pattern
+                && seen.insert(std::sync::Arc::as_ptr(p) as usize)
+            {
+                n += 2 * std::mem::size_of::<usize>() + p.heap_size();
+            }
+            n += strings_heap(&v.required, v.required.capacity());
+            n += v.required_prop.capacity() * std::mem::size_of::<usize>();
+            for list in [&v.all_of, &v.any_of, &v.one_of] {
+                n += list.capacity() * node;
+                for s in list {
+                    n += s.owned_heap(seen);
+                }
+            }
+            n += v.not.as_ref().map_or(0, |s| s.tree_heap(seen));
+        }
+        n += self.plan.default.as_ref().map_or(0, value_heap);
+        n += self.plan.defaulted.capacity() * std::mem::size_of::<usize>();
+        n
+    }
 }
 
 #[cfg(test)]
@@ -1137,7 +1267,7 @@ mod tests {
         for (src, hays) in cases {
             let p = Pattern::new(src, &mut budget).unwrap();
             for h in hays {
-                assert_eq!(p.is_match(h), p.regex.is_match(h), "{src} on {h:?}");
+                assert_eq!(p.is_match(h), p.regex().is_match(h), "{src} on {h:?}");
             }
         }
         // Unicode word boundaries are left to the regex engine.
@@ -1201,7 +1331,7 @@ mod tests {
             let p = Pattern::new(src, &mut budget).unwrap();
             assert!(p.has_dfa(), "{src}");
             for h in &hays {
-                assert_eq!(p.is_match(h), p.regex.is_match(h), "{src} on {h:?}");
+                assert_eq!(p.is_match(h), p.regex().is_match(h), "{src} on {h:?}");
             }
         }
     }
