@@ -79,7 +79,38 @@ pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Serves the storage gRPC API on `listener` until the process ends.
+///
+/// An unreachable or slow Redis at startup is waited out (retried with backoff up to 2 s,
+/// each attempt logged), as kube-apiserver keeps retrying etcd rather than exiting: a
+/// supervisor starting Redis and storage together, or a Redis still loading its AOF, must
+/// not stop the stack. Persistence settings that refuse the chosen durability
+/// ([`store::Refused`]) end the process at once: that is a configuration error.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+    let mut delay = std::time::Duration::from_millis(100);
+    let (store, hub) = loop {
+        match connect(&config).await {
+            Ok(pair) => break pair,
+            Err(e) if e.is::<store::Refused>() => return Err(e),
+            Err(e) => {
+                tracing::warn!("Redis not usable yet ({e:#}); retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
+    };
+    let svc = server::StorageService { store, hub };
+    crdplane_transport::serve_one(
+        listener,
+        StorageServer::new(svc)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(256 << 20),
+    )
+    .await?;
+    Ok(())
+}
+
+/// One startup attempt: the store (persistence check, recovery epoch) and the pub/sub hub.
+async fn connect(config: &Config) -> anyhow::Result<(store::Store, std::sync::Arc<watch::Hub>)> {
     let store = store::Store::connect(
         &config.redis_url,
         store::StoreOptions {
@@ -91,15 +122,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     )
     .await?;
     let hub = watch::Hub::start(&config.redis_url, config.redis_timeout).await?;
-    let svc = server::StorageService { store, hub };
-    crdplane_transport::serve_one(
-        listener,
-        StorageServer::new(svc)
-            .max_decoding_message_size(64 << 20)
-            .max_encoding_message_size(256 << 20),
-    )
-    .await?;
-    Ok(())
+    Ok((store, hub))
 }
 
 #[cfg(test)]

@@ -237,6 +237,20 @@ fn bulk(v: Value) -> Option<Vec<u8>> {
     }
 }
 
+/// Redis answers but its persistence settings cannot give the chosen durability: a
+/// configuration error, so the process does not start (unlike an unreachable Redis, which
+/// [`crate::serve`] waits out).
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "refusing to serve: {}", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 impl Store {
     /// Connects, refuses to start when Redis's persistence settings cannot give the chosen
     /// durability (warns when they give it only in part), and enters the current recovery
@@ -261,7 +275,7 @@ impl Store {
             durability: opts.durability,
         };
         match store.persistence_verdict().await {
-            Verdict::Refuse(msg) => anyhow::bail!("refusing to serve: {msg}"),
+            Verdict::Refuse(msg) => return Err(Refused(msg).into()),
             Verdict::Warn(msg) => tracing::warn!("{msg}"),
             Verdict::Ok => {}
         }

@@ -636,3 +636,38 @@ async fn dependents_follow_owner_references_through_writes() {
     .unwrap();
     assert!(list(&mut c, &["u1", "u2"], 0, "").await.is_empty());
 }
+
+/// Redis not yet up (or still loading its AOF) when storage starts: the service waits for it
+/// with backoff instead of exiting, and serves once Redis answers.
+#[tokio::test]
+async fn startup_waits_for_redis() {
+    let mut redis = RedisServer::start().expect("redis");
+    redis.stop();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = crdplane_storage::Config {
+        redis_url: redis.url(),
+        ..Default::default()
+    };
+    let mut serving = tokio::spawn(crdplane_storage::serve(cfg, listener));
+    // A refused connection fails at once: without the wait, `serve` has returned by now.
+    let early = tokio::time::timeout(std::time::Duration::from_millis(500), &mut serving).await;
+    assert!(
+        early.is_err(),
+        "storage ended while Redis was down: {early:?}"
+    );
+    redis.restart().expect("redis restart");
+    let served = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut c = loop {
+            match StorageClient::connect(format!("http://{addr}")).await {
+                Ok(c) => break c,
+                Err(_) => tokio::task::yield_now().await,
+            }
+        };
+        create(&mut c, "t1", "default", "late").await
+    })
+    .await
+    .expect("storage serves once Redis is up");
+    assert!(served.resource_version > 0);
+    assert!(!serving.is_finished());
+}
