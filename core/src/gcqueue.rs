@@ -75,7 +75,8 @@ impl Owner {
                 .cloned()
                 .unwrap_or_default()
         };
-        let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let str_of =
+            |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let before: Vec<String> = old
             .map(|o| refs(o).iter().map(|r| str_of(r, "uid")).collect())
             .unwrap_or_default();
@@ -220,8 +221,12 @@ mod tests {
 
     #[test]
     fn verification_entries() {
-        let o = Owner::of("a.io", "widgets", &json!({"metadata": {"name": "w", "uid": "u1"}}))
-            .unwrap();
+        let o = Owner::of(
+            "a.io",
+            "widgets",
+            &json!({"metadata": {"name": "w", "uid": "u1"}}),
+        )
+        .unwrap();
         let mut v = verify_entry("t1", &o, 1);
         assert!(is_verify(&v));
         touch_verify(&mut v, 2);

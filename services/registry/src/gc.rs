@@ -847,7 +847,17 @@ impl RegistryService {
             let dep_ns = s(&d.obj, "/metadata/namespace").to_string();
             for r in owner_refs(&d.obj) {
                 let uid = s(&r, "/uid").to_string();
+                // Checked before the known states: an item's own owner is known absent, but
+                // the reference may still be invalid for this dependent.
+                let invalid_ref = !d.kind.namespaced
+                    && kinds
+                        .resolve(s(&r, "/apiVersion"), s(&r, "/kind"))
+                        .is_some_and(|k| k.namespaced);
                 let state = match known.get(&uid) {
+                    _ if invalid_ref => {
+                        self.gc_owner_state(&mut st, tenant, kinds, &d, &r, &dep_ns)
+                            .await?
+                    }
                     Some(st) => *st,
                     None => {
                         let st = self
