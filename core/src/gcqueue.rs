@@ -145,10 +145,13 @@ pub fn is_verify(entry: &Value) -> bool {
 
 /// Records the entry again (an existing entry of the same uid) as a deletion: bumps
 /// `touchedAt`, keeps the lease, so the worker holding it sees a new resourceVersion and
-/// makes another pass; a verification entry becomes a deletion entry.
-pub fn touch(entry: &mut Value, now_ms: u64) {
+/// makes another pass; a verification entry becomes a deletion entry of `owner` (whose
+/// resource is known, unlike a reference's).
+pub fn touch(entry: &mut Value, owner: &Owner, now_ms: u64) {
+    let fresh = self::entry("", owner, now_ms);
     if let Some(m) = entry.as_object_mut() {
         m.insert("touchedAt".into(), json!(now_ms));
+        m.insert("owner".into(), fresh["owner"].clone());
         m.remove("verify");
     }
 }
@@ -213,7 +216,7 @@ mod tests {
         assert_eq!(touched_at(&e), 5);
         assert_eq!(lease(&e), None);
         set_lease(&mut e, "r1", 99);
-        touch(&mut e, 7);
+        touch(&mut e, &o, 7);
         assert_eq!(lease(&e), Some(("r1".into(), 99)));
         assert_eq!(touched_at(&e), 7);
         assert!(Owner::of("", "x", &json!({"metadata": {"name": "w"}})).is_none());
@@ -231,7 +234,22 @@ mod tests {
         assert!(is_verify(&v));
         touch_verify(&mut v, 2);
         assert!(is_verify(&v));
-        touch(&mut v, 3);
+        let full = Owner {
+            resource: "widgets".into(),
+            ..o.clone()
+        };
+        let mut v2 = verify_entry(
+            "t1",
+            &Owner {
+                resource: String::new(),
+                ..o.clone()
+            },
+            1,
+        );
+        touch(&mut v2, &full, 3);
+        assert!(!is_verify(&v2));
+        assert_eq!(owner_of(&v2).unwrap().resource, "widgets");
+        touch(&mut v, &o, 3);
         assert!(!is_verify(&v));
         let mut d = entry("t1", &o, 1);
         touch_verify(&mut d, 2);

@@ -125,7 +125,7 @@ async fn record_owner(
             }
             gcqueue::touch_verify(&mut e, now);
         } else {
-            gcqueue::touch(&mut e, now);
+            gcqueue::touch(&mut e, owner, now);
         }
         match st
             .update(pb::UpdateRequest {

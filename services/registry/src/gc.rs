@@ -418,7 +418,7 @@ pub async fn record(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(),
         let Some((mut e, rv)) = get_opt(st, &key).await? else {
             continue;
         };
-        gcqueue::touch(&mut e, now);
+        gcqueue::touch(&mut e, owner, now);
         match put(st, &key, &e, rv).await {
             Ok(_) => return Ok(()),
             Err(s) if matches!(code(&s), 404 | 409) => continue,
@@ -667,6 +667,26 @@ impl RegistryService {
         if verify {
             return self.gc_verify(&mut st, tenant, &kinds, owner).await;
         }
+        // A verification item turned into a deletion item while this worker held it: the
+        // owner it read may still be the reference's (no resource).
+        let resolved;
+        let owner = if owner.resource.is_empty() {
+            let Some(k) = kinds.resolve_group_kind(&owner.group, &owner.kind) else {
+                return Ok(Step::Again(POLL));
+            };
+            resolved = Owner {
+                resource: k.resource.clone(),
+                namespace: if k.namespaced {
+                    owner.namespace.clone()
+                } else {
+                    String::new()
+                },
+                ..owner.clone()
+            };
+            &resolved
+        } else {
+            owner
+        };
         let okey = pb::ObjectKey {
             resource: Some(rref(tenant, &owner.group, &owner.resource)),
             namespace: owner.namespace.clone(),
