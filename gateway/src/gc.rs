@@ -8,8 +8,8 @@
 //! verification item per added owner uid (`gcqueue::verify_entry`): the collector checks
 //! that the owner exists and collects the dependent when it does not (upstream's virtual
 //! owner nodes, `graph_builder.go`). It is recorded *after* the write, so the collector's
-//! lookup of the owner's dependents sees the dependent; a crash in between is caught by the
-//! collector's periodic resync. Recording it is best effort: a failure is logged, the
+//! lookup of the owner's dependents sees the dependent; a crash in between loses the check
+//! (no resync yet). Recording it is best effort: a failure is logged, the
 //! client's write stands.
 //!
 //! The entry is recorded *before* the write: a crash between the two leaves an entry whose

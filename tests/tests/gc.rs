@@ -1,8 +1,9 @@
 //! Garbage collection end to end on the real stack (real redis-server, the service binaries,
 //! real kubectl 1.20 and 1.33): `metadata.ownerReferences` with propagationPolicy Background
 //! (default), Foreground (blockOwnerDeletion) and Orphan, across CRDs and scopes, a dependent
-//! with two owners, a namespace as owner, `kubectl delete --cascade=…`, and a registry killed
-//! (SIGKILL) while it collects 1,000 dependents.
+//! with two owners, a namespace as owner, `kubectl delete --cascade=…`, a registry killed
+//! (SIGKILL) while it collects 1,000 dependents, dangling owner references (verified live),
+//! CRD deletion as owner deletion, and two registry replicas collecting each dependent once.
 //!
 //! The figure "owner deletion → last of 10,000 dependents gone" is measured by the ignored
 //! test `gc_measure_10000_dependents` (run it with `--ignored --nocapture`).

@@ -24,11 +24,8 @@
 //!   owner references; upstream's virtual owner nodes of `graph_builder.go`): the owner is
 //!   looked up live; when absent, its dependents are handled as above (`attemptToDeleteItem`
 //!   with `isDangling`'s lookup per dependent), when present the item is done at once;
-//! - resync (`gc_resync_loop`): at startup and every `--gc-resync-period`, one replica (a
-//!   leased queue entry) walks the objects of every tenant, re-adds missing owner-index
-//!   entries (storage `IndexOwners`) and runs `attemptToDeleteItem` on every object with
-//!   owner references — upstream's informers relist and their resync re-queues every
-//!   object, which catches what a lost item missed;
+//!   (No resync yet: objects written before the owner index existed, or whose item was lost
+//!   to a crash between a write and its verification record, are not looked at again.)
 //! - objects removed by the CRD finalizer and the namespace deleter (`lifecycle.rs`) are
 //!   owner deletions like any other: their items are recorded before the deletes
 //!   (`gc_record_deleted`).
