@@ -8,6 +8,14 @@
 //! that a restart of any process resumes them). Items are entries of the registry's deletion
 //! queue resource (tenant `_crdplane`, `crdplane.io/pendingdeletions`), namespace slot = the
 //! object's tenant, name `gc.<uid>`. Pure: building and reading the entry JSON only.
+//!
+//! A *verification* item (`"verify": true`) is recorded after a write that adds owner
+//! references: "an object now names this owner: check that it exists". Upstream's graph
+//! builder adds a virtual node for an owner it has not observed and `attemptToDeleteItem`
+//! verifies it with a live lookup (`graph_builder.go` `processGraphChanges`,
+//! `garbagecollector.go` `isDangling`). Its owner may carry only the reference's group and
+//! kind (`resource` empty); the collector resolves them. A deletion record of the same uid
+//! turns a verification item into a deletion item, never the other way round.
 use serde_json::{Value, json};
 
 pub const QUEUE_TENANT: &str = "_crdplane";
@@ -26,6 +34,8 @@ pub struct Owner {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// The owner's kind (needed when `resource` is empty: a reference not yet resolved).
+    pub kind: String,
 }
 
 impl Owner {
@@ -47,7 +57,54 @@ impl Owner {
             namespace: s("namespace"),
             name,
             uid,
+            kind: obj
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
         })
+    }
+
+    /// The owners named by `new`'s `metadata.ownerReferences` whose uids `old` (the object
+    /// before the write, if any) does not name: the references a write adds. Namespaced
+    /// owners are looked up in the dependent's namespace, so that is recorded with them.
+    pub fn added_refs(new: &Value, old: Option<&Value>) -> Vec<Self> {
+        let refs = |v: &Value| -> Vec<Value> {
+            v.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let str_of =
+            |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let before: Vec<String> = old
+            .map(|o| refs(o).iter().map(|r| str_of(r, "uid")).collect())
+            .unwrap_or_default();
+        let ns = new
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut out: Vec<Self> = Vec::new();
+        for r in refs(new) {
+            let uid = str_of(&r, "uid");
+            if uid.is_empty() || before.contains(&uid) || out.iter().any(|o| o.uid == uid) {
+                continue;
+            }
+            let api_version = str_of(&r, "apiVersion");
+            let group = match api_version.split_once('/') {
+                Some((g, _)) => g.to_string(),
+                None => String::new(),
+            };
+            out.push(Self {
+                group,
+                resource: String::new(),
+                namespace: ns.to_string(),
+                name: str_of(&r, "name"),
+                uid,
+                kind: str_of(&r, "kind"),
+            });
+        }
+        out
     }
 }
 
@@ -69,13 +126,39 @@ pub fn entry(tenant: &str, owner: &Owner, now_ms: u64) -> Value {
     json!({"apiVersion": "crdplane.io/v1", "kind": "PendingDeletion",
         "metadata": {"name": entry_name(&owner.uid), "namespace": tenant, "resourceVersion": ""},
         "owner": {"group": owner.group, "resource": owner.resource,
-                  "namespace": owner.namespace, "name": owner.name, "uid": owner.uid},
+                  "namespace": owner.namespace, "name": owner.name, "uid": owner.uid,
+                  "kind": owner.kind},
         "touchedAt": now_ms})
 }
 
-/// Records the entry again (an existing entry of the same uid): bumps `touchedAt`, keeps the
-/// lease, so the worker holding it sees a new resourceVersion and makes another pass.
-pub fn touch(entry: &mut Value, now_ms: u64) {
+/// A new verification entry (see the module doc).
+pub fn verify_entry(tenant: &str, owner: &Owner, now_ms: u64) -> Value {
+    let mut e = entry(tenant, owner, now_ms);
+    e["verify"] = json!(true);
+    e
+}
+
+/// Whether the entry only asks to verify that its owner exists.
+pub fn is_verify(entry: &Value) -> bool {
+    entry.get("verify") == Some(&json!(true))
+}
+
+/// Records the entry again (an existing entry of the same uid) as a deletion: bumps
+/// `touchedAt`, keeps the lease, so the worker holding it sees a new resourceVersion and
+/// makes another pass; a verification entry becomes a deletion entry of `owner` (whose
+/// resource is known, unlike a reference's).
+pub fn touch(entry: &mut Value, owner: &Owner, now_ms: u64) {
+    let fresh = self::entry("", owner, now_ms);
+    if let Some(m) = entry.as_object_mut() {
+        m.insert("touchedAt".into(), json!(now_ms));
+        m.insert("owner".into(), fresh["owner"].clone());
+        m.remove("verify");
+    }
+}
+
+/// Records the entry again as a verification: bumps `touchedAt` only (a deletion entry
+/// stays one).
+pub fn touch_verify(entry: &mut Value, now_ms: u64) {
     if let Some(m) = entry.as_object_mut() {
         m.insert("touchedAt".into(), json!(now_ms));
     }
@@ -87,10 +170,11 @@ pub fn owner_of(entry: &Value) -> Option<Owner> {
     let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
     Some(Owner {
         group: s("group").unwrap_or_default(),
-        resource: s("resource")?,
+        resource: s("resource").unwrap_or_default(),
         namespace: s("namespace").unwrap_or_default(),
         name: s("name")?,
         uid: s("uid")?,
+        kind: s("kind").unwrap_or_default(),
     })
 }
 
@@ -132,9 +216,61 @@ mod tests {
         assert_eq!(touched_at(&e), 5);
         assert_eq!(lease(&e), None);
         set_lease(&mut e, "r1", 99);
-        touch(&mut e, 7);
+        touch(&mut e, &o, 7);
         assert_eq!(lease(&e), Some(("r1".into(), 99)));
         assert_eq!(touched_at(&e), 7);
         assert!(Owner::of("", "x", &json!({"metadata": {"name": "w"}})).is_none());
+    }
+
+    #[test]
+    fn verification_entries() {
+        let o = Owner::of(
+            "a.io",
+            "widgets",
+            &json!({"metadata": {"name": "w", "uid": "u1"}}),
+        )
+        .unwrap();
+        let mut v = verify_entry("t1", &o, 1);
+        assert!(is_verify(&v));
+        touch_verify(&mut v, 2);
+        assert!(is_verify(&v));
+        let full = Owner {
+            resource: "widgets".into(),
+            ..o.clone()
+        };
+        let mut v2 = verify_entry(
+            "t1",
+            &Owner {
+                resource: String::new(),
+                ..o.clone()
+            },
+            1,
+        );
+        touch(&mut v2, &full, 3);
+        assert!(!is_verify(&v2));
+        assert_eq!(owner_of(&v2).unwrap().resource, "widgets");
+        touch(&mut v, &o, 3);
+        assert!(!is_verify(&v));
+        let mut d = entry("t1", &o, 1);
+        touch_verify(&mut d, 2);
+        assert!(!is_verify(&d));
+    }
+
+    #[test]
+    fn added_references() {
+        let r = |uid: &str| json!({"apiVersion": "a.io/v1", "kind": "A", "name": format!("n-{uid}"), "uid": uid});
+        let new = json!({"metadata": {"namespace": "ns", "ownerReferences": [r("u1"), r("u2"),
+            {"apiVersion": "v1", "kind": "Namespace", "name": "x", "uid": "u3"}, r("u1")]}});
+        let old = json!({"metadata": {"ownerReferences": [r("u2")]}});
+        let added = Owner::added_refs(&new, Some(&old));
+        let uids: Vec<&str> = added.iter().map(|o| o.uid.as_str()).collect();
+        assert_eq!(uids, ["u1", "u3"]);
+        assert_eq!(added[0].group, "a.io");
+        assert_eq!(added[0].kind, "A");
+        assert_eq!(added[0].namespace, "ns");
+        assert_eq!(added[0].resource, "");
+        assert_eq!(added[1].group, "");
+        assert_eq!(Owner::added_refs(&new, Some(&new)).len(), 0);
+        assert_eq!(Owner::added_refs(&old, None).len(), 1);
     }
 }

@@ -753,6 +753,9 @@ async fn create(
             dry_run: dry,
         })
         .await?;
+    if !dry {
+        crate::gc::verify_added_refs(&ctx.storage, &i.tenant, &s.json, None).await;
+    }
     let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
         .await?
         .pop()
@@ -900,6 +903,9 @@ pub(crate) async fn store_existing(
         })
         .await?
         .into_inner();
+    if !dry {
+        crate::gc::verify_added_refs(&ctx.storage, &i.tenant, &s.json, Some(old)).await;
+    }
     let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
         .await?
         .pop()

@@ -325,6 +325,54 @@ impl Stack {
         Ok(())
     }
 
+    /// Starts one more registry replica on the stack's storage and validation, its log
+    /// (stderr) written to `log`; returns its index for [`Stack::kill_child`].
+    pub fn add_registry(&mut self, log: &Path) -> anyhow::Result<usize> {
+        let err = std::fs::File::create(log)?;
+        let mut child = Command::new(bin("crdplane-registry"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--storage",
+                &self.storage,
+                "--validation",
+                &self.validation,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(err))
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        self.children.push(child);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let mut first = None;
+            for l in lines.by_ref() {
+                let Ok(l) = l else { break };
+                if crdplane_core::names::parse_announcement(&l).is_some() {
+                    first = Some(l);
+                    break;
+                }
+            }
+            let _ = tx.send(first);
+            for _ in lines {}
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .ok()
+            .flatten()
+            .ok_or_else(|| anyhow::anyhow!("the added registry did not announce its address"))?;
+        Ok(self.children.len() - 1)
+    }
+
+    /// Kills (SIGKILL) a process started by [`Stack::add_registry`].
+    pub fn kill_child(&mut self, i: usize) -> anyhow::Result<()> {
+        let c = &mut self.children[i];
+        c.kill()?;
+        c.wait()?;
+        Ok(())
+    }
+
     pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {

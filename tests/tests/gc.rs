@@ -1,8 +1,9 @@
 //! Garbage collection end to end on the real stack (real redis-server, the service binaries,
 //! real kubectl 1.20 and 1.33): `metadata.ownerReferences` with propagationPolicy Background
 //! (default), Foreground (blockOwnerDeletion) and Orphan, across CRDs and scopes, a dependent
-//! with two owners, a namespace as owner, `kubectl delete --cascade=…`, and a registry killed
-//! (SIGKILL) while it collects 1,000 dependents.
+//! with two owners, a namespace as owner, `kubectl delete --cascade=…`, a registry killed
+//! (SIGKILL) while it collects 1,000 dependents, dangling owner references (verified live),
+//! CRD deletion as owner deletion, and two registry replicas collecting each dependent once.
 //!
 //! The figure "owner deletion → last of 10,000 dependents gone" is measured by the ignored
 //! test `gc_measure_10000_dependents` (run it with `--ignored --nocapture`).
@@ -455,4 +456,196 @@ fn gc_measure_10000_dependents() {
         "owner deletion -> last of {n} dependents gone: {:?}",
         t.elapsed()
     );
+}
+
+/// A reference to an owner that is gone (deleted before the dependent was written, or a uid
+/// that never existed) is verified live (upstream: a virtual owner node,
+/// `attemptToDeleteItem` → `isDangling`): the dependent is collected when all its owners are
+/// absent, only the dangling reference is removed when a live owner remains, and a
+/// cluster-scoped dependent naming a namespaced owner kind is left alone
+/// (`OwnerRefInvalidNamespace`). References added by an update (kubectl patch) count too.
+#[test]
+fn dangling_owner_references_are_verified() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let env = Env::new(&stack, "gc-dangling");
+    let gone_owner = env.create("parents", "Parent", "gone", json!({}));
+    assert_eq!(env.delete("parents", "gone", None).0, 200);
+    env.gone("parents", "gone", 20);
+    let live = env.create("parents", "Parent", "live", json!({}));
+    let ghost = json!({"apiVersion": "gc.example.com/v1", "kind": "Parent", "name": "ghost",
+        "uid": "00000000-0000-0000-0000-00000000dead"});
+    // Invalid: cluster-scoped dependent, namespaced owner kind. Created first.
+    env.create(
+        "clusterowners",
+        "ClusterOwner",
+        "invalid",
+        json!({"ownerReferences": [owner_ref(&gone_owner, false)]}),
+    );
+    env.create(
+        "children",
+        "Child",
+        "late",
+        json!({"ownerReferences": [owner_ref(&gone_owner, false)]}),
+    );
+    env.create(
+        "children",
+        "Child",
+        "never",
+        json!({"ownerReferences": [ghost.clone()]}),
+    );
+    env.create(
+        "children",
+        "Child",
+        "half",
+        json!({"ownerReferences": [owner_ref(&live, false), ghost.clone()]}),
+    );
+    env.gone("children", "late", 20);
+    env.gone("children", "never", 20);
+    let half = wait_for(20, "dangling reference removed", || {
+        let (code, o) = env.get("children", "half");
+        assert_eq!(code, 200, "{o}");
+        (o["metadata"]["ownerReferences"].as_array().map(Vec::len) == Some(1)).then_some(o)
+    });
+    assert_eq!(half["metadata"]["ownerReferences"][0]["name"], "live");
+    // References added by an update, with each kubectl.
+    for (i, k) in kubectls().iter().enumerate() {
+        let name = format!("patched-{i}");
+        env.create("children", "Child", &name, json!({}));
+        let patch = json!({"metadata": {"ownerReferences": [owner_ref(&gone_owner, false)]}});
+        let out = stack.kubectl(
+            k,
+            &[
+                "--server",
+                &format!("{}/clusters/gc-dangling", stack.gateway),
+                "patch",
+                "children.gc.example.com",
+                &name,
+                "-n",
+                "default",
+                "--type=merge",
+                "-p",
+                &patch.to_string(),
+            ],
+        );
+        assert!(out.ok, "{}: {}", k.display(), out.stderr);
+        env.gone("children", &name, 20);
+    }
+    // The invalid one was verified before the others and stays.
+    let (code, inv) = env.get("clusterowners", "invalid");
+    assert_eq!(code, 200, "{inv}");
+    assert_eq!(inv["metadata"]["ownerReferences"][0]["name"], "gone");
+    assert_eq!(env.get("parents", "live").0, 200);
+}
+
+/// Objects removed by a CRD's deletion are owner deletions for their dependents in other
+/// CRDs (upstream: the CRD finalizer's deletes are ordinary deletes the collector sees):
+/// a cluster-scoped custom resource owning namespaced ones, and namespaced owners.
+#[test]
+fn crd_deletion_collects_dependents_of_its_objects() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let env = Env::new(&stack, "gc-crd-delete");
+    let c = env.create("clusterowners", "ClusterOwner", "c", json!({}));
+    let p = env.create("parents", "Parent", "p", json!({}));
+    for i in 0..3 {
+        env.create(
+            "children",
+            "Child",
+            &format!("of-c-{i}"),
+            json!({"ownerReferences": [owner_ref(&c, false)]}),
+        );
+        env.create(
+            "children",
+            "Child",
+            &format!("of-p-{i}"),
+            json!({"ownerReferences": [owner_ref(&p, false)]}),
+        );
+    }
+    env.create("children", "Child", "unowned", json!({}));
+    let ks = kubectls();
+    for (n, crd) in ["clusterowners", "parents"].iter().enumerate() {
+        let name = format!("{crd}.gc.example.com");
+        if let Some(k) = ks.get(n % ks.len().max(1)) {
+            let out = stack.kubectl(
+                k,
+                &[
+                    "--server",
+                    &format!("{}/clusters/gc-crd-delete", stack.gateway),
+                    "delete",
+                    "crd",
+                    &name,
+                ],
+            );
+            assert!(out.ok, "{}: {}", k.display(), out.stderr);
+        } else {
+            let (code, v) = req("DELETE", &format!("{}{CRDS}/{name}", env.base), None);
+            assert_eq!(code, 200, "{v}");
+        }
+    }
+    for i in 0..3 {
+        env.gone("children", &format!("of-c-{i}"), 60);
+        env.gone("children", &format!("of-p-{i}"), 60);
+    }
+    assert_eq!(env.get("children", "unowned").0, 200);
+}
+
+/// Two registry replicas collect 1,000 dependents: each is deleted exactly once (1,000
+/// DELETED events on a watch, no more), the replica's log has no failed collector writes;
+/// one replica is killed (SIGKILL) mid-way and the other finishes the work.
+#[test]
+fn two_registry_replicas_collect_each_dependent_once() {
+    let mut stack = Stack::start_with_redis().expect("stack");
+    let log = stack.home.path().join("registry-2.log");
+    let second = stack.add_registry(&log).expect("second registry");
+    let env = Env::new(&stack, "gc-replicas");
+    let p = env.create("parents", "Parent", "p", json!({}));
+    create_dependents(&env, &p, 1000);
+    assert_eq!(count(&env), 1000);
+    let (_, l) = get(&env.url("children", true, ""));
+    let rv = l["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let w = crdplane_tests::WatchStream::open(
+        &format!(
+            "{}?watch=1&resourceVersion={rv}",
+            env.url("children", true, "")
+        ),
+        None,
+    )
+    .expect("watch");
+    assert_eq!(w.status, 200);
+    assert_eq!(env.delete("parents", "p", None).0, 200);
+    let first = w.take(1, Duration::from_secs(30));
+    assert_eq!(first.len(), 1, "collection did not start within 30 s");
+    stack.kill_child(second).expect("kill the second registry");
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let rest = w.take(999, Duration::from_secs(120));
+    let mut names = std::collections::HashSet::new();
+    for e in first.iter().chain(rest.iter()) {
+        assert_eq!(e["type"], "DELETED", "{e}");
+        assert!(
+            names.insert(
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            ),
+            "deleted twice: {e}"
+        );
+    }
+    assert_eq!(
+        names.len(),
+        1000,
+        "only {} of 1,000 dependents collected within 120 s",
+        names.len()
+    );
+    // Nothing more comes (bounded look, not a wait for the work).
+    assert!(w.poll(Duration::from_secs(2)).is_err(), "an extra event");
+    assert_eq!(count(&env), 0);
+    for l in log_text.lines() {
+        assert!(
+            !(l.contains("gc:") && l.contains("failed")),
+            "collector error in the second replica's log: {l}"
+        );
+    }
 }

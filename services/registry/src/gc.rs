@@ -20,10 +20,22 @@
 //! - owner with `orphan` (`orphanDependents`): the owner's reference is removed from every
 //!   dependent, then the finalizer.
 //!
+//! - verification item (`gcqueue::is_verify`, recorded by the gateway after a write that adds
+//!   owner references; upstream's virtual owner nodes of `graph_builder.go`): the owner is
+//!   looked up live; when absent, its dependents are handled as above (`attemptToDeleteItem`
+//!   with `isDangling`'s lookup per dependent), when present the item is done at once;
+//!   (No resync yet: objects written before the owner index existed, or whose item was lost
+//!   to a crash between a write and its verification record, are not looked at again.)
+//! - objects removed by the CRD finalizer and the namespace deleter (`lifecycle.rs`) are
+//!   owner deletions like any other: their items are recorded before the deletes
+//!   (`gc_record_deleted`).
+//!
 //! Owner references are resolved with the tenant's CRDs (group from `apiVersion`, `kind`) and
-//! `v1` `Namespace`. A namespaced owner of a cluster-scoped dependent is invalid and treated
-//! as absent; upstream records the event `OwnerRefInvalidNamespace` — events are not served
-//! by this project yet, so it is logged (warn) with upstream's text. Cross-namespace owners
+//! `v1` `Namespace`. A namespaced owner of a cluster-scoped dependent is invalid: the
+//! dependent is left alone (upstream `isDangling` returns
+//! `namespacedOwnerOfClusterScopedObjectErr` and the item is forgotten) and upstream's event
+//! `OwnerRefInvalidNamespace` — events are not served by this project yet — is logged (warn)
+//! with upstream's text. Cross-namespace owners
 //! cannot be expressed (a namespaced owner is looked up in the dependent's namespace). An
 //! owner of a kind the tenant does not serve is kept as if it existed (upstream retries the
 //! REST mapping and never deletes on it).
@@ -128,6 +140,13 @@ impl Kinds {
     /// The kind an owner reference's `apiVersion` + `kind` names.
     pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&Kind> {
         let (group, _) = crdplane_core::names::split_api_version(api_version);
+        self.kinds
+            .iter()
+            .find(|k| k.group == group && k.kind == kind)
+    }
+
+    /// The kind of `group` (no version) named `kind`.
+    pub fn resolve_group_kind(&self, group: &str, kind: &str) -> Option<&Kind> {
         self.kinds
             .iter()
             .find(|k| k.group == group && k.kind == kind)
@@ -278,6 +297,8 @@ pub enum OwnerState {
     Dangling,
     /// Exists with `foregroundDeletion` and a deletionTimestamp.
     Waiting,
+    /// A namespaced owner kind named by a cluster-scoped dependent: nothing is done.
+    Invalid,
 }
 
 /// A dependent found through the owner index.
@@ -394,7 +415,7 @@ pub async fn record(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(),
         let Some((mut e, rv)) = get_opt(st, &key).await? else {
             continue;
         };
-        gcqueue::touch(&mut e, now);
+        gcqueue::touch(&mut e, owner, now);
         match put(st, &key, &e, rv).await {
             Ok(_) => return Ok(()),
             Err(s) if matches!(code(&s), 404 | 409) => continue,
@@ -486,9 +507,10 @@ impl RegistryService {
                 }
             };
             let mut touched = gcqueue::touched_at(&entry);
+            let mut verify = gcqueue::is_verify(&entry);
             let mut renewed = now;
             let finished = loop {
-                match self.gc_pass(&tenant, &owner, touched).await {
+                match self.gc_pass(&tenant, &owner, touched, verify).await {
                     Ok(Step::Done) => break true,
                     Ok(Step::Again(d)) => {
                         failures = 0;
@@ -502,9 +524,10 @@ impl RegistryService {
                 }
                 if gcqueue::now_ms().saturating_sub(renewed) > LEASE_MS / 3 {
                     match self.gc_renew(&mut st, &key, &me).await {
-                        Some((new_rv, t)) => {
+                        Some((new_rv, t, v)) => {
                             rv = new_rv;
                             touched = t;
+                            verify = v;
                             renewed = gcqueue::now_ms();
                         }
                         None => break false,
@@ -531,7 +554,7 @@ impl RegistryService {
         st: &mut Storage,
         key: &pb::ObjectKey,
         me: &str,
-    ) -> Option<(u64, u64)> {
+    ) -> Option<(u64, u64, bool)> {
         for _ in 0..5 {
             let (mut e, rv) = get_opt(st, key).await.ok()??;
             match gcqueue::lease(&e) {
@@ -540,7 +563,9 @@ impl RegistryService {
             }
             gcqueue::set_lease(&mut e, me, gcqueue::now_ms() + LEASE_MS);
             match put(st, key, &e, rv).await {
-                Ok(new_rv) => return Some((new_rv, gcqueue::touched_at(&e))),
+                Ok(new_rv) => {
+                    return Some((new_rv, gcqueue::touched_at(&e), gcqueue::is_verify(&e)));
+                }
                 Err(s) if code(&s) == 409 => continue,
                 Err(_) => return None,
             }
@@ -627,9 +652,38 @@ impl RegistryService {
     }
 
     /// One pass over an item (see the module doc).
-    async fn gc_pass(&self, tenant: &str, owner: &Owner, touched: u64) -> Result<Step, ApiError> {
+    async fn gc_pass(
+        &self,
+        tenant: &str,
+        owner: &Owner,
+        touched: u64,
+        verify: bool,
+    ) -> Result<Step, ApiError> {
         let kinds = Kinds::new(&self.crds_of(tenant).await?);
         let mut st = self.storage();
+        if verify {
+            return self.gc_verify(&mut st, tenant, &kinds, owner).await;
+        }
+        // A verification item turned into a deletion item while this worker held it: the
+        // owner it read may still be the reference's (no resource).
+        let resolved;
+        let owner = if owner.resource.is_empty() {
+            let Some(k) = kinds.resolve_group_kind(&owner.group, &owner.kind) else {
+                return Ok(Step::Again(POLL));
+            };
+            resolved = Owner {
+                resource: k.resource.clone(),
+                namespace: if k.namespaced {
+                    owner.namespace.clone()
+                } else {
+                    String::new()
+                },
+                ..owner.clone()
+            };
+            &resolved
+        } else {
+            owner
+        };
         let okey = pb::ObjectKey {
             resource: Some(rref(tenant, &owner.group, &owner.resource)),
             namespace: owner.namespace.clone(),
@@ -704,6 +758,63 @@ impl RegistryService {
         }
     }
 
+    /// One pass over a verification item: the owner named by a reference is looked up live
+    /// (garbagecollector.go `isDangling`: the dependent's namespace for a namespaced owner,
+    /// the uid compared); only when it is absent are its dependents looked at.
+    async fn gc_verify(
+        &self,
+        st: &mut Storage,
+        tenant: &str,
+        kinds: &Kinds,
+        owner: &Owner,
+    ) -> Result<Step, ApiError> {
+        let kind = if owner.resource.is_empty() {
+            kinds.resolve_group_kind(&owner.group, &owner.kind)
+        } else {
+            kinds
+                .kinds
+                .iter()
+                .find(|k| k.group == owner.group && k.resource == owner.resource)
+        };
+        let Some(kind) = kind else {
+            // Upstream retries the REST mapping and never deletes on it; the resync looks
+            // again later.
+            tracing::debug!(tenant, owner = %owner.uid, kind = %owner.kind,
+                "gc: owner kind not served; reference kept");
+            return Ok(Step::Done);
+        };
+        if !(kind.namespaced && owner.namespace.is_empty()) {
+            let okey = pb::ObjectKey {
+                resource: Some(rref(tenant, &kind.group, &kind.resource)),
+                namespace: if kind.namespaced {
+                    owner.namespace.clone()
+                } else {
+                    String::new()
+                },
+                name: owner.name.clone(),
+            };
+            if get_opt(st, &okey)
+                .await?
+                .is_some_and(|(o, _)| s(&o, "/metadata/uid") == owner.uid)
+            {
+                // Present (if being deleted, its deletion item deals with its dependents).
+                return Ok(Step::Done);
+            }
+        }
+        let (deps, more) = self
+            .gc_dependents(tenant, kinds, &owner.uid, PASS_BUDGET)
+            .await?;
+        // Each dependent's references are looked up with its own namespace and scope.
+        let changed = self
+            .gc_attempt_all(tenant, kinds, deps, HashMap::new())
+            .await?;
+        Ok(if changed || more {
+            Step::Again(Duration::ZERO)
+        } else {
+            Step::Done
+        })
+    }
+
     /// Removes the collector's finalizer from the owner, deleting it when none is left
     /// (store.go: an update that empties the finalizers of an object being deleted).
     async fn gc_finish_owner(
@@ -749,16 +860,29 @@ impl RegistryService {
             let mut dangling = HashSet::new();
             let mut waiting = HashSet::new();
             let mut solid = 0;
+            let mut invalid = false;
             let dep_ns = s(&d.obj, "/metadata/namespace").to_string();
             for r in owner_refs(&d.obj) {
                 let uid = s(&r, "/uid").to_string();
+                // Checked before the known states: an item's own owner is known absent, but
+                // the reference may still be invalid for this dependent.
+                let invalid_ref = !d.kind.namespaced
+                    && kinds
+                        .resolve(s(&r, "/apiVersion"), s(&r, "/kind"))
+                        .is_some_and(|k| k.namespaced);
                 let state = match known.get(&uid) {
+                    _ if invalid_ref => {
+                        self.gc_owner_state(&mut st, tenant, kinds, &d, &r, &dep_ns)
+                            .await?
+                    }
                     Some(st) => *st,
                     None => {
                         let st = self
                             .gc_owner_state(&mut st, tenant, kinds, &d, &r, &dep_ns)
                             .await?;
-                        known.insert(uid.clone(), st);
+                        if st != OwnerState::Invalid {
+                            known.insert(uid.clone(), st);
+                        }
                         st
                     }
                 };
@@ -770,7 +894,12 @@ impl RegistryService {
                     OwnerState::Waiting => {
                         waiting.insert(uid);
                     }
+                    OwnerState::Invalid => invalid = true,
                 }
+            }
+            if invalid {
+                actions.push((d, Action::Nothing));
+                continue;
             }
             if solid > 0 {
                 // A live owner remains: drop the references to dangling and waiting owners.
@@ -832,7 +961,7 @@ impl RegistryService {
                 "{}",
                 invalid_namespace_message(r, dep_ns)
             );
-            return Ok(OwnerState::Dangling);
+            return Ok(OwnerState::Invalid);
         }
         let key = pb::ObjectKey {
             resource: Some(rref(tenant, &k.group, &k.resource)),
@@ -881,6 +1010,49 @@ impl RegistryService {
             retry |= r?;
         }
         Ok(retry)
+    }
+
+    /// Records the items of objects of `group`/`resource` that a controller (the CRD
+    /// finalizer, the namespace deleter) is about to delete, for those that have dependents
+    /// (one owner-index lookup per custom resource of the tenant per 1,000 objects): their
+    /// removal is an owner deletion like any other (upstream: ordinary deletes the collector
+    /// observes). Recorded before the deletes, so a crash in between leaves the work.
+    pub(crate) async fn gc_record_deleted(
+        &self,
+        tenant: &str,
+        group: &str,
+        resource: &str,
+        objs: &[Value],
+    ) -> Result<(), ApiError> {
+        if objs.is_empty() {
+            return Ok(());
+        }
+        let kinds = Kinds::new(&self.crds_of(tenant).await?);
+        // Only the uids matter for the lookup; the CRD may no longer be established.
+        let kind = Kind {
+            group: group.into(),
+            resource: resource.into(),
+            kind: String::new(),
+            namespaced: true,
+        };
+        let deps: Vec<Dep> = objs
+            .iter()
+            .map(|o| Dep {
+                kind: kind.clone(),
+                obj: o.clone(),
+                rv: 0,
+            })
+            .collect();
+        let owners = self.gc_with_dependents(tenant, &kinds, &deps).await?;
+        let mut st = self.storage();
+        for d in &deps {
+            if owners.contains(d.uid())
+                && let Some(o) = Owner::of(group, resource, &d.obj)
+            {
+                record(&mut st, tenant, &o).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Records the item of an object about to be removed by a controller (namespaces).

@@ -630,7 +630,7 @@ impl RegistryService {
             };
             let started = tokio::time::Instant::now();
             loop {
-                match delete_all(&mut self.storage(), &cr, "").await {
+                match delete_all(self, &mut self.storage(), &cr, "").await {
                     Ok(left) if left.objects == 0 => break,
                     Ok(_) => {}
                     Err(e) => {
@@ -751,7 +751,7 @@ impl RegistryService {
                 group: view.spec.group.clone(),
                 resource: view.spec.names.plural.clone(),
             };
-            match delete_all(&mut st, &cr, name).await {
+            match delete_all(self, &mut st, &cr, name).await {
                 Ok(left) => {
                     if left.objects > 0 {
                         remaining.insert(format!("{}.{}", cr.resource, cr.group), left);
@@ -872,6 +872,7 @@ async fn delete_ns(st: &mut Storage, key: &pb::ObjectKey, rv: u64) -> Result<(),
 /// (compare-and-swap on the version read, so a concurrent update is seen on the next pass).
 /// Returns what is left after the pass.
 pub async fn delete_all(
+    svc: &RegistryService,
     st: &mut Storage,
     r: &pb::ResourceRef,
     namespace: &str,
@@ -894,6 +895,16 @@ pub async fn delete_all(
             .await
             .map_err(|s| ApiError::from_grpc(&s))?
             .into_inner();
+        // The objects deleted below may own others (in other CRDs, other namespaces, or
+        // cluster-scoped): the garbage collector's items first.
+        let doomed: Vec<Value> = page
+            .items
+            .iter()
+            .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
+            .filter(|o| holding_finalizers(o).is_empty())
+            .collect();
+        svc.gc_record_deleted(&r.tenant, &r.group, &r.resource, &doomed)
+            .await?;
         for item in &page.items {
             let Ok(obj) = serde_json::from_slice::<Value>(item) else {
                 continue;
