@@ -108,7 +108,6 @@ impl<'de> Visitor<'de> for Seed<'_> {
     }
 }
 
-
 fn push_index(s: &mut String, i: usize) {
     use std::fmt::Write;
     let _ = write!(s, "[{i}]");

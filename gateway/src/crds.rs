@@ -241,7 +241,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             }?
             .into_inner();
             ctx.crds.invalidate(&tenant, &i.name);
-            Ok(with_warnings(json_response(StatusCode::OK, r.json), &warnings))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, r.json),
+                &warnings,
+            ))
         }
         "patch" => {
             crate::crs::record_patch_findings(req);
@@ -295,7 +298,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .map_err(|s| write_failed(ApiError::from_grpc(&s)))
             })
             .await?;
-            Ok(with_warnings(json_response(StatusCode::OK, json), &warnings))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, json),
+                &warnings,
+            ))
         }
         "delete" if !status => {
             let (want_rv, want_uid) = crate::crs::delete_options(&req.body)?;

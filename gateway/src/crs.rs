@@ -151,7 +151,10 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
         "application/json" | "" | "*/*" => {
             let (v, dups) = crdplane_core::decode::decode_with_duplicates(&req.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
-            let dups = dups.iter().map(|d| format!("duplicate field {}", crdplane_core::field::go_quote(d))).collect();
+            let dups = dups
+                .iter()
+                .map(|d| format!("duplicate field {}", crdplane_core::field::go_quote(d)))
+                .collect();
             (v, dups)
         }
         "application/vnd.kubernetes.protobuf" | "application/cbor" => {
@@ -252,7 +255,12 @@ pub fn record_patch_findings(req: &Req) {
     if let Ok((_, dups)) = crdplane_core::decode::decode_with_duplicates(&req.body) {
         let _ = req.body_dups.set(
             dups.iter()
-                .map(|d| format!("{prefix}duplicate field {}", crdplane_core::field::go_quote(d)))
+                .map(|d| {
+                    format!(
+                        "{prefix}duplicate field {}",
+                        crdplane_core::field::go_quote(d)
+                    )
+                })
                 .collect(),
         );
     }

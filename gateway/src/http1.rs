@@ -148,7 +148,10 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HeadError
             te_fields += 1;
             // Go compares the whole (trimmed) field value: `gzip, chunked` and
             // `chunked, chunked` are unsupported, like two fields.
-            chunked = value.as_bytes().trim_ascii().eq_ignore_ascii_case(b"chunked");
+            chunked = value
+                .as_bytes()
+                .trim_ascii()
+                .eq_ignore_ascii_case(b"chunked");
         } else if name == header::CONNECTION {
             for token in value.to_str().unwrap_or("").split(',') {
                 let t = token.trim();
@@ -370,10 +373,9 @@ where
                                 "431 Request Header Fields Too Large",
                             ),
                             // server.go answers an unsupportedTEError without echoing it.
-                            HeadError::UnsupportedTransferEncoding => (
-                                StatusCode::NOT_IMPLEMENTED,
-                                "Unsupported transfer encoding",
-                            ),
+                            HeadError::UnsupportedTransferEncoding => {
+                                (StatusCode::NOT_IMPLEMENTED, "Unsupported transfer encoding")
+                            }
                         };
                         let r = plain_response(code, text);
                         let _ =
@@ -1088,7 +1090,10 @@ mod tests {
             let wire = format!("POST /a HTTP/1.1\r\n{te}\r\n\r\n0\r\n\r\n");
             let out = exchange(addr, wire.as_bytes()).await;
             assert!(out.starts_with("HTTP/1.1 501 Not Implemented\r\n"), "{out}");
-            assert!(out.ends_with("\r\n\r\nUnsupported transfer encoding"), "{out}");
+            assert!(
+                out.ends_with("\r\n\r\nUnsupported transfer encoding"),
+                "{out}"
+            );
         }
         let out = exchange(addr, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n").await;
         assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");

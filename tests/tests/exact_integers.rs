@@ -18,7 +18,13 @@ const I64MIN: &str = "-9223372036854775808";
 const U64MAX: &str = "18446744073709551615";
 
 /// One request; returns (status, raw head, raw body — de-chunked).
-fn raw(s: &Stack, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+fn raw(
+    s: &Stack,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     let host = s.gateway.strip_prefix("http://").unwrap();
     let mut c = std::net::TcpStream::connect(host).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -37,7 +43,10 @@ fn raw(s: &Stack, method: &str, path: &str, headers: &[(&str, &str)], body: &str
     let text = String::from_utf8_lossy(&buf).into_owned();
     let code = text[9..12].parse().unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         let mut out = String::new();
         let mut rest = body;
         while let Some((size, r)) = rest.split_once("\r\n") {
@@ -109,7 +118,14 @@ fn integers_round_trip_exactly_through_every_path() {
     );
     let (code, _, body) = raw(&s, "POST", ITEMS, &[JSON], &obj);
     assert_eq!(code, 201, "{body}");
-    let all = [("a", P53), ("b", I64MAX), ("c", I64MIN), ("d", U64MAX), ("dflt", P53), ("e", U64MAX)];
+    let all = [
+        ("a", P53),
+        ("b", I64MAX),
+        ("c", I64MIN),
+        ("d", U64MAX),
+        ("dflt", P53),
+        ("e", U64MAX),
+    ];
     has_all(&body, &all);
 
     let ev = watch.next(Duration::from_secs(20)).expect("watch event");
@@ -132,7 +148,10 @@ fn integers_round_trip_exactly_through_every_path() {
         "",
     );
     assert_eq!(code, 200, "{body}");
-    assert!(body.contains(&format!("\"cells\":[\"n1\",{P53},")), "{body}");
+    assert!(
+        body.contains(&format!("\"cells\":[\"n1\",{P53},")),
+        "{body}"
+    );
 
     // Merge patch.
     let (code, _, body) = raw(
@@ -163,13 +182,18 @@ fn integers_round_trip_exactly_through_every_path() {
         &[("Content-Type", jp)],
         r#"[{"op":"test","path":"/spec/a","value":9007199254740992},{"op":"replace","path":"/spec/a","value":1}]"#,
     );
-    assert_eq!(code, 422, "2^53 must not equal 2^53+1 in a JSON patch test: {body}");
+    assert_eq!(
+        code, 422,
+        "2^53 must not equal 2^53+1 in a JSON patch test: {body}"
+    );
     let (code, _, body) = raw(
         &s,
         "PATCH",
         &format!("{ITEMS}/n1"),
         &[("Content-Type", jp)],
-        &format!(r#"[{{"op":"test","path":"/spec/a","value":{P53}}},{{"op":"replace","path":"/spec/b","value":{I64MAX}}}]"#),
+        &format!(
+            r#"[{{"op":"test","path":"/spec/a","value":{P53}}},{{"op":"replace","path":"/spec/b","value":{I64MAX}}}]"#
+        ),
     );
     assert_eq!(code, 200, "{body}");
     has_all(&body, &[("a", P53), ("b", I64MAX)]);
@@ -179,7 +203,16 @@ fn integers_round_trip_exactly_through_every_path() {
     let put = cur.replace(&format!("\"c\":{I64MIN}"), &format!("\"c\":{U64MAX}"));
     let (code, _, body) = raw(&s, "PUT", &format!("{ITEMS}/n1"), &[JSON], &put);
     assert_eq!(code, 200, "{body}");
-    has_all(&body, &[("a", P53), ("b", I64MAX), ("c", U64MAX), ("d", U64MAX), ("dflt", P53)]);
+    has_all(
+        &body,
+        &[
+            ("a", P53),
+            ("b", I64MAX),
+            ("c", U64MAX),
+            ("d", U64MAX),
+            ("dflt", P53),
+        ],
+    );
 
     // /status.
     let (code, _, body) = raw(
@@ -196,9 +229,24 @@ fn integers_round_trip_exactly_through_every_path() {
     let yaml = format!(
         "apiVersion: ints.example.com/v1\nkind: Number\nmetadata:\n  name: y1\nspec:\n  a: {P53}\n  b: {I64MAX}\n  c: {I64MIN}\n  d: {U64MAX}\n"
     );
-    let (code, _, body) = raw(&s, "POST", ITEMS, &[("Content-Type", "application/yaml")], &yaml);
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        ITEMS,
+        &[("Content-Type", "application/yaml")],
+        &yaml,
+    );
     assert_eq!(code, 201, "{body}");
-    has_all(&body, &[("a", P53), ("b", I64MAX), ("c", I64MIN), ("d", U64MAX), ("dflt", P53)]);
+    has_all(
+        &body,
+        &[
+            ("a", P53),
+            ("b", I64MAX),
+            ("c", I64MIN),
+            ("d", U64MAX),
+            ("dflt", P53),
+        ],
+    );
 
     // maximum: 9007199254740992 refuses 9007199254740993 and takes 9007199254740992.
     let capped = |name: &str, v: &str| {
@@ -212,7 +260,13 @@ fn integers_round_trip_exactly_through_every_path() {
         body.contains(&format!("spec.capped: Invalid value: {P53}: spec.capped in body should be less than or equal to 9007199254740992")),
         "{body}"
     );
-    let (code, _, body) = raw(&s, "POST", ITEMS, &[JSON], &capped("c2", "9007199254740992"));
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        ITEMS,
+        &[JSON],
+        &capped("c2", "9007199254740992"),
+    );
     assert_eq!(code, 201, "{body}");
     // enum: [2^64-1] refuses 2^64-2.
     let (code, _, body) = raw(

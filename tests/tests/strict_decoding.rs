@@ -47,7 +47,8 @@ fn warnings(head: &str) -> Vec<String> {
     head.lines()
         .filter_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("warning").then(|| v.trim().to_string())
+            k.eq_ignore_ascii_case("warning")
+                .then(|| v.trim().to_string())
         })
         .collect()
 }
@@ -82,7 +83,13 @@ fn duplicate_keys_follow_field_validation() {
     }
 
     // Create: Strict refuses, Warn warns, Ignore is silent; the last value wins.
-    let (code, _, body) = raw(&s, "POST", &format!("{ITEMS}?fieldValidation=Strict"), JSON, &thing("t0"));
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        &format!("{ITEMS}?fieldValidation=Strict"),
+        JSON,
+        &thing("t0"),
+    );
     assert_eq!(code, 400, "{body}");
     assert!(
         body.contains(r#"Thing in version \"v1\" cannot be handled as a Thing: strict decoding error: duplicate field \"spec.a\""#),
@@ -91,8 +98,18 @@ fn duplicate_keys_follow_field_validation() {
     let (code, head, body) = raw(&s, "POST", ITEMS, JSON, &thing("t1"));
     assert_eq!(code, 201, "{body}");
     assert!(body.contains(r#""a":2"#), "{body}");
-    assert_eq!(warnings(&head), vec![r#"299 - "duplicate field \"spec.a\"""#], "{head}");
-    let (code, head, body) = raw(&s, "POST", &format!("{ITEMS}?fieldValidation=Ignore"), JSON, &thing("t2"));
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "duplicate field \"spec.a\"""#],
+        "{head}"
+    );
+    let (code, head, body) = raw(
+        &s,
+        "POST",
+        &format!("{ITEMS}?fieldValidation=Ignore"),
+        JSON,
+        &thing("t2"),
+    );
     assert_eq!(code, 201, "{body}");
     assert!(body.contains(r#""a":2"#), "{body}");
     assert!(warnings(&head).is_empty(), "{head}");
@@ -100,23 +117,53 @@ fn duplicate_keys_follow_field_validation() {
     // PUT with a duplicate.
     let (_, _, cur) = raw(&s, "GET", &format!("{ITEMS}/t1"), JSON, "");
     let put = cur.replacen(r#""a":2"#, r#""a":3,"a":4"#, 1);
-    let (code, _, body) = raw(&s, "PUT", &format!("{ITEMS}/t1?fieldValidation=Strict"), JSON, &put);
+    let (code, _, body) = raw(
+        &s,
+        "PUT",
+        &format!("{ITEMS}/t1?fieldValidation=Strict"),
+        JSON,
+        &put,
+    );
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains(r#"strict decoding error: duplicate field \"spec.a\""#), "{body}");
+    assert!(
+        body.contains(r#"strict decoding error: duplicate field \"spec.a\""#),
+        "{body}"
+    );
     let (code, head, body) = raw(&s, "PUT", &format!("{ITEMS}/t1"), JSON, &put);
     assert_eq!(code, 200, "{body}");
     assert!(body.contains(r#""a":4"#), "{body}");
-    assert_eq!(warnings(&head), vec![r#"299 - "duplicate field \"spec.a\"""#]);
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "duplicate field \"spec.a\"""#]
+    );
 
     // Merge patch and JSON patch documents.
     let mp = "application/merge-patch+json";
-    let (code, _, body) = raw(&s, "PATCH", &format!("{ITEMS}/t1?fieldValidation=Strict"), mp, r#"{"spec":{"b":"y","b":"z"}}"#);
+    let (code, _, body) = raw(
+        &s,
+        "PATCH",
+        &format!("{ITEMS}/t1?fieldValidation=Strict"),
+        mp,
+        r#"{"spec":{"b":"y","b":"z"}}"#,
+    );
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains(r#"strict decoding error: duplicate field \"spec.b\""#), "{body}");
-    let (code, head, body) = raw(&s, "PATCH", &format!("{ITEMS}/t1"), mp, r#"{"spec":{"b":"y","b":"z"}}"#);
+    assert!(
+        body.contains(r#"strict decoding error: duplicate field \"spec.b\""#),
+        "{body}"
+    );
+    let (code, head, body) = raw(
+        &s,
+        "PATCH",
+        &format!("{ITEMS}/t1"),
+        mp,
+        r#"{"spec":{"b":"y","b":"z"}}"#,
+    );
     assert_eq!(code, 200, "{body}");
     assert!(body.contains(r#""b":"z""#), "{body}");
-    assert_eq!(warnings(&head), vec![r#"299 - "duplicate field \"spec.b\"""#]);
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "duplicate field \"spec.b\"""#]
+    );
     let jp = "application/json-patch+json";
     let (code, head, body) = raw(
         &s,
@@ -127,13 +174,25 @@ fn duplicate_keys_follow_field_validation() {
     );
     assert_eq!(code, 200, "{body}");
     assert!(body.contains(r#""b":"w""#), "{body}");
-    assert_eq!(warnings(&head), vec![r#"299 - "json patch duplicate field \"[0].value\"""#]);
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "json patch duplicate field \"[0].value\"""#]
+    );
 
     // YAML body: yaml.v2's strict error.
     let yaml = "apiVersion: dup.example.com/v1\nkind: Thing\nmetadata:\n  name: y1\nspec:\n  a: 1\n  a: 2\n";
-    let (code, _, body) = raw(&s, "POST", &format!("{ITEMS}?fieldValidation=Strict"), "application/yaml", yaml);
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        &format!("{ITEMS}?fieldValidation=Strict"),
+        "application/yaml",
+        yaml,
+    );
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains(r#"line 7: key \"a\" already set in map"#), "{body}");
+    assert!(
+        body.contains(r#"line 7: key \"a\" already set in map"#),
+        "{body}"
+    );
     let (code, head, body) = raw(&s, "POST", ITEMS, "application/yaml", yaml);
     assert_eq!(code, 201, "{body}");
     assert!(body.contains(r#""a":2"#), "{body}");
@@ -141,7 +200,13 @@ fn duplicate_keys_follow_field_validation() {
 
     // Namespaces and CRDs.
     let ns = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"dupns","name":"dupns"}}"#;
-    let (code, _, body) = raw(&s, "POST", "/api/v1/namespaces?fieldValidation=Strict", JSON, ns);
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces?fieldValidation=Strict",
+        JSON,
+        ns,
+    );
     assert_eq!(code, 400, "{body}");
     assert!(
         body.contains(r#"Namespace in version \"v1\" cannot be handled as a Namespace: strict decoding error: duplicate field \"metadata.name\""#),
@@ -149,12 +214,31 @@ fn duplicate_keys_follow_field_validation() {
     );
     let (code, head, body) = raw(&s, "POST", "/api/v1/namespaces", JSON, ns);
     assert_eq!(code, 201, "{body}");
-    assert_eq!(warnings(&head), vec![r#"299 - "duplicate field \"metadata.name\"""#]);
-    let dup_crd = crd().replacen(r#""scope":"Namespaced","#, r#""scope":"Namespaced","scope":"Namespaced","#, 1);
-    let dup_crd = dup_crd.replace("things", "others").replace("thing\"", "other\"").replace("\"Thing\"", "\"Other\"");
-    let (code, _, body) = raw(&s, "POST", &format!("{CRD_PATH}?fieldValidation=Strict"), JSON, &dup_crd);
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "duplicate field \"metadata.name\"""#]
+    );
+    let dup_crd = crd().replacen(
+        r#""scope":"Namespaced","#,
+        r#""scope":"Namespaced","scope":"Namespaced","#,
+        1,
+    );
+    let dup_crd = dup_crd
+        .replace("things", "others")
+        .replace("thing\"", "other\"")
+        .replace("\"Thing\"", "\"Other\"");
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        &format!("{CRD_PATH}?fieldValidation=Strict"),
+        JSON,
+        &dup_crd,
+    );
     assert_eq!(code, 400, "{body}");
-    assert!(body.contains(r#"strict decoding error: duplicate field \"spec.scope\""#), "{body}");
+    assert!(
+        body.contains(r#"strict decoding error: duplicate field \"spec.scope\""#),
+        "{body}"
+    );
 }
 
 #[test]
@@ -166,15 +250,30 @@ fn smuggling_cases_are_answered_as_go_does() {
         "Transfer-Encoding: chunked, chunked\r\n",
         "Transfer-Encoding: gzip, chunked\r\n",
     ] {
-        let out = wire(&s, &format!("POST /api/v1/namespaces HTTP/1.1\r\nHost: {host}\r\n{te}\r\n0\r\n\r\n"));
-        assert!(out.starts_with("HTTP/1.1 501 Not Implemented\r\n"), "{te:?}: {out}");
-        assert!(out.ends_with("\r\n\r\nUnsupported transfer encoding"), "{te:?}: {out}");
+        let out = wire(
+            &s,
+            &format!("POST /api/v1/namespaces HTTP/1.1\r\nHost: {host}\r\n{te}\r\n0\r\n\r\n"),
+        );
+        assert!(
+            out.starts_with("HTTP/1.1 501 Not Implemented\r\n"),
+            "{te:?}: {out}"
+        );
+        assert!(
+            out.ends_with("\r\n\r\nUnsupported transfer encoding"),
+            "{te:?}: {out}"
+        );
     }
     for bad in [
         "Content-Length: 1\r\nContent-Length: 2\r\n",
         "Content-Type : application/json\r\n",
     ] {
-        let out = wire(&s, &format!("POST /api/v1/namespaces HTTP/1.1\r\nHost: {host}\r\n{bad}\r\n"));
-        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{bad:?}: {out}");
+        let out = wire(
+            &s,
+            &format!("POST /api/v1/namespaces HTTP/1.1\r\nHost: {host}\r\n{bad}\r\n"),
+        );
+        assert!(
+            out.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+            "{bad:?}: {out}"
+        );
     }
 }

@@ -134,7 +134,8 @@ fn bench_case(
 fn bench_decode(c: &mut Criterion) {
     let (_, mut o) = crontab();
     for i in 0..20 {
-        o["metadata"]["labels"][format!("app.kubernetes.io/part-{i}")] = json!(format!("value-{i}"));
+        o["metadata"]["labels"][format!("app.kubernetes.io/part-{i}")] =
+            json!(format!("value-{i}"));
         o["metadata"]["annotations"][format!("example.com/note-{i}")] =
             json!(format!("an annotation value number {i}"));
     }
