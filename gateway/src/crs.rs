@@ -194,20 +194,23 @@ pub const MAX_DEPTH: usize = 100;
 /// value wins, and only the first duplicate is reported.
 pub fn decode_yaml(s: &str) -> Result<(Value, Vec<String>), serde_saphyr::Error> {
     use serde_saphyr::{DuplicateKeyPolicy, Error, Options};
-    match serde_saphyr::from_str::<Value>(s) {
-        Ok(v) => Ok((v, Vec::new())),
-        Err(Error::DuplicateMappingKey { key, location }) => {
+    let first = match serde_saphyr::from_str::<Value>(s) {
+        Ok(v) => return Ok((v, Vec::new())),
+        Err(e) => e,
+    };
+    match first.without_snippet() {
+        Error::DuplicateMappingKey { key, location } => {
             let mut o = Options::default();
             o.duplicate_keys = DuplicateKeyPolicy::LastWins;
             let v = serde_saphyr::from_str_with_options::<Value>(s, o)?;
             let msg = format!(
                 "yaml: unmarshal errors:\n  line {}: key {} already set in map",
                 location.line(),
-                crdplane_core::field::go_quote(&key.unwrap_or_default())
+                crdplane_core::field::go_quote(key.as_deref().unwrap_or_default())
             );
             Ok((v, vec![msg]))
         }
-        Err(e) => Err(e),
+        _ => Err(first),
     }
 }
 
@@ -1075,7 +1078,11 @@ pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<V
             Ok(out)
         }
         "application/json-patch+json" => {
-            let p: json_patch::Patch = serde_json::from_slice(patch)
+            // Through a Value first: a duplicated key in an operation is decoded as Go's
+            // encoding/json does (evanphx/json-patch `DecodePatch`: the last value wins)
+            // instead of being refused by the operation's derived decoder.
+            let p: json_patch::Patch = serde_json::from_slice::<Value>(patch)
+                .and_then(serde_json::from_value)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             crate::jsonpatch::apply(target, &p).map_err(|f| f.to_api_error())
         }

@@ -851,6 +851,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(h.framing, Framing::Length(3));
+        // Bare LF line ends are accepted, as Go's textproto reader does.
+        let h = p("POST / HTTP/1.1\nHost: a\nContent-Length: 2\n\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Length(2));
         // HTTP/1.0 ignores Transfer-Encoding.
         let h = p("POST / HTTP/1.0\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\n")
             .unwrap()

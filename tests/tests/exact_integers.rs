@@ -149,7 +149,7 @@ fn integers_round_trip_exactly_through_every_path() {
     );
     assert_eq!(code, 200, "{body}");
     assert!(
-        body.contains(&format!("\"cells\":[\"n1\",{P53},")),
+        body.contains(&format!("\"cells\":[\"n1\",{P53}]")),
         "{body}"
     );
 
