@@ -63,7 +63,7 @@ pub fn num_eq(a: &Number, b: &Number) -> bool {
 /// `MultipleOfInt`); None when the float rule applies.
 pub fn int_multiple_of(n: &Number, m: f64) -> Option<bool> {
     let d = int(n)?;
-    if !(m >= 1.0 && m < 1e30 && m.fract() == 0.0) {
+    if !((1.0..1e30).contains(&m) && m.fract() == 0.0) {
         return None;
     }
     Some(d % (m as i128) == 0)
