@@ -4,6 +4,7 @@
 //! - [`status`]: the one table from a Kubernetes `Status` reason to its HTTP and gRPC codes,
 //!   and [`status::ApiError`], the edge error that travels inside gRPC statuses and is
 //!   rendered by the gateway as the upstream `Status` JSON;
+//! - [`decode`]: JSON decoding that reports duplicate keys (strict field validation);
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
@@ -12,6 +13,7 @@
 //! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
+pub mod decode;
 pub mod field;
 pub mod filter;
 pub mod gcqueue;

@@ -364,6 +364,10 @@ pub struct Req {
     pub query: Query,
     pub headers: http::HeaderMap,
     pub body: Bytes,
+    /// Strict-decoding findings of the body (`duplicate field "spec.a"`), recorded by the
+    /// one decode of the body (create/update) or of the patch document; see
+    /// [`crate::crs::decode_body`].
+    pub body_dups: std::sync::OnceLock<Vec<String>>,
 }
 
 impl Req {
@@ -437,6 +441,7 @@ async fn dispatch(
         query,
         headers: parts.headers,
         body,
+        body_dups: Default::default(),
     };
     if !req.info.is_resource_request {
         return crate::discovery::serve(&ctx, &req).await;

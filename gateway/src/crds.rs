@@ -5,7 +5,7 @@
 //! for deletion; the registry's finalizer controller deletes its instances and then the CRD.
 
 use crate::api::{Ctx, Req};
-use crate::crs::decode_body;
+use crate::crs::{decode_body, strict_warnings, with_warnings};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::table::{IncludeObject, ListMeta};
@@ -111,6 +111,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "create" if !status => {
             // JSON or YAML in; the registry takes JSON.
             let body = serde_json::to_vec(&decode_body(req)?).map_err(ApiError::internal)?;
+            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
             let r = reg
                 .create_crd(pb::CrdWriteRequest {
                     tenant: tenant.clone(),
@@ -122,7 +123,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 .into_inner();
             let v: Value = serde_json::from_slice(&r.json).map_err(ApiError::internal)?;
             ctx.crds.invalidate(&tenant, &crd_name(&v));
-            Ok(json_response(StatusCode::CREATED, r.json))
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, r.json),
+                &warnings,
+            ))
         }
         "get" => {
             let r = reg
@@ -223,6 +227,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "update" => {
             let body = serde_json::to_vec(&decode_body(req)?).map_err(ApiError::internal)?;
+            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
             let w = pb::CrdWriteRequest {
                 tenant: tenant.clone(),
                 crd_json: body.into(),
@@ -236,9 +241,14 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             }?
             .into_inner();
             ctx.crds.invalidate(&tenant, &i.name);
-            Ok(json_response(StatusCode::OK, r.json))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, r.json),
+                &warnings,
+            ))
         }
         "patch" => {
+            crate::crs::record_patch_findings(req);
+            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
             let (tenant, reg) = (&tenant, &reg);
             // patch.go inside GuaranteedUpdate: the registry's compare-and-swap on the
             // resourceVersion read here loses when another write landed in between; read
@@ -288,7 +298,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .map_err(|s| write_failed(ApiError::from_grpc(&s)))
             })
             .await?;
-            Ok(json_response(StatusCode::OK, json))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, json),
+                &warnings,
+            ))
         }
         "delete" if !status => {
             let (want_rv, want_uid) = crate::crs::delete_options(&req.body)?;

@@ -131,20 +131,32 @@ pub fn parse_object(b: &[u8]) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))
 }
 
-/// Decodes a request body (JSON, or YAML by Content-Type) into a JSON object.
+/// Decodes a request body (JSON, or YAML by Content-Type) into a JSON object, recording the
+/// strict-decoding findings (duplicate keys) in `req.body_dups` for [`strict_warnings`].
+/// JSON is decoded once by [`crdplane_core::decode::decode_with_duplicates`] (sigs.k8s.io/json
+/// `UnmarshalStrict`: `duplicate field "spec.a"`, the last value wins); YAML as upstream's
+/// serializer (apimachinery runtime/serializer/json/json.go: `yaml.YAMLToJSONStrict` in
+/// strict mode), see [`decode_yaml`].
 pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
     let ct = req.header("content-type").unwrap_or("application/json");
     let mime = crate::http::media_type(ct);
-    let v: Value = match mime.as_str() {
+    let (v, dups) = match mime.as_str() {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
             let s =
                 std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            serde_saphyr::from_str(s)
+            decode_yaml(s)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
         // serde_json refuses nesting deeper than 128 levels while decoding.
-        "application/json" | "" | "*/*" => serde_json::from_slice(&req.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?,
+        "application/json" | "" | "*/*" => {
+            let (v, dups) = crdplane_core::decode::decode_with_duplicates(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
+            let dups = dups
+                .iter()
+                .map(|d| format!("duplicate field {}", crdplane_core::field::go_quote(d)))
+                .collect();
+            (v, dups)
+        }
         "application/vnd.kubernetes.protobuf" | "application/cbor" => {
             return Err(ApiError::unsupported_media_type(&[
                 "application/json",
@@ -158,6 +170,7 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
             ]));
         }
     };
+    let _ = req.body_dups.set(dups);
     if !v.is_object() {
         return Err(ApiError::bad_request(
             "the object provided is not a JSON object",
@@ -173,6 +186,88 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
 
 /// Nesting bound of request objects (serde_json's own recursion limit is 128).
 pub const MAX_DEPTH: usize = 100;
+
+/// YAML body → JSON value and strict findings. Duplicate keys: yaml.v2 (under
+/// sigs.k8s.io/yaml `YAMLToJSONStrict`) reports `line <n>: key "<k>" already set in map`
+/// inside `yaml: unmarshal errors:`; without strictness the last value wins. The common case
+/// (no duplicates) is one parse; only a body with a duplicate is parsed a second time, last
+/// value wins, and only the first duplicate is reported.
+pub fn decode_yaml(s: &str) -> Result<(Value, Vec<String>), serde_saphyr::Error> {
+    use serde_saphyr::{DuplicateKeyPolicy, Error, Options};
+    let first = match serde_saphyr::from_str::<Value>(s) {
+        Ok(v) => return Ok((v, Vec::new())),
+        Err(e) => e,
+    };
+    match first.without_snippet() {
+        Error::DuplicateMappingKey { key, location } => {
+            let mut o = Options::default();
+            o.duplicate_keys = DuplicateKeyPolicy::LastWins;
+            let v = serde_saphyr::from_str_with_options::<Value>(s, o)?;
+            let msg = format!(
+                "yaml: unmarshal errors:\n  line {}: key {} already set in map",
+                location.line(),
+                crdplane_core::field::go_quote(key.as_deref().unwrap_or_default())
+            );
+            Ok((v, vec![msg]))
+        }
+        _ => Err(first),
+    }
+}
+
+/// The strict-decoding findings of this request's body or patch document (duplicate keys)
+/// under its `fieldValidation`: nothing for Ignore, the texts for Warn (sent as `Warning`
+/// headers); Strict is answered by [`strict_decoding_error`] by the caller.
+pub fn body_findings(req: &Req) -> &[String] {
+    req.body_dups.get().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// Strict handling for endpoints without a schema service round trip (CRDs, namespaces):
+/// Ignore → no warnings, Warn → the findings as warnings, Strict with findings → the 400 of
+/// handlers/create.go / update.go (`<Kind> in version "v1" cannot be handled as a <Kind>:
+/// strict decoding error: duplicate field "x"`).
+pub fn strict_warnings(req: &Req, kind: &str, version: &str) -> Result<Vec<String>, ApiError> {
+    let found = body_findings(req);
+    match field_validation(req)? {
+        FieldValidation::Ignore => Ok(Vec::new()),
+        FieldValidation::Warn => Ok(found.to_vec()),
+        FieldValidation::Strict if found.is_empty() => Ok(Vec::new()),
+        FieldValidation::Strict => Err(ApiError::bad_request(strict_decoding_error(
+            &req.info.verb,
+            kind,
+            version,
+            found,
+        ))),
+    }
+}
+
+/// Duplicate keys of a merge or JSON patch document (patch.go `applyJSPatch`: the document is
+/// decoded with `kjson.UnmarshalStrict` under Warn/Strict; a JSON patch's findings are
+/// prefixed `json patch `). Records them in `req.body_dups`; a document that is not JSON is
+/// left to the patch itself to report.
+pub fn record_patch_findings(req: &Req) {
+    if matches!(field_validation(req), Ok(FieldValidation::Ignore) | Err(_)) {
+        return;
+    }
+    let ct = req.header("content-type").unwrap_or("");
+    let prefix = match crate::http::media_type(ct).as_str() {
+        // patch.go strategicPatchObject decodes a strategic merge patch the same way.
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => "",
+        "application/json-patch+json" => "json patch ",
+        _ => return,
+    };
+    if let Ok((_, dups)) = crdplane_core::decode::decode_with_duplicates(&req.body) {
+        let _ = req.body_dups.set(
+            dups.iter()
+                .map(|d| {
+                    format!(
+                        "{prefix}duplicate field {}",
+                        crdplane_core::field::go_quote(d)
+                    )
+                })
+                .collect(),
+        );
+    }
+}
 
 fn depth(v: &Value) -> usize {
     match v {
@@ -322,7 +417,14 @@ pub async fn admit(
     }
     // The validation service words the field warnings (`unknown field "spec.foo"`,
     // `duplicate field "spec.a"`) for Warn and Strict; Strict turns them into a 400.
-    let warnings = resp.warnings;
+    // Findings of the body's own decode (duplicate keys) come first, as upstream's decoder
+    // reports them before the schema's unknown fields.
+    let mut warnings = if fv == FieldValidation::Ignore {
+        Vec::new()
+    } else {
+        body_findings(req).to_vec()
+    };
+    warnings.extend(resp.warnings);
     if fv == FieldValidation::Strict && !warnings.is_empty() {
         return Err(ApiError::bad_request(strict_decoding_error(
             &req.info.verb,
@@ -670,7 +772,7 @@ fn storage_write(crd: &CrdInfo, obj: Value) -> Result<pb::ObjectWrite, ApiError>
     })
 }
 
-fn with_warnings(mut r: Response<Body>, w: &[String]) -> Response<Body> {
+pub fn with_warnings(mut r: Response<Body>, w: &[String]) -> Response<Body> {
     add_warnings(&mut r, w);
     r
 }
@@ -982,7 +1084,11 @@ pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<V
             Ok(out)
         }
         "application/json-patch+json" => {
-            let p: json_patch::Patch = serde_json::from_slice(patch)
+            // Through a Value first: a duplicated key in an operation is decoded as Go's
+            // encoding/json does (evanphx/json-patch `DecodePatch`: the last value wins)
+            // instead of being refused by the operation's derived decoder.
+            let p: json_patch::Patch = serde_json::from_slice::<Value>(patch)
+                .and_then(serde_json::from_value)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             crate::jsonpatch::apply(target, &p).map_err(|f| f.to_api_error())
         }
@@ -1003,6 +1109,7 @@ async fn patch(
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
     }
     write_dry_run(req)?;
+    record_patch_findings(req);
     // patch.go: the patch is applied to the current object inside GuaranteedUpdate, so a
     // write that loses a race is re-applied to the new current object; a resourceVersion
     // the patch sets is a precondition that fails on that re-read.

@@ -88,6 +88,9 @@ pub enum HeadError {
     Bad(&'static str),
     /// 431: more header bytes or fields than allowed.
     TooLarge,
+    /// 501 `Unsupported transfer encoding`: a Transfer-Encoding other than exactly one field
+    /// `chunked` (Go net/http transfer.go `parseTransferEncoding`, `unsupportedTEError`).
+    UnsupportedTransferEncoding,
 }
 
 /// Parses a request head from the start of `buf`: `Ok(None)` when more bytes are needed.
@@ -124,8 +127,9 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HeadError
         .map_err(|_| HeadError::Bad("invalid request target"))?;
     let mut headers = HeaderMap::with_capacity(req.headers.len());
     let mut length: Option<usize> = None;
+    // Transfer-Encoding fields seen, and whether the (single) one is exactly `chunked`.
+    let mut te_fields = 0usize;
     let mut chunked = false;
-    let mut transfer_encoding = false;
     let mut close = false;
     let mut keep_alive_token = false;
     let mut expect_continue = false;
@@ -145,13 +149,13 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HeadError
             }
             length = Some(n);
         } else if name == header::TRANSFER_ENCODING {
-            transfer_encoding = true;
-            // Only the last coding decides the framing.
+            te_fields += 1;
+            // Go compares the whole (trimmed) field value: `gzip, chunked` and
+            // `chunked, chunked` are unsupported, like two fields.
             chunked = value
-                .to_str()
-                .ok()
-                .and_then(|s| s.rsplit(',').next())
-                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+                .as_bytes()
+                .trim_ascii()
+                .eq_ignore_ascii_case(b"chunked");
         } else if name == header::CONNECTION {
             for token in value.to_str().unwrap_or("").split(',') {
                 let t = token.trim();
@@ -163,11 +167,15 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, HeadError
         }
         headers.append(name, value);
     }
-    let framing = if transfer_encoding {
-        // A request with both is an attack vector (request smuggling): refuse it.
-        if !chunked || length.is_some() || version == Version::HTTP_10 {
-            return Err(HeadError::Bad("invalid transfer-encoding"));
+    // Go net/http transfer.go (`parseTransferEncoding`, `fixLength`): Transfer-Encoding is
+    // ignored on HTTP/1.0; on HTTP/1.1 only one field of exactly `chunked` is supported (else
+    // 501), and then it frames the body and any Content-Length is dropped. Content-Length
+    // fields that differ are a 400 (above); equal duplicates are one.
+    let framing = if te_fields > 0 && version != Version::HTTP_10 {
+        if te_fields > 1 || !chunked {
+            return Err(HeadError::UnsupportedTransferEncoding);
         }
+        headers.remove(header::CONTENT_LENGTH);
         Framing::Chunked
     } else {
         match length {
@@ -368,6 +376,10 @@ where
                                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                                 "431 Request Header Fields Too Large",
                             ),
+                            // server.go answers an unsupportedTEError without echoing it.
+                            HeadError::UnsupportedTransferEncoding => {
+                                (StatusCode::NOT_IMPLEMENTED, "Unsupported transfer encoding")
+                            }
                         };
                         let r = plain_response(code, text);
                         let _ =
@@ -848,12 +860,45 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(h.framing, Framing::Length(12));
-        let h =
-            p("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n")
-                .unwrap()
-                .unwrap();
+        let h = p("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert_eq!(h.framing, Framing::Chunked);
         assert!(!h.keep_alive);
+        // Go's fixLength: chunked wins over Content-Length, which is dropped.
+        let h = p("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Chunked);
+        assert!(h.parts.headers.get("content-length").is_none());
+        // Equal Content-Length duplicates are one.
+        let h = p("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length:  3\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Length(3));
+        // Bare LF line ends are accepted, as Go's textproto reader does.
+        let h = p("POST / HTTP/1.1\nHost: a\nContent-Length: 2\n\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Length(2));
+        // HTTP/1.0 ignores Transfer-Encoding.
+        let h = p("POST / HTTP/1.0\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::Length(2));
+        for unsupported in [
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: identity\r\nContent-Length: 1\r\n\r\n",
+        ] {
+            assert_eq!(
+                p(unsupported).err(),
+                Some(HeadError::UnsupportedTransferEncoding),
+                "{unsupported:?}"
+            );
+        }
         let h = p("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
         assert!(!h.keep_alive);
         let h = p("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
@@ -868,9 +913,12 @@ mod tests {
             "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
             "GET /a b HTTP/1.1\r\n\r\n",
+            // Space before the colon, an invalid name, obs-fold (textproto: malformed MIME
+            // header line; httparse refuses the fold too, where Go would join it).
+            "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad(Name): a\r\n\r\n",
+            "GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n",
             "GET / HTTP/2.0\r\n\r\n",
         ] {
             assert!(
@@ -1078,6 +1126,18 @@ mod tests {
         )
         .await;
         assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+        for te in [
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+            "Transfer-Encoding: chunked, chunked",
+        ] {
+            let wire = format!("POST /a HTTP/1.1\r\n{te}\r\n\r\n0\r\n\r\n");
+            let out = exchange(addr, wire.as_bytes()).await;
+            assert!(out.starts_with("HTTP/1.1 501 Not Implemented\r\n"), "{out}");
+            assert!(
+                out.ends_with("\r\n\r\nUnsupported transfer encoding"),
+                "{out}"
+            );
+        }
         let out = exchange(addr, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n").await;
         assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");
         let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(2000));

@@ -203,10 +203,11 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 Some(ct) if ct.trim().starts_with(PROTOBUF) => namespace_from_protobuf(&req.body)?,
                 _ => decode_body(req)?,
             };
+            let warnings = crate::crs::strict_warnings(req, "Namespace", "v1")?;
             let v = create_namespace(ctx, tenant, obj, dry).await?;
-            Ok(json_response(
-                StatusCode::CREATED,
-                serde_json::to_vec(&v).expect("json"),
+            Ok(crate::crs::with_warnings(
+                json_response(StatusCode::CREATED, serde_json::to_vec(&v).expect("json")),
+                &warnings,
             ))
         }
         "get" => {
@@ -325,8 +326,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let body = if i.verb == "update" {
                 Some(decode_body(req)?)
             } else {
+                crate::crs::record_patch_findings(req);
                 None
             };
+            let warnings = crate::crs::strict_warnings(req, "Namespace", "v1")?;
             let body = &body;
             let out = guaranteed_update(|| async move {
                 let s = ctx
@@ -443,7 +446,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 Ok(w.json)
             })
             .await?;
-            Ok(json_response(StatusCode::OK, out))
+            Ok(crate::crs::with_warnings(
+                json_response(StatusCode::OK, out),
+                &warnings,
+            ))
         }
         "delete" => delete_namespace(ctx, req).await,
         _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),

@@ -353,11 +353,11 @@ impl TableConvertor {
 /// Upstream `cellForJSONValue` for the non-string column types.
 fn cell_for_json_value(type_: &str, v: &Value, now: DateTime<Utc>) -> Value {
     match (type_, v) {
-        ("integer", Value::Number(n)) => match n.as_i64() {
-            Some(i) => Value::from(i),
-            // float64 → int64 conversion truncates toward zero.
-            None => Value::from(n.as_f64().unwrap_or(0.0) as i64),
-        },
+        // Integers are copied exactly: int64 as upstream, and uint64 beyond int64 too (the
+        // integers of this server round-trip exactly, see crdplane_core::decode).
+        ("integer", Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
+        // float64 → int64 conversion truncates toward zero.
+        ("integer", Value::Number(n)) => Value::from(n.as_f64().unwrap_or(0.0) as i64),
         ("number", Value::Number(n)) => float_cell(n.as_f64().unwrap_or(0.0)),
         ("boolean", Value::Bool(b)) => Value::Bool(*b),
         ("date", Value::String(s)) => Value::String(date_cell(s, now)),
@@ -470,10 +470,8 @@ fn print_jsonpath_value(v: &Value) -> String {
     match v {
         Value::Null => "<no value>".into(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => i.to_string(),
-            None => go_float(n.as_f64().unwrap_or(0.0)),
-        },
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        Value::Number(n) => go_float(n.as_f64().unwrap_or(0.0)),
         Value::String(s) => s.clone(),
         Value::Array(_) | Value::Object(_) => {
             let mut out = String::new();
@@ -489,10 +487,8 @@ fn go_json_into(v: &Value, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => out.push_str(&i.to_string()),
-            None => out.push_str(&go_json_float(n.as_f64().unwrap_or(0.0))),
-        },
+        Value::Number(n) if n.is_i64() || n.is_u64() => out.push_str(&n.to_string()),
+        Value::Number(n) => out.push_str(&go_json_float(n.as_f64().unwrap_or(0.0))),
         Value::String(s) => go_json_string(s, out),
         Value::Array(a) => {
             out.push('[');
@@ -812,6 +808,33 @@ mod tests {
             {"name": "Replicas", "type": "integer", "description": "The number of jobs launched by the CronJob", "jsonPath": ".spec.replicas"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ])
+    }
+
+    #[test]
+    fn integer_cells_are_exact() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("integer", "9007199254740993", "9007199254740993"),
+            ("integer", "9223372036854775807", "9223372036854775807"),
+            ("integer", "-9223372036854775808", "-9223372036854775808"),
+            ("integer", "18446744073709551615", "18446744073709551615"),
+            ("integer", "2.9", "2"),
+            ("integer", "-2.9", "-2"),
+            ("number", "9007199254740993", "9007199254740992"),
+            ("number", "2.5", "2.5"),
+        ];
+        for (ty, input, want) in cases {
+            let v: Value = serde_json::from_str(input).unwrap();
+            let got = cell_for_json_value(ty, &v, now());
+            assert_eq!(serde_json::to_string(&got).unwrap(), *want, "{ty} {input}");
+        }
+        for (input, want) in [
+            ("18446744073709551615", "18446744073709551615"),
+            ("9007199254740993", "9007199254740993"),
+            ("[18446744073709551615]", "[18446744073709551615]"),
+        ] {
+            let v: Value = serde_json::from_str(input).unwrap();
+            assert_eq!(print_jsonpath_value(&v), want);
+        }
     }
 
     #[test]

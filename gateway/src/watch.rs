@@ -651,6 +651,7 @@ mod tests {
             query: Query::parse(Some(q)),
             headers: Default::default(),
             body: Bytes::new(),
+            body_dups: Default::default(),
         }
     }
 

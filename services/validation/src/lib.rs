@@ -14,6 +14,7 @@ pub mod convert;
 pub mod crd_schema;
 pub mod decode;
 pub mod default;
+pub mod exact;
 pub mod formats;
 pub mod metadata;
 pub mod pipeline;

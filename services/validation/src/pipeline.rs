@@ -563,8 +563,10 @@ fn scalar_passes(s: &Schema, x: &Value, kind: u8, depth: usize) -> bool {
                 }
             }
             Value::Number(n) => {
-                let f = n.as_f64().unwrap_or(0.0);
-                if f >= plan.num.0 && f <= plan.num.1 {
+                // Exact for integers beyond 2^53 (crate::exact).
+                let ge = crate::exact::cmp_f64(n, plan.num.0).is_some_and(|o| o.is_ge());
+                let le = crate::exact::cmp_f64(n, plan.num.1).is_some_and(|o| o.is_le());
+                if ge && le {
                     return true;
                 }
             }

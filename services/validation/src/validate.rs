@@ -409,11 +409,8 @@ pub(crate) fn enum_fail(name: &str, data: &Value, values: &[Value]) -> FieldErro
 pub fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
-            if let (Some(i), Some(j)) = (x.as_i64(), y.as_i64()) {
-                i == j
-            } else {
-                x.as_f64() == y.as_f64()
-            }
+            // Exact for integers beyond 2^53 (crate::exact).
+            crate::exact::num_eq(x, y)
         }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
@@ -496,29 +493,70 @@ pub(crate) fn string_ok(v: &crate::structural::ValueValidation, st: &str) -> boo
         && v.pattern.as_ref().is_none_or(|p| p.is_match(st))
 }
 
-/// multipleOf fails (a negative factor always does).
+/// multipleOf fails (a negative factor always does); exact for an integer value and an
+/// integral factor (values.go `MultipleOfInt`), else the float rule.
 #[inline]
-fn multiple_of_fails(m: f64, f: f64) -> bool {
+fn multiple_of_fails(m: f64, n: Option<&serde_json::Number>, f: f64) -> bool {
+    if let Some(ok) = n.and_then(|n| crate::exact::int_multiple_of(n, m)) {
+        return !ok;
+    }
     m < 0.0 || !is_json_integer(if m < 1.0 { 1.0 / m * f } else { f / m })
 }
 
+/// Ordering of the value and a bound: exact for integers (crate::exact), f64 otherwise.
 #[inline]
-fn minimum_fails(v: &crate::structural::ValueValidation, min: f64, f: f64) -> bool {
-    (!v.exclusive_minimum && f < min) || (v.exclusive_minimum && f <= min)
+fn cmp_bound(n: Option<&serde_json::Number>, f: f64, b: f64) -> Option<std::cmp::Ordering> {
+    match n {
+        Some(n) => crate::exact::cmp_f64(n, b),
+        None => f.partial_cmp(&b),
+    }
 }
 
 #[inline]
-fn maximum_fails(v: &crate::structural::ValueValidation, max: f64, f: f64) -> bool {
-    (!v.exclusive_maximum && f > max) || (v.exclusive_maximum && f >= max)
+fn minimum_fails(
+    v: &crate::structural::ValueValidation,
+    min: f64,
+    n: Option<&serde_json::Number>,
+    f: f64,
+) -> bool {
+    use std::cmp::Ordering::*;
+    match cmp_bound(n, f, min) {
+        Some(Less) => true,
+        Some(Equal) => v.exclusive_minimum,
+        _ => false,
+    }
+}
+
+#[inline]
+fn maximum_fails(
+    v: &crate::structural::ValueValidation,
+    max: f64,
+    n: Option<&serde_json::Number>,
+    f: f64,
+) -> bool {
+    use std::cmp::Ordering::*;
+    match cmp_bound(n, f, max) {
+        Some(Greater) => true,
+        Some(Equal) => v.exclusive_maximum,
+        _ => false,
+    }
+}
+
+fn number_of(data: &Value) -> Option<&serde_json::Number> {
+    match data {
+        Value::Number(n) => Some(n),
+        _ => None,
+    }
 }
 
 /// Whether [`number_checks`] finds nothing.
 #[inline]
 pub(crate) fn number_ok(v: &crate::structural::ValueValidation, data: &Value) -> bool {
     let f = as_f64(data);
-    v.multiple_of.is_none_or(|m| !multiple_of_fails(m, f))
-        && v.minimum.is_none_or(|min| !minimum_fails(v, min, f))
-        && v.maximum.is_none_or(|max| !maximum_fails(v, max, f))
+    let n = number_of(data);
+    v.multiple_of.is_none_or(|m| !multiple_of_fails(m, n, f))
+        && v.minimum.is_none_or(|min| !minimum_fails(v, min, n, f))
+        && v.maximum.is_none_or(|max| !maximum_fails(v, max, n, f))
 }
 
 pub(crate) fn number_checks(
@@ -528,9 +566,11 @@ pub(crate) fn number_checks(
     errs: &mut Vec<FieldError>,
 ) {
     let f = as_f64(data);
-    let fv = || Value::from(f);
+    let n = number_of(data);
+    // The bad value is the value as decoded (an integer stays exact).
+    let fv = || data.clone();
     if let Some(m) = v.multiple_of
-        && multiple_of_fails(m, f)
+        && multiple_of_fails(m, n, f)
     {
         if m < 0.0 {
             errs.push(invalid(
@@ -550,7 +590,7 @@ pub(crate) fn number_checks(
         }
     }
     if let Some(min) = v.minimum
-        && minimum_fails(v, min, f)
+        && minimum_fails(v, min, n, f)
     {
         let rel = if v.exclusive_minimum {
             "should be greater than"
@@ -564,7 +604,7 @@ pub(crate) fn number_checks(
         ));
     }
     if let Some(max) = v.maximum
-        && maximum_fails(v, max, f)
+        && maximum_fails(v, max, n, f)
     {
         let rel = if v.exclusive_maximum {
             "should be less than"
