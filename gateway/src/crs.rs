@@ -133,17 +133,21 @@ pub fn parse_object(b: &[u8]) -> Result<Value, ApiError> {
 
 /// Decodes a request body (JSON, or YAML by Content-Type) into a JSON object.
 pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
-    let ct = req.header("content-type").unwrap_or("application/json");
+    decode_body_bytes(req.header("content-type"), &req.body)
+}
+
+/// [`decode_body`] on a Content-Type header value and the body bytes (the fuzzing entry point).
+pub fn decode_body_bytes(content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = content_type.unwrap_or("application/json");
     let mime = crate::http::media_type(ct);
     let v: Value = match mime.as_str() {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            let s =
-                std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let s = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
             serde_saphyr::from_str(s)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
         // serde_json refuses nesting deeper than 128 levels while decoding.
-        "application/json" | "" | "*/*" => serde_json::from_slice(&req.body)
+        "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?,
         "application/vnd.kubernetes.protobuf" | "application/cbor" => {
             return Err(ApiError::unsupported_media_type(&[
