@@ -63,6 +63,10 @@ def crd_corpus():
     except ImportError:
         print("seeds: PyYAML missing, crd-corpus skipped", file=sys.stderr)
         return
+    marker = os.path.join(OUT, ".crd-corpus-read")
+    if os.path.exists(marker):
+        return
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     n = 0
     for dirpath, _, files in os.walk(CRD_CORPUS):
         for fn in sorted(files):
@@ -72,7 +76,7 @@ def crd_corpus():
             try:
                 with open(path, "rb") as f:
                     raw = f.read()
-                docs = list(yaml.safe_load_all(raw))
+                docs = list(yaml.load_all(raw, Loader=loader))
             except Exception:
                 continue
             if len(raw) < 64 * 1024:
@@ -86,6 +90,7 @@ def crd_corpus():
                         put("schema_compile", json.dumps(s, default=str))
                         n += 1
     print(f"seeds: {n} schemas from {CRD_CORPUS}", file=sys.stderr)
+    open(marker, "w").close()
 
 
 def main():

@@ -71,7 +71,10 @@ pub fn http1_head(data: &[u8]) {
     }
 }
 
-fn chunked_one_shot(body: &[u8], max: usize) -> (Result<Option<bytes::Bytes>, http1::ChunkError>, BytesMut) {
+fn chunked_one_shot(
+    body: &[u8],
+    max: usize,
+) -> (Result<Option<bytes::Bytes>, http1::ChunkError>, BytesMut) {
     let mut buf = BytesMut::from(body);
     let r = ChunkedDecoder::default().decode(&mut buf, max);
     (r, buf)
@@ -133,13 +136,18 @@ pub fn request_info(data: &[u8]) {
     let path = parts.next().unwrap_or("/");
     let query = parts.next();
     let q = crdplane_gateway::http::Query::parse(query);
-    for k in ["watch", "labelSelector", "fieldSelector", "continue", "limit"] {
+    for k in [
+        "watch",
+        "labelSelector",
+        "fieldSelector",
+        "continue",
+        "limit",
+    ] {
         let _ = q.get(k);
     }
     let _ = crdplane_gateway::http::parse_accept(query);
     let _ = crdplane_gateway::http::negotiate_output(query);
-    if let Ok(info) = crdplane_gateway::request_info::parse(method, path, q.flag("watch"), "t")
-    {
+    if let Ok(info) = crdplane_gateway::request_info::parse(method, path, q.flag("watch"), "t") {
         assert!(path.ends_with(info.path.as_str()) || info.path == "/");
         if info.is_resource_request {
             assert!(info.api_prefix == "api" || info.api_prefix == "apis");
@@ -185,7 +193,10 @@ pub fn selector(data: &[u8]) {
         }
     }
     if let Ok(v) = unescape_field_value(sel) {
-        assert_eq!(unescape_field_value(&escape_field_value(&v)).as_deref(), Ok(v.as_str()));
+        assert_eq!(
+            unescape_field_value(&escape_field_value(&v)).as_deref(),
+            Ok(v.as_str())
+        );
     }
     assert_eq!(
         unescape_field_value(&escape_field_value(sel)).as_deref(),

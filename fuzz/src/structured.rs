@@ -7,12 +7,48 @@ use arbitrary::{Result, Unstructured};
 use serde_json::{Map, Value, json};
 
 const KEYS: &[&str] = &[
-    "a", "b", "c", "name", "key", "spec", "status", "metadata", "kind", "apiVersion", "x", "",
+    "a",
+    "b",
+    "c",
+    "name",
+    "key",
+    "spec",
+    "status",
+    "metadata",
+    "kind",
+    "apiVersion",
+    "x",
+    "",
 ];
-const PATTERNS: &[&str] = &["^a+$", "[0-9]", "^(a|b)*c$", "\\d{2,3}", ".*", "^$", "(?i)x"];
+const PATTERNS: &[&str] = &[
+    "^a+$",
+    "[0-9]",
+    "^(a|b)*c$",
+    "\\d{2,3}",
+    ".*",
+    "^$",
+    "(?i)x",
+];
 const FORMATS: &[&str] = &[
-    "int32", "int64", "date", "date-time", "byte", "uuid", "email", "hostname", "ipv4", "ipv6",
-    "cidr", "uri", "duration", "password", "bsonobjectid", "mac", "isbn", "creditcard", "",
+    "int32",
+    "int64",
+    "date",
+    "date-time",
+    "byte",
+    "uuid",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "uri",
+    "duration",
+    "password",
+    "bsonobjectid",
+    "mac",
+    "isbn",
+    "creditcard",
+    "",
 ];
 const TYPES: &[&str] = &["object", "array", "string", "integer", "number", "boolean"];
 const MAX_DEPTH: u32 = 5;
@@ -164,7 +200,11 @@ fn node(u: &mut Unstructured<'_>, depth: u32, ty: Option<&str>) -> Result<Value>
         };
         m.insert(
             j.into(),
-            if j == "not" { inner } else { json!([inner, {}]) },
+            if j == "not" {
+                inner
+            } else {
+                json!([inner, {}])
+            },
         );
     }
     if u.ratio(1, 4)? {
@@ -185,7 +225,17 @@ pub fn value(u: &mut Unstructured<'_>, depth: u32) -> Result<Value> {
             serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
         }
         4 => json!(u.choose(KEYS)?),
-        5 => json!(u.choose(&["aaa", "12", "abc", "2024-01-01", "1h", "::1", "10.0.0.0/8", "x@y.z", "QUJD"])?),
+        5 => json!(u.choose(&[
+            "aaa",
+            "12",
+            "abc",
+            "2024-01-01",
+            "1h",
+            "::1",
+            "10.0.0.0/8",
+            "x@y.z",
+            "QUJD"
+        ])?),
         6 => json!(u.arbitrary::<String>()?),
         7 => {
             let n = u.int_in_range(0..=4)?;
