@@ -138,18 +138,29 @@ pub fn parse_object(b: &[u8]) -> Result<Value, ApiError> {
 /// serializer (apimachinery runtime/serializer/json/json.go: `yaml.YAMLToJSONStrict` in
 /// strict mode), see [`decode_yaml`].
 pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
-    let ct = req.header("content-type").unwrap_or("application/json");
+    let (v, dups) = decode_body_bytes(req.header("content-type"), &req.body)?;
+    let _ = req.body_dups.set(dups);
+    Ok(v)
+}
+
+/// [`decode_body`] on a Content-Type header value and the body bytes (the fuzzing entry
+/// point): the object and its strict-decoding findings (`duplicate field "spec.a"`).
+pub fn decode_body_bytes(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<(Value, Vec<String>), ApiError> {
+    let ct = content_type.unwrap_or("application/json");
     let mime = crate::http::media_type(ct);
     let (v, dups) = match mime.as_str() {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
             let s =
-                std::str::from_utf8(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
             decode_yaml(s)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
         // serde_json refuses nesting deeper than 128 levels while decoding.
         "application/json" | "" | "*/*" => {
-            let (v, dups) = crdplane_core::decode::decode_with_duplicates(&req.body)
+            let (v, dups) = crdplane_core::decode::decode_with_duplicates(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
             let dups = dups
                 .iter()
@@ -170,7 +181,6 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
             ]));
         }
     };
-    let _ = req.body_dups.set(dups);
     if !v.is_object() {
         return Err(ApiError::bad_request(
             "the object provided is not a JSON object",
@@ -181,7 +191,7 @@ pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
             "the object provided is nested deeper than {MAX_DEPTH} levels"
         )));
     }
-    Ok(v)
+    Ok((v, dups))
 }
 
 /// Nesting bound of request objects (serde_json's own recursion limit is 128).
