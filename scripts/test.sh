@@ -8,3 +8,5 @@ scripts/deps.sh --test
 # The end-to-end tests start the real service binaries: build them first.
 cargo build --workspace --bins
 cargo test --workspace
+# Fuzzing smoke: every cargo-fuzz target a few seconds (the long run: scripts/fuzz.sh --full).
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} scripts/fuzz.sh --smoke

@@ -212,7 +212,7 @@ mod tests {
         let mut e = entry("t1", &o, 5);
         assert_eq!(e["metadata"]["name"], "gc.u1");
         assert_eq!(e["metadata"]["namespace"], "t1");
-        assert_eq!(owner_of(&e), Some(o));
+        assert_eq!(owner_of(&e), Some(o.clone()));
         assert_eq!(touched_at(&e), 5);
         assert_eq!(lease(&e), None);
         set_lease(&mut e, "r1", 99);

@@ -153,8 +153,7 @@ pub fn decode_body_bytes(
     let mime = crate::http::media_type(ct);
     let (v, dups) = match mime.as_str() {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            let s =
-                std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let s = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
             decode_yaml(s)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
