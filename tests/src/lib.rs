@@ -863,3 +863,20 @@ pub fn python_interpreters() -> Vec<(String, String)> {
     }
     out
 }
+
+/// Runs the Python client script `tests/python/<script>` with interpreter `py` (client
+/// version `ver`) against `server` (a gateway URL, usually with a `/clusters/<name>` tenant
+/// prefix); panics with its output unless it exits 0 and prints `all checks passed`.
+pub fn run_python_checks(py: &str, ver: &str, script: &str, server: &str) -> String {
+    let path = format!("{}/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(py).arg(&path).arg(server).output().unwrap();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && o.contains("all checks passed"),
+        "{py} (kubernetes {ver}) {script}:\n{o}{e}"
+    );
+    o.into_owned()
+}

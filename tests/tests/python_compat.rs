@@ -15,21 +15,12 @@ fn python_clients_watch_and_patch_namespace() {
         "no Python interpreter has the kubernetes client: run scripts/deps.sh --test"
     );
     let stack = Stack::start_with_redis().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/client_compat.py");
     for (i, (py, ver)) in pys.iter().enumerate() {
-        let out = std::process::Command::new(py)
-            .arg(script)
-            .arg(format!("{}/clusters/pycompat{i}", stack.gateway))
-            .output()
-            .unwrap();
-        let (o, e) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(out.status.success(), "{py} (kubernetes {ver}):\n{o}{e}");
-        assert!(
-            o.contains("all checks passed"),
-            "{py} (kubernetes {ver}):\n{o}{e}"
+        crdplane_tests::run_python_checks(
+            py,
+            ver,
+            "client_compat.py",
+            &format!("{}/clusters/pycompat{i}", stack.gateway),
         );
         eprintln!("{py}: kubernetes {ver}: all checks passed");
     }

@@ -83,21 +83,12 @@ fn python_watch_stream_and_410_handling() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/watch_stream.py");
     for (i, (py, ver)) in pys.iter().enumerate() {
-        let out = std::process::Command::new(py)
-            .arg(script)
-            .arg(format!("{gateway}/clusters/pywatch{i}"))
-            .output()
-            .unwrap();
-        let (o, e) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(out.status.success(), "{py} (kubernetes {ver}):\n{o}{e}");
-        assert!(
-            o.contains("all checks passed"),
-            "{py} (kubernetes {ver}):\n{o}{e}"
+        crdplane_tests::run_python_checks(
+            py,
+            ver,
+            "watch_stream.py",
+            &format!("{gateway}/clusters/pywatch{i}"),
         );
     }
 }
