@@ -4,7 +4,8 @@ runs it before fuzzing).
 
 Sources: the committed hand-written seeds in fuzz/seeds/<target>/, the schema and object
 fixtures of services/validation/tests/fixtures/, and, when present on this machine, the
-openAPIV3Schema of every CRD version in /work/shared/crd-corpus (read from there, never copied
+openAPIV3Schema of every CRD version in the CRD corpus: $CRDPLANE_CRD_CORPUS, else
+shared/crd-corpus beside the clone, as the corpus test finds it (read from there, never copied
 into the repository; skipped when absent or when PyYAML is missing).
 """
 import hashlib
@@ -16,7 +17,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "corpus")
-CRD_CORPUS = os.environ.get("CRD_CORPUS", "/work/shared/crd-corpus")
+CRD_CORPUS = os.environ.get(
+    "CRDPLANE_CRD_CORPUS", os.path.join(os.path.dirname(ROOT), "shared", "crd-corpus")
+)
 
 
 def put(target, data):
