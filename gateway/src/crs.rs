@@ -1088,9 +1088,22 @@ pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<V
         "application/merge-patch+json" => {
             let p: Value = serde_json::from_slice(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            let mut out = target.clone();
-            json_patch::merge(&mut out, &p);
-            Ok(out)
+            match p {
+                // evanphx/json-patch v4 `MergePatch` (patch.go keeps its errors): a patch that
+                // is not an object or array is `ErrBadJSONPatch`, a 400; an array patch
+                // replaces the document (nulls pruned inside its objects), which then fails to
+                // decode as an object (see [`not_an_object`]).
+                Value::Array(mut items) => {
+                    items.iter_mut().for_each(prune_object_nulls);
+                    Ok(Value::Array(items))
+                }
+                Value::Object(_) => {
+                    let mut out = target.clone();
+                    json_patch::merge(&mut out, &p);
+                    Ok(out)
+                }
+                _ => Err(ApiError::bad_request("Invalid JSON Patch")),
+            }
         }
         "application/json-patch+json" => {
             // Through a Value first: a duplicated key in an operation is decoded as Go's
@@ -1102,6 +1115,82 @@ pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<V
             crate::jsonpatch::apply(target, &p).map_err(|f| f.to_api_error())
         }
         _ => Err(ApiError::unsupported_media_type(&PATCH_TYPES)),
+    }
+}
+
+/// A patch result that is not an object (an array merge patch, a JSON patch replacing the
+/// root): patch.go `applyPatchToCurrentObject` fails to decode it and answers
+/// `NewInvalid(GroupKind{}, "", [Invalid("patch", <patched JSON>, <decode error>)])`; the
+/// decode error is the JSON serializer's kind lookup (apimachinery
+/// `runtime/serializer/json/meta.go` `SimpleMetaFactory.Interpret`).
+pub fn not_an_object(patched: &Value) -> ApiError {
+    let go_type = match patched {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null | Value::Object(_) => "",
+    };
+    let err = if go_type.is_empty() {
+        // `null` decodes into the kind lookup without error; the object then has no kind
+        // (`runtime.NewMissingKindErr`).
+        format!(
+            "Object 'Kind' is missing in '{}'",
+            crate::table::go_json(patched)
+        )
+    } else {
+        format!(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal {go_type} into \
+             Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; \
+             Kind string \"json:\\\"kind,omitempty\\\"\" }}"
+        )
+    };
+    ApiError::invalid(
+        "",
+        "",
+        "",
+        &[crdplane_core::field::FieldError::invalid(
+            "patch",
+            Value::String(crate::table::go_json(patched)),
+            err,
+        )],
+    )
+}
+
+/// patch.go `applyJSPatch`: under fieldValidation Strict or Warn a merge patch is first
+/// decoded strictly into a map, so a patch that is not an object (nor `null`) is a 400
+/// `error decoding patch: json: cannot unmarshal <type> into Go value of type
+/// map[string]interface {}` before anything is applied.
+fn strict_merge_patch_shape(req: &Req) -> Result<(), ApiError> {
+    if matches!(field_validation(req), Ok(FieldValidation::Ignore) | Err(_))
+        || crate::http::media_type(req.header("content-type").unwrap_or(""))
+            != "application/merge-patch+json"
+    {
+        return Ok(());
+    }
+    let go_type = match serde_json::from_slice::<Value>(&req.body) {
+        Ok(Value::Array(_)) => "array",
+        Ok(Value::String(_)) => "string",
+        Ok(Value::Number(_)) => "number",
+        Ok(Value::Bool(_)) => "bool",
+        _ => return Ok(()),
+    };
+    Err(ApiError::bad_request(format!(
+        "error decoding patch: json: cannot unmarshal {go_type} into Go value of type \
+         map[string]interface {{}}"
+    )))
+}
+
+/// evanphx/json-patch `pruneNulls`: keys with null values are removed from objects, at any
+/// depth (null array elements stay).
+fn prune_object_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(prune_object_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(prune_object_nulls),
+        _ => {}
     }
 }
 
@@ -1118,6 +1207,7 @@ async fn patch(
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
     }
     write_dry_run(req)?;
+    strict_merge_patch_shape(req)?;
     record_patch_findings(req);
     // patch.go: the patch is applied to the current object inside GuaranteedUpdate, so a
     // write that loses a race is re-applied to the new current object; a resourceVersion
@@ -1127,9 +1217,7 @@ async fn patch(
         let (old, old_rv) = current(ctx, req, crd, ver).await?;
         let mut obj = apply_patch(ct, &req.body, &old)?;
         if !obj.is_object() {
-            return Err(Failure::Final(ApiError::bad_request(
-                "the patched object is not a JSON object",
-            )));
+            return Err(Failure::Final(not_an_object(&obj)));
         }
         check_identity(&mut obj, req, crd)?;
         if strategy::object_rv(&obj)? != old_rv {
@@ -1909,6 +1997,44 @@ mod tests {
         assert!(should_delete_during_update(&obj(&[]), &old));
         assert!(!should_delete_during_update(&obj(&["a"]), &old));
         assert!(!should_delete_during_update(&obj(&[]), &obj(&["a"])));
+    }
+
+    #[test]
+    fn merge_patches_that_are_not_objects() {
+        let target = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}});
+        let ct = "application/merge-patch+json";
+        // Not an object or array: evanphx ErrBadJSONPatch, a 400.
+        for p in ["null", "5", "\"s\"", "true"] {
+            let e = apply_patch(ct, p.as_bytes(), &target).unwrap_err();
+            assert_eq!(
+                (e.code, e.message.as_str()),
+                (400, "Invalid JSON Patch"),
+                "{p}"
+            );
+        }
+        // An array replaces the document, nulls pruned inside its objects; decoding it as an
+        // object then fails with upstream's 422.
+        let out = apply_patch(ct, br#"[{"a":1,"b":null,"c":{"d":null}},null]"#, &target).unwrap();
+        assert_eq!(out, json!([{"a": 1, "c": {}}, null]));
+        let e = not_an_object(&json!([{"op": "add", "v": "<&>"}]));
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            concat!(
+                r#" "" is invalid: patch: Invalid value: "[{\"op\":\"add\",\"v\":\"\\u003c\\u0026\\u003e\"}]": "#,
+                r#"couldn't get version/kind; json parse error: json: cannot unmarshal array "#,
+                r#"into Go value of type struct { APIVersion string "json:\"apiVersion,omitempty\""; "#,
+                r#"Kind string "json:\"kind,omitempty\"" }"#
+            )
+        );
+        let e = not_an_object(&Value::Null);
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message
+                .ends_with(r#"patch: Invalid value: "null": Object 'Kind' is missing in 'null'"#),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -481,6 +481,14 @@ fn print_jsonpath_value(v: &Value) -> String {
     }
 }
 
+/// Go's `encoding/json.Marshal` of decoded unstructured JSON, as a string (see
+/// [`go_json_into`]).
+pub fn go_json(v: &Value) -> String {
+    let mut out = String::new();
+    go_json_into(v, &mut out);
+    out
+}
+
 /// Go's `encoding/json.Marshal` of decoded unstructured JSON: sorted keys, HTML-safe string
 /// escaping, Go's float format.
 fn go_json_into(v: &Value, out: &mut String) {

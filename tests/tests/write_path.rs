@@ -478,3 +478,74 @@ fn create_with_resource_version_and_strict_texts() {
         "{v}"
     );
 }
+
+/// A merge patch that is not an object (Python clients send a list body as a merge patch).
+/// With fieldValidation Warn (upstream's default) or Strict, patch.go decodes the patch
+/// strictly into a map first: 400 `error decoding patch: …`. With Ignore, evanphx/json-patch
+/// `MergePatch` replaces the document with the array, which then fails to decode (422 on field
+/// `patch`), and `null` or a scalar is `Invalid JSON Patch` (400). Nothing is written.
+#[test]
+fn merge_patches_that_are_not_objects() {
+    let stack = Stack::start_with_redis().unwrap();
+    let api = setup(format!("{}/clusters/mp", stack.gateway));
+    let (code, x) = api.json("POST", CTS, &crontab("x"));
+    assert_eq!(code, 201, "{x}");
+    let path = format!("{CTS}/x");
+    let patch = |query: &str, body: &str| {
+        api.call(
+            "PATCH",
+            &format!("{path}{query}"),
+            Some("application/merge-patch+json"),
+            Some(body),
+        )
+    };
+    for query in ["", "?fieldValidation=Warn", "?fieldValidation=Strict"] {
+        for (body, go_type) in [("[1]", "array"), ("5", "number"), ("\"s\"", "string")] {
+            let (code, v) = patch(query, body);
+            assert_eq!(code, 400, "{query} {body}: {v}");
+            assert_eq!(
+                v["message"],
+                format!(
+                    "error decoding patch: json: cannot unmarshal {go_type} into Go value of type map[string]interface {{}}"
+                ),
+                "{query} {body}"
+            );
+        }
+    }
+    let list = json!([{"op": "add", "path": "/spec/a", "b": null}]).to_string();
+    let (code, v) = patch("?fieldValidation=Ignore", &list);
+    assert_eq!(code, 422, "{v}");
+    let value = r#"[{\"op\":\"add\",\"path\":\"/spec/a\"}]"#;
+    let err = concat!(
+        "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value",
+        r#" of type struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "#,
+        r#""json:\"kind,omitempty\"" }"#
+    );
+    assert_eq!(
+        v,
+        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+               "message": format!(" \"\" is invalid: patch: Invalid value: \"{value}\": {err}"),
+               "reason":"Invalid",
+               "details":{"causes":[{"reason":"FieldValueInvalid",
+                   "message": format!("Invalid value: \"{value}\": {err}"),"field":"patch"}]},
+               "code":422})
+    );
+    for body in ["null", "5", "\"s\""] {
+        let (code, v) = patch("?fieldValidation=Ignore", body);
+        assert_eq!(
+            (code, v["message"].as_str()),
+            (400, Some("Invalid JSON Patch")),
+            "{body}"
+        );
+    }
+    // `null` decodes strictly (into a nil map), then is a bad merge patch.
+    let (code, v) = patch("", "null");
+    assert_eq!(
+        (code, v["message"].as_str()),
+        (400, Some("Invalid JSON Patch"))
+    );
+    assert_eq!(
+        api.get(&path)["metadata"]["resourceVersion"],
+        x["metadata"]["resourceVersion"]
+    );
+}
