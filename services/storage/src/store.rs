@@ -827,6 +827,7 @@ impl Store {
             .arg(max)
             .arg(limit)
             .arg(exact)
+            .arg(crate::durability::floor(self.scripts().epoch))
             .invoke_async(&mut c)
             .await
             .map_err(redis_err)?;
@@ -936,7 +937,24 @@ impl Store {
             .arg(&ks.obj);
         let (mut r, events) = query_with_later_events(&mut c, p, ks, exact).await?;
         let all = r.pop().unwrap_or(Value::Nil);
-        let revision = r.first().map(int).unwrap_or(0) as u64;
+        let mut revision = r.first().map(int).unwrap_or(0) as u64;
+        if revision == 0 {
+            // Never written: the counter starts at the epoch floor (at least 1), as in
+            // lua/list.lua, so the list's resourceVersion is never "0". SET NX fails only
+            // when a write created the counter meanwhile: read again.
+            let start = crate::durability::floor(self.scripts().epoch).max(1);
+            let created: Option<String> = redis::cmd("SET")
+                .arg(&ks.rev)
+                .arg(start)
+                .arg("NX")
+                .query_async(&mut c)
+                .await
+                .map_err(redis_err)?;
+            if created.is_none() {
+                return Box::pin(self.list_all(ks, namespace, start_after, exact)).await;
+            }
+            revision = start;
+        }
         let prefix = format!("{namespace}/");
         let mut items = Vec::new();
         let mut push = |k: Value, v: Value| -> Result<(), ApiError> {

@@ -671,3 +671,23 @@ async fn startup_waits_for_redis() {
     assert!(served.resource_version > 0);
     assert!(!serving.is_finished());
 }
+
+/// A resource never written lists at a revision above 0 (a watch from "0" would mean "any"
+/// and replay the current state instead of the writes after the list), and its first write
+/// lands right after that revision.
+#[tokio::test]
+async fn a_never_written_resource_lists_at_a_real_revision() {
+    let (_r, mut c) = start(100).await;
+    let empty = c
+        .list(pb::ListRequest {
+            resource: Some(rref("fresh")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(empty.items.is_empty());
+    assert!(empty.resource_version > 0, "{}", empty.resource_version);
+    let first = create(&mut c, "fresh", "default", "a").await;
+    assert_eq!(first.resource_version, empty.resource_version + 1);
+}

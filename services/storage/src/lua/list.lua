@@ -1,4 +1,4 @@
--- One page of the ordered index. KEYS: rev, obj, idx, ev. ARGV: min, max, count, exact_rv.
+-- One page of the ordered index. KEYS: rev, obj, idx, ev. ARGV: min, max, count, exact_rv, floor.
 -- Returns {revision, remaining_after_page, n_later, first_later_rv, later_key_1 .. later_key_n,
 --          key1, value1, key2, value2, ...}.
 -- When 0 < exact_rv < revision, the keys written after exact_rv (events exact_rv+1 ..
@@ -7,7 +7,16 @@
 -- state at exact_rv (no write after it touched a key the page could hold) and whether the
 -- history still covers every write after exact_rv (first_later_rv == exact_rv + 1).
 -- HMGET runs in chunks: Lua's unpack() is limited to a few thousand values.
+-- ARGV[5]: the recovery epoch's revision floor. A resource never written has no counter: it
+-- starts here at max(floor, 1), so the list's resourceVersion is never "0" (a watch from "0"
+-- means "any": the current state as synthetic ADDED events, not the writes after the list)
+-- and the first write (INCR, prelude.lua nextrv) lands right after it (upstream: the etcd
+-- revision a list returns is >= 1 and every later write is above it).
 local rev = tonumber(redis.call('GET', KEYS[1]) or '0')
+if rev == 0 then
+  rev = math.max(tonumber(ARGV[5]), 1)
+  redis.call('SET', KEYS[1], rev)
+end
 local exact = tonumber(ARGV[4])
 local out = {rev, 0, 0, 0}
 if exact > 0 and exact < rev then
