@@ -140,7 +140,6 @@ pub fn spawn_service(
     name: &str,
     args: &[&str],
 ) -> anyhow::Result<String> {
-    use std::io::BufRead;
     let mut child = Command::new(bin(name))
         .args(args)
         .stdout(Stdio::piped())
@@ -154,6 +153,13 @@ pub fn spawn_service(
         })?;
     let stdout = child.stdout.take().expect("piped stdout");
     children.push(child);
+    announced_address(stdout, name)
+}
+
+/// The address a service announces on its stdout (its first announcement line), waited for
+/// up to 60 s; the rest of its stdout is drained so the child never blocks on a full pipe.
+fn announced_address(stdout: std::process::ChildStdout, name: &str) -> anyhow::Result<String> {
+    use std::io::BufRead;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut lines = std::io::BufReader::new(stdout).lines();
@@ -166,7 +172,6 @@ pub fn spawn_service(
             }
         }
         let _ = tx.send(first);
-        // Keep draining so the child never blocks on a full pipe.
         for _ in lines {}
     });
     let line = rx
@@ -343,25 +348,7 @@ impl Stack {
             .spawn()?;
         let stdout = child.stdout.take().expect("piped stdout");
         self.children.push(child);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            let mut lines = std::io::BufReader::new(stdout).lines();
-            let mut first = None;
-            for l in lines.by_ref() {
-                let Ok(l) = l else { break };
-                if crdplane_core::names::parse_announcement(&l).is_some() {
-                    first = Some(l);
-                    break;
-                }
-            }
-            let _ = tx.send(first);
-            for _ in lines {}
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .ok()
-            .flatten()
-            .ok_or_else(|| anyhow::anyhow!("the added registry did not announce its address"))?;
+        announced_address(stdout, "the added registry")?;
         Ok(self.children.len() - 1)
     }
 
@@ -879,4 +866,55 @@ pub fn run_python_checks(py: &str, ver: &str, script: &str, server: &str) -> Str
         "{py} (kubernetes {ver}) {script}:\n{o}{e}"
     );
     o.into_owned()
+}
+
+/// One HTTP/1.1 exchange returning status, raw response head and (de-chunked) body.
+pub fn exchange(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, r)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || r.len() < n {
+                break;
+            }
+            out.push_str(&r[..n]);
+            rest = r[n..].trim_start_matches("\r\n");
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (code, head.to_string(), body)
 }

@@ -6,7 +6,6 @@
 //! `MaximumNativeType` compares integers as integers). Assertions are on the raw response text.
 
 use crdplane_tests::Stack;
-use std::io::{Read, Write};
 use std::time::Duration;
 
 const CRD_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -25,43 +24,7 @@ fn raw(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String, String) {
-    let host = s.gateway.strip_prefix("http://").unwrap();
-    let mut c = std::net::TcpStream::connect(host).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut h = String::new();
-    for (k, v) in headers {
-        h.push_str(&format!("{k}: {v}\r\n"));
-    }
-    write!(
-        c,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{h}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut buf = Vec::new();
-    let _ = c.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code = text[9..12].parse().unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, r)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 || r.len() < n {
-                break;
-            }
-            out.push_str(&r[..n]);
-            rest = r[n..].trim_start_matches("\r\n");
-        }
-        out
-    } else {
-        body.to_string()
-    };
-    (code, head.to_string(), body)
+    crdplane_tests::exchange(method, &format!("{}{path}", s.gateway), headers, body)
 }
 
 const JSON: (&str, &str) = ("Content-Type", "application/json");

@@ -4,7 +4,9 @@
 //! protected namespaces), a CRD served in two versions, categories (`kubectl get all`),
 //! discovery and OpenAPI freshness.
 
-use crdplane_tests::{RedisServer, Stack, http_get, http_request, kubeconfig_yaml, kubectls};
+use crdplane_tests::{
+    RedisServer, Stack, exchange, http_get, http_request, kubeconfig_yaml, kubectls,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -12,57 +14,6 @@ const TWO_VERSIONS: &str = include_str!("../testdata/lc-crontab-two-versions.yam
 const WIDGETS: &str = include_str!("../testdata/lc-widget-crd.yaml");
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const CRD_NAME: &str = "crontabs.stable.example.com";
-
-/// One HTTP/1.1 exchange returning status, raw response head and (de-chunked) body.
-fn exchange(
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String, String) {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").expect("http url");
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap_or((rest, "/".into()));
-    let mut s = std::net::TcpStream::connect(host).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let extra: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut buf = Vec::new();
-    let _ = s.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = body;
-        while let Some((size, r)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if n == 0 || r.len() < n {
-                break;
-            }
-            out.push_str(&r[..n]);
-            rest = r[n..].trim_start_matches("\r\n");
-        }
-        out
-    } else {
-        body.to_string()
-    };
-    (code, head.to_string(), body)
-}
 
 fn json_of(body: &str) -> Value {
     // Upstream's not-found handler answers paths no CRD serves in plain text.
