@@ -193,6 +193,8 @@ pub struct Stack {
     pub redis: Option<RedisServer>,
     pub kubeconfig: PathBuf,
     pub home: tempfile::TempDir,
+    /// Extra flags of the registry, kept for [`Stack::kill_and_restart_registry`].
+    registry_args: Vec<String>,
 }
 
 impl Stack {
@@ -215,6 +217,25 @@ impl Stack {
         storage_args: &[&str],
         gateway_args: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_with_all_args(redis_url, storage_args, gateway_args, &[])
+    }
+
+    /// Starts a private Redis and the stack on it, with extra registry flags (e.g. a short
+    /// `--gc-resync-period`).
+    pub fn start_with_redis_and_registry_args(registry_args: &[&str]) -> anyhow::Result<Self> {
+        let redis = RedisServer::start()?;
+        let mut s = Self::start_with_all_args(&redis.url(), &[], &[], registry_args)?;
+        s.redis = Some(redis);
+        Ok(s)
+    }
+
+    /// As [`Stack::start_with_args`], with extra registry flags as well.
+    pub fn start_with_all_args(
+        redis_url: &str,
+        storage_args: &[&str],
+        gateway_args: &[&str],
+        registry_args: &[&str],
+    ) -> anyhow::Result<Self> {
         let mut children = Vec::new();
         let mut args = vec!["--listen", "127.0.0.1:0", "--redis-url", redis_url];
         args.extend_from_slice(storage_args);
@@ -224,18 +245,16 @@ impl Stack {
             "crdplane-validation",
             &["--listen", "127.0.0.1:0"],
         )?;
-        let registry = spawn_service(
-            &mut children,
-            "crdplane-registry",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--storage",
-                &storage,
-                "--validation",
-                &validation,
-            ],
-        )?;
+        let mut reg_args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--storage",
+            &storage,
+            "--validation",
+            &validation,
+        ];
+        reg_args.extend_from_slice(registry_args);
+        let registry = spawn_service(&mut children, "crdplane-registry", &reg_args)?;
         let mut gw_args = vec![
             "--listen",
             "127.0.0.1:0",
@@ -260,6 +279,7 @@ impl Stack {
             redis: None,
             kubeconfig,
             home,
+            registry_args: registry_args.iter().map(|a| a.to_string()).collect(),
         };
         s.wait_ready(Duration::from_secs(60))?;
         Ok(s)
@@ -300,19 +320,17 @@ impl Stack {
             .to_string();
         let mut started = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut args = vec![
+            "--listen",
+            &addr,
+            "--storage",
+            &self.storage,
+            "--validation",
+            &self.validation,
+        ];
+        args.extend(self.registry_args.iter().map(String::as_str));
         let url = loop {
-            match spawn_service(
-                &mut started,
-                "crdplane-registry",
-                &[
-                    "--listen",
-                    &addr,
-                    "--storage",
-                    &self.storage,
-                    "--validation",
-                    &self.validation,
-                ],
-            ) {
+            match spawn_service(&mut started, "crdplane-registry", &args) {
                 Ok(u) => break u,
                 Err(e) if Instant::now() < deadline => {
                     for mut c in started.drain(..) {
@@ -333,6 +351,17 @@ impl Stack {
     /// Starts one more registry replica on the stack's storage and validation, its log
     /// (stderr) written to `log`; returns its index for [`Stack::kill_child`].
     pub fn add_registry(&mut self, log: &Path) -> anyhow::Result<usize> {
+        self.add_registry_with(log, &[], &[])
+    }
+
+    /// As [`Stack::add_registry`], with extra flags and environment variables (e.g.
+    /// `RUST_LOG`) for the new replica.
+    pub fn add_registry_with(
+        &mut self,
+        log: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> anyhow::Result<usize> {
         let err = std::fs::File::create(log)?;
         let mut child = Command::new(bin("crdplane-registry"))
             .args([
@@ -343,6 +372,8 @@ impl Stack {
                 "--validation",
                 &self.validation,
             ])
+            .args(args)
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(err))
             .spawn()?;

@@ -24,8 +24,9 @@
 //!   owner references; upstream's virtual owner nodes of `graph_builder.go`): the owner is
 //!   looked up live; when absent, its dependents are handled as above (`attemptToDeleteItem`
 //!   with `isDangling`'s lookup per dependent), when present the item is done at once;
-//!   (No resync yet: objects written before the owner index existed, or whose item was lost
-//!   to a crash between a write and its verification record, are not looked at again.)
+//!   Objects written before the owner index existed, or whose item was lost to a crash
+//!   between a write and its verification record, are found by the periodic resync
+//!   ([`crate::resync`]), which records their verification items.
 //! - objects removed by the CRD finalizer and the namespace deleter (`lifecycle.rs`) are
 //!   owner deletions like any other: their items are recorded before the deletes
 //!   (`gc_record_deleted`).
@@ -154,6 +155,11 @@ impl Kinds {
 
     fn custom(&self) -> impl Iterator<Item = &Kind> {
         self.kinds.iter().filter(|k| !k.group.is_empty())
+    }
+
+    /// The custom resources among the kinds (what dependents can be).
+    pub(crate) fn custom_kinds(&self) -> impl Iterator<Item = &Kind> {
+        self.custom()
     }
 }
 
@@ -355,7 +361,7 @@ fn queue_key(tenant: &str, uid: &str) -> pb::ObjectKey {
     }
 }
 
-fn write_of(v: &Value) -> Result<pb::ObjectWrite, ApiError> {
+pub(crate) fn write_of(v: &Value) -> Result<pb::ObjectWrite, ApiError> {
     let (head, tail) = crdplane_core::rvslot::split(v).map_err(ApiError::internal)?;
     Ok(pb::ObjectWrite {
         head: head.into(),
@@ -368,7 +374,7 @@ fn code(s: &tonic::Status) -> u16 {
 }
 
 /// CAS update; the new resourceVersion.
-async fn put(
+pub(crate) async fn put(
     st: &mut Storage,
     key: &pb::ObjectKey,
     v: &Value,
@@ -424,6 +430,45 @@ pub async fn record(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(),
     }
     Err(ApiError::internal(
         "could not record the garbage collection of an object",
+    ))
+}
+
+/// Records a verification item for `owner` (gateway `gc.rs` `verify_added_refs` does the
+/// same after a write; here the resync, `resync.rs`): created when there is none; an entry
+/// not yet claimed is left as it is (its first pass comes anyway); a claimed one is touched
+/// so its holder looks again. A deletion entry stays one. One entry per owner uid, so
+/// recording twice is deduplicated by the queue.
+pub async fn record_verify(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(), ApiError> {
+    let key = queue_key(tenant, &owner.uid);
+    for _ in 0..5 {
+        let now = gcqueue::now_ms();
+        match st
+            .create(pb::CreateRequest {
+                key: Some(key.clone()),
+                object: Some(write_of(&gcqueue::verify_entry(tenant, owner, now))?),
+                dry_run: false,
+            })
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(s) if code(&s) == 409 => {}
+            Err(s) => return Err(ApiError::from_grpc(&s)),
+        }
+        let Some((mut e, rv)) = get_opt(st, &key).await? else {
+            continue;
+        };
+        if gcqueue::lease(&e).is_none() {
+            return Ok(());
+        }
+        gcqueue::touch_verify(&mut e, now);
+        match put(st, &key, &e, rv).await {
+            Ok(_) => return Ok(()),
+            Err(s) if matches!(code(&s), 404 | 409) => continue,
+            Err(s) => return Err(ApiError::from_grpc(&s)),
+        }
+    }
+    Err(ApiError::internal(
+        "could not record the verification of an owner reference",
     ))
 }
 
@@ -701,7 +746,10 @@ impl RegistryService {
                     .gc_dependents(tenant, &kinds, &owner.uid, PASS_BUDGET)
                     .await?;
                 let mut known = HashMap::new();
-                known.insert(owner.uid.clone(), OwnerState::Dangling);
+                known.insert(
+                    (owner.uid.clone(), owner.namespace.clone()),
+                    OwnerState::Dangling,
+                );
                 let changed = self.gc_attempt_all(tenant, &kinds, deps, known).await?;
                 Ok(if changed || more {
                     Step::Again(Duration::ZERO)
@@ -734,7 +782,10 @@ impl RegistryService {
                     .gc_dependents(tenant, &kinds, &owner.uid, PASS_BUDGET)
                     .await?;
                 let mut known = HashMap::new();
-                known.insert(owner.uid.clone(), OwnerState::Waiting);
+                known.insert(
+                    (owner.uid.clone(), owner.namespace.clone()),
+                    OwnerState::Waiting,
+                );
                 let changed = self.gc_attempt_all(tenant, &kinds, deps, known).await?;
                 // processDeletingDependentsItem: wait for the blocking dependents.
                 let (deps, more) = self
@@ -839,13 +890,17 @@ impl RegistryService {
     }
 
     /// `attemptToDeleteItem` for each dependent; whether anything was written (or must be
-    /// retried). `known`: owner states already known by uid (the item's own owner).
+    /// retried). `known`: owner states already known by (uid, namespace the owner is looked
+    /// up in: the dependent's for a namespaced owner kind, "" for a cluster-scoped one) —
+    /// the item's own owner. Keyed with the namespace like upstream's `absentOwnerCache`
+    /// (`garbagecollector.go` `isDangling`): a namespaced owner exists only for dependents
+    /// of its own namespace; for one in another namespace the reference is dangling.
     async fn gc_attempt_all(
         &self,
         tenant: &str,
         kinds: &Kinds,
         deps: Vec<Dep>,
-        mut known: HashMap<String, OwnerState>,
+        mut known: HashMap<(String, String), OwnerState>,
     ) -> Result<bool, ApiError> {
         let deps: Vec<Dep> = deps.into_iter().filter(|d| !deleting(&d.obj)).collect();
         if deps.is_empty() {
@@ -870,7 +925,12 @@ impl RegistryService {
                     && kinds
                         .resolve(s(&r, "/apiVersion"), s(&r, "/kind"))
                         .is_some_and(|k| k.namespaced);
-                let state = match known.get(&uid) {
+                let lookup_ns = match kinds.resolve(s(&r, "/apiVersion"), s(&r, "/kind")) {
+                    Some(k) if !k.namespaced => String::new(),
+                    _ => dep_ns.clone(),
+                };
+                let known_key = (uid.clone(), lookup_ns);
+                let state = match known.get(&known_key) {
                     _ if invalid_ref => {
                         self.gc_owner_state(&mut st, tenant, kinds, &d, &r, &dep_ns)
                             .await?
@@ -881,7 +941,7 @@ impl RegistryService {
                             .gc_owner_state(&mut st, tenant, kinds, &d, &r, &dep_ns)
                             .await?;
                         if st != OwnerState::Invalid {
-                            known.insert(uid.clone(), st);
+                            known.insert(known_key, st);
                         }
                         st
                     }

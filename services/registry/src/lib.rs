@@ -10,7 +10,8 @@
 //! [`naming`] (accepted names, NamesAccepted/Established), [`discovery`] (documents),
 //! [`lifecycle`] (background deletion of a deleted CRD's instances and of a deleted
 //! namespace's custom resources, resumed from a durable queue after restarts), [`gc`] (the
-//! garbage collector: ownerReferences, cascading deletion, from the same queue),
+//! garbage collector: ownerReferences, cascading deletion, from the same queue), [`resync`]
+//! (the collector's periodic scan for references it was never told about),
 //! [`openapi`] (OpenAPI documents), [`cache`] (per-tenant snapshots), [`service`] (the RPCs).
 
 // `ApiError` (crdplane-core) is the edge error carried to the gateway unchanged; it is large
@@ -24,6 +25,7 @@ pub mod gc;
 pub mod lifecycle;
 pub mod naming;
 pub mod openapi;
+pub mod resync;
 pub mod service;
 pub mod validate;
 
@@ -36,12 +38,24 @@ use tonic::transport::{Channel, Endpoint};
 /// Largest request accepted (a CRD body plus framing).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Storage service endpoint, e.g. `http://127.0.0.1:7001`.
     pub storage_endpoint: String,
     /// Validation service endpoint; empty = no schema checks (development only).
     pub validation_endpoint: String,
+    /// Period of the garbage collector's resync ([`resync`]; zero = never).
+    pub gc_resync_period: std::time::Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            storage_endpoint: String::new(),
+            validation_endpoint: String::new(),
+            gc_resync_period: resync::DEFAULT_PERIOD,
+        }
+    }
 }
 
 fn lazy_channel(endpoint: &str) -> anyhow::Result<Channel> {
@@ -65,6 +79,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     // Background deletion controllers (CRD finalizer, namespace content), resumed from the
     // durable work queue at startup.
     let lifecycle = tokio::spawn(svc.clone().run_lifecycle());
+    let resync = tokio::spawn(svc.clone().run_gc_resync(config.gc_resync_period));
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<RegistryServer<RegistryService>>()
@@ -81,5 +96,6 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         .context("registry gRPC server");
     watcher.abort();
     lifecycle.abort();
+    resync.abort();
     result
 }

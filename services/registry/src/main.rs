@@ -30,6 +30,11 @@ struct Args {
         default_value = "http://127.0.0.1:7003"
     )]
     validation: String,
+    /// Period of the garbage collector's resync (e.g. 1h, 30m, 10s; 0 = never): a scan of
+    /// every custom resource with ownerReferences, at startup and then at this period.
+    #[arg(long, env = "CRDPLANE_GC_RESYNC_PERIOD", default_value = "1h",
+          value_parser = crdplane_registry::resync::parse_period)]
+    gc_resync_period: std::time::Duration,
 }
 
 #[tokio::main]
@@ -46,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
         crdplane_registry::Config {
             storage_endpoint: args.storage,
             validation_endpoint: args.validation,
+            gc_resync_period: args.gc_resync_period,
         },
         listener,
     )

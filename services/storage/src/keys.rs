@@ -115,6 +115,22 @@ pub fn range(namespace: &str, start_after: &str) -> (String, String) {
     (lo, hi)
 }
 
+/// SCAN pattern of every triple's ordered index (see the module doc).
+pub const IDX_PATTERN: &str = "cp:{*}:idx";
+
+/// The (tenant, group, resource) of an ordered-index key `cp:{<tenant>|<resource>.<group>}:idx`
+/// (group empty for the core group). Resource names are DNS labels (no dot) and tenants hold
+/// no `|` ([`Keyspace::new`]), so the split is unambiguous; anything else is `None`.
+pub fn parse_idx_key(key: &str) -> Option<(String, String, String)> {
+    let tag = key.strip_prefix("cp:{")?.strip_suffix("}:idx")?;
+    let (tenant, gr) = tag.split_once('|')?;
+    let (resource, group) = gr.split_once('.').unwrap_or((gr, ""));
+    if tenant.is_empty() || resource.is_empty() {
+        return None;
+    }
+    Some((tenant.into(), group.into(), resource.into()))
+}
+
 /// Splits a stored value `<rv>:<offset>:<json>` into (rv, json range start).
 pub fn parse_stored(v: &[u8]) -> Option<(u64, usize)> {
     let c1 = v.iter().position(|&b| b == b':')?;
@@ -178,6 +194,29 @@ mod tests {
             "default-x/y" > "default0" || "default-x/y" < "default/",
             "other namespaces fall outside"
         );
+    }
+
+    #[test]
+    fn index_keys_name_their_triple() {
+        for (t, g, res) in [
+            ("acme", "stable.example.com", "crontabs"),
+            ("t1", "", "namespaces"),
+            ("_crdplane", "crdplane.io", "pendingdeletions"),
+        ] {
+            let k = Keyspace::new(&r(t, g, res)).unwrap();
+            assert_eq!(
+                parse_idx_key(&k.idx),
+                Some((t.to_string(), g.to_string(), res.to_string()))
+            );
+        }
+        for bad in [
+            "cp:{acme|crontabs.x}:obj",
+            "cp:{acmecrontabs}:idx",
+            "cp:{|crontabs}:idx",
+            "other",
+        ] {
+            assert_eq!(parse_idx_key(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -720,6 +720,56 @@ impl Storage for StorageService {
         Ok(Response::new(pb::ListDependentsResponse { items }))
     }
 
+    async fn scan_resources(
+        &self,
+        req: Request<pb::ScanResourcesRequest>,
+    ) -> Result<Response<pb::ScanResourcesResponse>, Status> {
+        let r = req.get_ref();
+        let count = match r.count {
+            0 => 100,
+            n => n.min(10_000) as usize,
+        };
+        let (found, cursor) = self.store.scan_resources(r.cursor, count).await?;
+        let resources = found
+            .into_iter()
+            .map(|(tenant, group, resource)| pb::ResourceRef {
+                tenant,
+                group,
+                resource,
+            })
+            .collect();
+        Ok(Response::new(pb::ScanResourcesResponse { resources, cursor }))
+    }
+
+    async fn scan_owned(
+        &self,
+        req: Request<pb::ScanOwnedRequest>,
+    ) -> Result<Response<pb::ScanOwnedResponse>, Status> {
+        let r = req.get_ref();
+        let ks = ks(&r.resource)?;
+        let limit = match r.limit {
+            0 => 500,
+            n => n.min(5000) as usize,
+        };
+        let (found, repaired, examined, next) =
+            self.store.scan_owned(&ks, &r.start_after, limit).await?;
+        let items = found
+            .into_iter()
+            .map(|(key, s)| pb::Dependent {
+                owner_uid: String::new(),
+                key,
+                json: s.json,
+                resource_version: s.rv,
+            })
+            .collect();
+        Ok(Response::new(pb::ScanOwnedResponse {
+            items,
+            next_start_after: next,
+            repaired,
+            examined: examined as u32,
+        }))
+    }
+
     async fn delete_collection(
         &self,
         req: Request<pb::DeleteCollectionRequest>,

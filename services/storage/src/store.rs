@@ -130,6 +130,8 @@ pub struct StoreOptions {
 pub struct Store {
     conn: ConnectionManager,
     list: std::sync::Arc<Script>,
+    /// lua/owners.lua + lua/scan_owned.lua: one page of the collector's resync.
+    scan_owned: std::sync::Arc<Script>,
     epoch_script: std::sync::Arc<Script>,
     raise_script: std::sync::Arc<Script>,
     /// The write scripts of the current recovery epoch.
@@ -264,6 +266,11 @@ impl Store {
         let store = Self {
             conn,
             list: std::sync::Arc::new(Script::new(include_str!("lua/list.lua"))),
+            scan_owned: std::sync::Arc::new(Script::new(&format!(
+                "{}{}",
+                include_str!("lua/owners.lua"),
+                include_str!("lua/scan_owned.lua")
+            ))),
             epoch_script: std::sync::Arc::new(Script::new(EPOCH_LUA)),
             raise_script: std::sync::Arc::new(Script::new(RAISE_LUA)),
             writes: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(
@@ -563,6 +570,80 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// One step of a Redis `SCAN` over the triples' ordered indexes (`keys::IDX_PATTERN`):
+    /// the (tenant, group, resource) triples found and the next cursor (0 = done).
+    pub async fn scan_resources(
+        &self,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
+        let mut c = self.conn.clone();
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(crate::keys::IDX_PATTERN)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        let found = keys
+            .iter()
+            .filter_map(|k| crate::keys::parse_idx_key(k))
+            .collect();
+        Ok((found, next))
+    }
+
+    /// One page of the collector's resync over `ks` (lua/scan_owned.lua): of the `limit`
+    /// keys after `start_after`, the objects with owner references (key, object); the
+    /// owner-index entries written because they were missing; the number of keys examined;
+    /// the last key examined ("" = none left).
+    pub async fn scan_owned(
+        &self,
+        ks: &Keyspace,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<(Vec<(String, Stored)>, u64, usize, String), ApiError> {
+        let min = if start_after.is_empty() {
+            "-".to_string()
+        } else {
+            format!("({start_after}")
+        };
+        let mut c = self.conn.clone();
+        let r: Vec<Value> = self
+            .scan_owned
+            .key(&ks.rev)
+            .key(&ks.obj)
+            .key(&ks.idx)
+            .key(&ks.ev)
+            .key(&ks.evt)
+            .key(&ks.own)
+            .arg(min)
+            .arg(limit)
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        let mut it = r.into_iter();
+        let repaired = it.next().map(|v| int(&v)).unwrap_or(0).max(0) as u64;
+        let examined = it.next().map(|v| int(&v)).unwrap_or(0).max(0) as usize;
+        let last = it
+            .next()
+            .and_then(bulk)
+            .and_then(|k| String::from_utf8(k).ok())
+            .unwrap_or_default();
+        let mut items = Vec::new();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            let k = bulk(k)
+                .and_then(|k| String::from_utf8(k).ok())
+                .ok_or_else(|| ApiError::internal("corrupt scan reply"))?;
+            let v = bulk(v).ok_or_else(|| ApiError::internal("corrupt scan reply"))?;
+            items.push((k, stored_from_value(v)?));
+        }
+        // A short page is the last one.
+        let next = if examined < limit { String::new() } else { last };
+        Ok((items, repaired, examined, next))
     }
 
     pub async fn revision(&self, ks: &Keyspace) -> Result<u64, ApiError> {
