@@ -637,6 +637,112 @@ async fn dependents_follow_owner_references_through_writes() {
     assert!(list(&mut c, &["u1", "u2"], 0, "").await.is_empty());
 }
 
+/// The collector's resync RPCs: `ScanResources` walks every (tenant, resource) triple with a
+/// SCAN cursor; `ScanOwned` pages through one resource's objects, returns those with owner
+/// references and writes their owner-index entries back when they are missing (deleted here
+/// from Redis, as for objects written before the index existed).
+#[tokio::test]
+async fn resync_scans_find_resources_and_rebuild_the_owner_index() {
+    let (redis, mut c) = start(100).await;
+    let owned = |name: &str, uid: &str| {
+        json!({"apiVersion":"stable.example.com/v1","kind":"CronTab",
+               "metadata":{"name":name,"namespace":"ns","ownerReferences":[
+                   {"apiVersion":"a.io/v1","kind":"A","name":"o","uid":uid}]}})
+    };
+    for i in 0..7 {
+        let obj = if i % 2 == 0 {
+            owned(&format!("o{i}"), &format!("u{i}"))
+        } else {
+            crontab("ns", &format!("o{i}"), 1)
+        };
+        c.create(pb::CreateRequest {
+            key: Some(key("t1", "ns", &format!("o{i}"))),
+            object: Some(write(&obj)),
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+    }
+    create(&mut c, "t2", "ns", "x").await;
+    // Every triple, across SCAN pages of one key each.
+    let mut found = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let r = c
+            .scan_resources(pb::ScanResourcesRequest { cursor, count: 1 })
+            .await
+            .unwrap()
+            .into_inner();
+        found.extend(r.resources.into_iter().map(|r| (r.tenant, r.group, r.resource)));
+        cursor = r.cursor;
+        if cursor == 0 {
+            break;
+        }
+    }
+    found.sort();
+    found.dedup();
+    let crontabs = |t: &str| (t.to_string(), "stable.example.com".to_string(), "crontabs".to_string());
+    assert_eq!(found, [crontabs("t1"), crontabs("t2")]);
+    // The owner index lost (as before it existed): rebuilt by the scan, page by page.
+    let own = "cp:{t1|crontabs.stable.example.com}:own";
+    let deleted = std::process::Command::new("redis-cli")
+        .arg("-s")
+        .arg(&redis.socket)
+        .args(["DEL", own])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&deleted.stdout).trim(), "1");
+    let deps = |c: &mut StorageClient<Channel>| {
+        let mut c = c.clone();
+        async move {
+            c.list_dependents(pb::ListDependentsRequest {
+                resource: Some(rref("t1")),
+                owner_uids: vec!["u0".into(), "u4".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .items
+            .len()
+        }
+    };
+    assert_eq!(deps(&mut c).await, 0);
+    let mut after = String::new();
+    let (mut names, mut repaired, mut examined) = (Vec::new(), 0, 0);
+    loop {
+        let r = c
+            .scan_owned(pb::ScanOwnedRequest {
+                resource: Some(rref("t1")),
+                start_after: after.clone(),
+                limit: 3,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        names.extend(r.items.iter().map(|d| d.key.clone()));
+        repaired += r.repaired;
+        examined += r.examined;
+        if r.next_start_after.is_empty() {
+            break;
+        }
+        after = r.next_start_after;
+    }
+    assert_eq!(names, ["ns/o0", "ns/o2", "ns/o4", "ns/o6"]);
+    assert_eq!((repaired, examined), (4, 7));
+    assert_eq!(deps(&mut c).await, 2);
+    // A second scan finds the index complete.
+    let r = c
+        .scan_owned(pb::ScanOwnedRequest {
+            resource: Some(rref("t1")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.items.len(), r.repaired, r.next_start_after.as_str()), (4, 0, ""));
+}
+
 /// Redis not yet up (or still loading its AOF) when storage starts: the service waits for it
 /// with backoff instead of exiting, and serves once Redis answers.
 #[tokio::test]
