@@ -196,9 +196,9 @@ fn create_in_storage(stack: &Stack, tenant: &str, ns: &str, objs: &[(String, Vec
         .iter()
         .map(|(name, refs)| {
             // A uid per name (FNV-1a), stable and distinct enough for a test.
-            let h = name
-                .bytes()
-                .fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+            let h = name.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+            });
             let obj = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Child",
                 "metadata": {"name": name, "namespace": ns,
                     "uid": format!("{:08x}-0000-4000-8000-{:012x}", h >> 32, h & 0xffff_ffff_ffff),
@@ -276,7 +276,12 @@ fn lost_verification_items_are_recovered_by_the_resync() {
         "owner index not rebuilt: {members:?}"
     );
     // Periodic: written behind the running registry's back, found by a later pass.
-    create_in_storage(&stack, "resync-lost", "default", &[("lost-later".into(), vec![ghost()])]);
+    create_in_storage(
+        &stack,
+        "resync-lost",
+        "default",
+        &[("lost-later".into(), vec![ghost()])],
+    );
     env.gone("children", "default", "lost-later", 30);
     assert_eq!(env.status("children", "default", "kept"), 200);
     assert_eq!(env.status("parents", "default", "live"), 200);
@@ -320,8 +325,9 @@ fn two_registries_do_each_resync_pass_once() {
     let env = Env::new(&stack, "resync-replicas");
     let live = env.create("parents", "Parent", "default", "live", &[]);
     let r = owner_ref(&live);
-    let mut objs: Vec<(String, Vec<Value>)> =
-        (0..600).map(|i| (format!("c{i:04}"), vec![r.clone()])).collect();
+    let mut objs: Vec<(String, Vec<Value>)> = (0..600)
+        .map(|i| (format!("c{i:04}"), vec![r.clone()]))
+        .collect();
     objs.extend((0..3).map(|i| (format!("ghost-{i}"), vec![ghost()])));
     create_in_storage(&stack, "resync-replicas", "default", &objs);
     let logs: Vec<PathBuf> = (0..2)
@@ -329,10 +335,14 @@ fn two_registries_do_each_resync_pass_once() {
         .collect();
     for l in &logs {
         stack
-            .add_registry_with(l, &["--gc-resync-period", "1s"], &[
-                ("RUST_LOG", "crdplane_registry::resync=debug"),
-                ("NO_COLOR", "1"),
-            ])
+            .add_registry_with(
+                l,
+                &["--gc-resync-period", "1s"],
+                &[
+                    ("RUST_LOG", "crdplane_registry::resync=debug"),
+                    ("NO_COLOR", "1"),
+                ],
+            )
             .expect("registry replica");
     }
     for i in 0..3 {

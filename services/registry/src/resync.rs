@@ -248,7 +248,11 @@ pub fn owners_to_check(kinds: &Kinds, obj: &Value, dep_namespaced: bool) -> Vec<
         if k.namespaced && !dep_namespaced {
             continue;
         }
-        let lookup_ns = if k.namespaced { ns.to_string() } else { String::new() };
+        let lookup_ns = if k.namespaced {
+            ns.to_string()
+        } else {
+            String::new()
+        };
         out.push((
             Owner {
                 resource: k.resource.clone(),
@@ -303,53 +307,57 @@ impl RegistryService {
         let cur = get_opt(&mut st, &key).await?;
         let now = gcqueue::now_ms();
         let period_ms = period.as_millis() as u64;
-        let (mut entry, rv) = match decide(cur.as_ref().map(|(e, _)| e), me, now, started, period_ms)
-        {
-            Decision::WaitUntil(t) => {
-                // Looked at again at least every lease period (a holder may die).
-                let d = t.saturating_sub(now).min(LEASE_MS.max(period_ms));
-                return Ok(Duration::from_millis(d.max(1)));
-            }
-            Decision::Start(pass) => {
-                let e = new_pass(pass, me, now);
-                let r = match &cur {
-                    None => st
-                        .create(pb::CreateRequest {
-                            key: Some(key.clone()),
-                            object: Some(crate::gc::write_of(&e)?),
-                            dry_run: false,
-                        })
-                        .await
-                        .map(|r| r.into_inner().resource_version),
-                    Some((_, rv)) => crate::gc::put(&mut st, &key, &e, *rv).await,
-                };
-                match r {
-                    Ok(rv) => {
-                        tracing::info!(pass, holder = me, "gc resync: pass started");
-                        known.clear();
-                        (e, rv)
-                    }
-                    Err(s) if matches!(ApiError::from_grpc(&s).code, 404 | 409) => {
-                        return Ok(Duration::ZERO);
-                    }
-                    Err(s) => return Err(ApiError::from_grpc(&s)),
+        let (mut entry, rv) =
+            match decide(cur.as_ref().map(|(e, _)| e), me, now, started, period_ms) {
+                Decision::WaitUntil(t) => {
+                    // Looked at again at least every lease period (a holder may die).
+                    let d = t.saturating_sub(now).min(LEASE_MS.max(period_ms));
+                    return Ok(Duration::from_millis(d.max(1)));
                 }
-            }
-            Decision::Resume => {
-                let (mut e, rv) = cur.expect("a pass in progress has an entry");
-                gcqueue::set_lease(&mut e, me, now + LEASE_MS);
-                match crate::gc::put(&mut st, &key, &e, rv).await {
-                    Ok(rv) => {
-                        tracing::info!(pass = u(&e, "pass"), holder = me, "gc resync: pass resumed");
-                        (e, rv)
+                Decision::Start(pass) => {
+                    let e = new_pass(pass, me, now);
+                    let r = match &cur {
+                        None => st
+                            .create(pb::CreateRequest {
+                                key: Some(key.clone()),
+                                object: Some(crate::gc::write_of(&e)?),
+                                dry_run: false,
+                            })
+                            .await
+                            .map(|r| r.into_inner().resource_version),
+                        Some((_, rv)) => crate::gc::put(&mut st, &key, &e, *rv).await,
+                    };
+                    match r {
+                        Ok(rv) => {
+                            tracing::info!(pass, holder = me, "gc resync: pass started");
+                            known.clear();
+                            (e, rv)
+                        }
+                        Err(s) if matches!(ApiError::from_grpc(&s).code, 404 | 409) => {
+                            return Ok(Duration::ZERO);
+                        }
+                        Err(s) => return Err(ApiError::from_grpc(&s)),
                     }
-                    Err(s) if matches!(ApiError::from_grpc(&s).code, 404 | 409) => {
-                        return Ok(Duration::ZERO);
-                    }
-                    Err(s) => return Err(ApiError::from_grpc(&s)),
                 }
-            }
-        };
+                Decision::Resume => {
+                    let (mut e, rv) = cur.expect("a pass in progress has an entry");
+                    gcqueue::set_lease(&mut e, me, now + LEASE_MS);
+                    match crate::gc::put(&mut st, &key, &e, rv).await {
+                        Ok(rv) => {
+                            tracing::info!(
+                                pass = u(&e, "pass"),
+                                holder = me,
+                                "gc resync: pass resumed"
+                            );
+                            (e, rv)
+                        }
+                        Err(s) if matches!(ApiError::from_grpc(&s).code, 404 | 409) => {
+                            return Ok(Duration::ZERO);
+                        }
+                        Err(s) => return Err(ApiError::from_grpc(&s)),
+                    }
+                }
+            };
         self.resync_pass(&mut st, &key, me, &mut entry, rv, known)
             .await?;
         Ok(Duration::ZERO)
@@ -370,14 +378,18 @@ impl RegistryService {
         let mut cursor = Cursor::of(entry);
         let mut kinds: HashMap<String, Kinds> = HashMap::new();
         while !cursor.done() {
-            let counts = self
-                .resync_page(&mut cursor, &mut kinds, known)
-                .await?;
+            let counts = self.resync_page(&mut cursor, &mut kinds, known).await?;
             if counts.examined > 0 || counts.resources > 0 {
-                tracing::debug!(pass, holder = me, resources = counts.resources,
-                    examined = counts.examined, owned = counts.owned,
-                    repaired = counts.repaired, recorded = counts.recorded,
-                    "gc resync: page");
+                tracing::debug!(
+                    pass,
+                    holder = me,
+                    resources = counts.resources,
+                    examined = counts.examined,
+                    owned = counts.owned,
+                    repaired = counts.repaired,
+                    recorded = counts.recorded,
+                    "gc resync: page"
+                );
             }
             counts.add_to(entry);
             entry["cursor"] = cursor.to_json();
@@ -400,9 +412,16 @@ impl RegistryService {
             }
         }
         let c = &entry["counts"];
-        tracing::info!(pass, holder = me, resources = u(c, "resources"),
-            examined = u(c, "examined"), owned = u(c, "owned"), repaired = u(c, "repaired"),
-            recorded = u(c, "recorded"), "gc resync: pass complete");
+        tracing::info!(
+            pass,
+            holder = me,
+            resources = u(c, "resources"),
+            examined = u(c, "examined"),
+            owned = u(c, "owned"),
+            repaired = u(c, "repaired"),
+            recorded = u(c, "recorded"),
+            "gc resync: pass complete"
+        );
         Ok(())
     }
 
@@ -570,13 +589,19 @@ mod tests {
         assert_eq!(decide(None, "a", 100, 50, p), Decision::Start(1));
         let mut e = new_pass(3, "b", 1000);
         // In progress under another replica's live lease: wait for it; expired: take over.
-        assert_eq!(decide(Some(&e), "a", 2000, 0, p), Decision::WaitUntil(16_000));
+        assert_eq!(
+            decide(Some(&e), "a", 2000, 0, p),
+            Decision::WaitUntil(16_000)
+        );
         assert_eq!(decide(Some(&e), "a", 16_001, 0, p), Decision::Resume);
         assert_eq!(decide(Some(&e), "b", 2000, 0, p), Decision::Resume);
         // Finished: due a period after it started, or at once for a replica started later.
         e["finishedAt"] = json!(5000);
         e.as_object_mut().unwrap().remove("lease");
-        assert_eq!(decide(Some(&e), "a", 6000, 500, p), Decision::WaitUntil(61_000));
+        assert_eq!(
+            decide(Some(&e), "a", 6000, 500, p),
+            Decision::WaitUntil(61_000)
+        );
         assert_eq!(decide(Some(&e), "a", 61_000, 500, p), Decision::Start(4));
         assert_eq!(decide(Some(&e), "a", 6000, 1500, p), Decision::Start(4));
     }

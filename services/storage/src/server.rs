@@ -738,7 +738,10 @@ impl Storage for StorageService {
                 resource,
             })
             .collect();
-        Ok(Response::new(pb::ScanResourcesResponse { resources, cursor }))
+        Ok(Response::new(pb::ScanResourcesResponse {
+            resources,
+            cursor,
+        }))
     }
 
     async fn scan_owned(

@@ -642,7 +642,11 @@ impl Store {
             items.push((k, stored_from_value(v)?));
         }
         // A short page is the last one.
-        let next = if examined < limit { String::new() } else { last };
+        let next = if examined < limit {
+            String::new()
+        } else {
+            last
+        };
         Ok((items, repaired, examined, next))
     }
 

@@ -673,7 +673,11 @@ async fn resync_scans_find_resources_and_rebuild_the_owner_index() {
             .await
             .unwrap()
             .into_inner();
-        found.extend(r.resources.into_iter().map(|r| (r.tenant, r.group, r.resource)));
+        found.extend(
+            r.resources
+                .into_iter()
+                .map(|r| (r.tenant, r.group, r.resource)),
+        );
         cursor = r.cursor;
         if cursor == 0 {
             break;
@@ -681,7 +685,13 @@ async fn resync_scans_find_resources_and_rebuild_the_owner_index() {
     }
     found.sort();
     found.dedup();
-    let crontabs = |t: &str| (t.to_string(), "stable.example.com".to_string(), "crontabs".to_string());
+    let crontabs = |t: &str| {
+        (
+            t.to_string(),
+            "stable.example.com".to_string(),
+            "crontabs".to_string(),
+        )
+    };
     assert_eq!(found, [crontabs("t1"), crontabs("t2")]);
     // The owner index lost (as before it existed): rebuilt by the scan, page by page.
     let own = "cp:{t1|crontabs.stable.example.com}:own";
@@ -740,7 +750,10 @@ async fn resync_scans_find_resources_and_rebuild_the_owner_index() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((r.items.len(), r.repaired, r.next_start_after.as_str()), (4, 0, ""));
+    assert_eq!(
+        (r.items.len(), r.repaired, r.next_start_after.as_str()),
+        (4, 0, "")
+    );
 }
 
 /// Redis not yet up (or still loading its AOF) when storage starts: the service waits for it
