@@ -22,6 +22,12 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 
 if $want_test; then
+  # redis-cli (tests edit Redis behind the services' back, e.g. tests/tests/gc_resync.rs);
+  # Debian's redis-server depends on it, a Redis installed otherwise may lack it.
+  if ! command -v redis-cli >/dev/null 2>&1; then
+    echo "installing redis-tools (redis-cli)" >&2
+    apt_install redis-tools
+  fi
   if [ ! -x .tools/kubectl-1.20/usr/bin/kubectl ]; then
     echo "fetching Debian's kubectl 1.20 (kubernetes-client) into .tools/" >&2
     if ! $apt_updated; then $SUDO apt-get update -qq; apt_updated=true; fi
