@@ -322,8 +322,9 @@ impl Req {
 
 async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, ApiError> {
     let (mut parts, body) = req.into_parts();
-    // Put there by the request-info layer (upstream answers the same when its chain lacks
-    // WithRequestInfo: "no RequestInfo found in the context").
+    // Put there by the request-info layer; without it the chain is wrong, a 500 as
+    // upstream's filters answer then (request_deadline.go: "no RequestInfo found in
+    // context, handler chain must be wrong").
     let info = parts
         .extensions
         .remove::<RequestInfo>()
