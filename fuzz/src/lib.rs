@@ -1,7 +1,7 @@
 //! Fuzz target bodies for crdplane's hand-written parsers, one `pub fn(&[u8])` per target.
 //!
 //! Sits beside the request path, not in it: every function drives one parser exactly as the
-//! request path does (the gateway's HTTP/1.1 head parser and chunked decoder, request-info
+//! request path does (the HTTP/1.1 head parser and chunked decoder of crdplane-http1, request-info
 //! and query parsing, label/field selectors, continue tokens, JSON/YAML body decoding with
 //! its limits, structural-schema compilation, the prune/default/validate pipeline, JSON patch
 //! and strategic merge patch) and checks the invariants that must hold for any input
@@ -16,7 +16,7 @@ pub mod structured;
 
 use arbitrary::Unstructured;
 use bytes::BytesMut;
-use crdplane_gateway::http1::{self, ChunkedDecoder, Limits};
+use crdplane_http1::{self as http1, ChunkedDecoder, Limits};
 use serde_json::{Map, Value, json};
 
 /// One fuzz target: its directory name under `fuzz/regressions/` and its body.
@@ -41,13 +41,12 @@ fn limits(max_head: usize, max_headers: usize) -> Limits {
         max_head,
         max_headers,
         max_body: 1 << 20,
-        too_large: crdplane_gateway::http::page_not_found,
         header_timeout: std::time::Duration::from_secs(1),
         idle_timeout: std::time::Duration::from_secs(1),
     }
 }
 
-/// `http1::parse_head` (gateway/src/http1.rs): the first byte picks the limits, the rest is
+/// `http1::parse_head` (gateway/http1, crate crdplane-http1): the first byte picks the limits, the rest is
 /// the connection's buffer. A complete head never claims more bytes than were given, and
 /// parsing a longer buffer (pipelined bytes after the head) gives the same head.
 pub fn http1_head(data: &[u8]) {

@@ -1,8 +1,11 @@
-//! Gateway context and router: one entry point for every HTTP request.
+//! Gateway context and router. The [`Router`] is the innermost service of the edge stack
+//! ([`crate::stack`]): every request reaches it through the layers of [`crate::filters`]
+//! and goes on to discovery or a resource handler.
 
 use crate::crd::{CrdCache, CrdInfo};
 use crate::http::{Body, Query, error_response, read_body};
-use crate::request_info::{self, RequestInfo};
+use crate::request_info::RequestInfo;
+use crate::stack::Payload;
 use crate::watch_limit::ClientKey;
 use bytes::Bytes;
 use crdplane_core::ApiError;
@@ -10,13 +13,13 @@ use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::registry_client::RegistryClient;
 use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_proto::v1::validation_client::ValidationClient;
-use futures::FutureExt;
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use std::collections::HashSet;
-use std::panic::AssertUnwindSafe;
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::task::Poll;
 
 /// Gateway configuration.
 #[derive(Debug, Clone)]
@@ -37,6 +40,9 @@ pub struct Config {
     pub idle_timeout: std::time::Duration,
     /// Bounds on concurrent watches, per client and in total (see [`crate::watch_limit`]).
     pub watches: crate::watch_limit::WatchLimits,
+    /// kube-apiserver's `--request-timeout`: the most time a non-long-running request may
+    /// take (see [`crate::filters::limits`]).
+    pub request_timeout: std::time::Duration,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout` (apiserver `pkg/server/secure_serving.go`: "just shy
@@ -57,6 +63,7 @@ impl Default for Config {
             request_header_timeout: REQUEST_HEADER_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
             watches: Default::default(),
+            request_timeout: crate::filters::limits::REQUEST_TIMEOUT,
         }
     }
 }
@@ -249,111 +256,39 @@ impl Ctx {
     }
 }
 
-/// Serves the Kubernetes API on `listener` until the process ends.
-///
-/// The accept loop never fails (accept errors back off as Go's `net/http` does) and admits
-/// connections within `cfg.connections` (see `crdplane_transport::accept`).
-pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-    // One copy for the process; each connection holds a reference, not its own copy.
-    let limits: &'static crate::http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
-    let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
-    let ctx = Ctx::new(cfg)?;
-    ctx.spawn_cache_followers();
-    loop {
-        let (sock, peer, guard) = acceptor.accept().await;
-        let _ = sock.set_nodelay(true);
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            serve_socket(ctx, sock, peer.ip(), limits).await;
-            drop(guard);
-        });
+/// The router: the innermost service of the edge stack ([`crate::stack`]), after the
+/// authorization seam. It takes what the request-info layer parsed from the request
+/// extensions, bounds concurrent watches and dispatches to the resource handlers; an
+/// [`ApiError`] becomes its Status response here.
+#[derive(Clone)]
+pub struct Router {
+    ctx: Arc<Ctx>,
+}
+
+impl Router {
+    pub fn new(ctx: Arc<Ctx>) -> Self {
+        Self { ctx }
     }
 }
 
-/// Bounds of the HTTP/1.1 layer: Go's `http.DefaultMaxHeaderBytes` (1 MiB) for the head,
-/// upstream's `MaxRequestBodyBytes` for the body, the configured head and idle timeouts.
-pub fn http1_limits(cfg: &Config) -> crate::http1::Limits {
-    crate::http1::Limits {
-        max_head: 1 << 20,
-        max_headers: 128,
-        max_body: crate::http::MAX_BODY,
-        too_large: || error_response(&ApiError::too_large(crate::http::MAX_BODY)),
-        header_timeout: cfg.request_header_timeout,
-        idle_timeout: cfg.idle_timeout,
+impl tower::Service<Request<Payload>> for Router {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    /// Boxed: the handlers' futures are large and unnameable.
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
-}
 
-/// One client connection: HTTP/1.1 through [`crate::http1`], HTTP/2 (prior knowledge) through
-/// hyper.
-async fn serve_socket(
-    ctx: Arc<Ctx>,
-    sock: tokio::net::TcpStream,
-    peer: std::net::IpAddr,
-    limits: &'static crate::http1::Limits,
-) {
-    let c = ctx.clone();
-    // Boxed: the connection task keeps a slot the size of the handler future for its whole
-    // life, and most connections of a watch-heavy gateway are idle watches (~7 KiB unboxed).
-    let handler =
-        move |parts, body| -> std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
-            Box::pin(handle_buffered(
-                c.clone(),
-                parts,
-                body,
-                ClientKey::Address(peer),
-            ))
-        };
-    let Ok(Some(h2)) = crate::http1::serve_connection(sock, handler, limits).await else {
-        return;
-    };
-    let svc = hyper::service::service_fn(move |req| {
-        let ctx = ctx.clone();
-        let fut: std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>> =
-            Box::pin(handle(ctx, req, ClientKey::Address(peer)));
-        async move { Ok::<_, std::convert::Infallible>(fut.await) }
-    });
-    let mut builder =
-        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-    // HTTP/2 clients multiplex all their watches over one connection; kube-apiserver allows
-    // 1000 streams per connection (http2MaxStreamsPerConnection).
-    builder.max_concurrent_streams(1000);
-    let io = hyper_util::rt::TokioIo::new(crate::http1::Rewind::new(h2));
-    let _ = builder.serve_connection(io, svc).await;
-}
-
-/// A request body: still on the wire (HTTP/2), or already read by the HTTP/1.1 layer.
-enum Payload {
-    Incoming(Incoming),
-    Read(Bytes),
-}
-
-/// One HTTP/2 request: never panics outward (a panic becomes a 500 Status).
-pub async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>, client: ClientKey) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    run(ctx, parts, Payload::Incoming(body), client).await
-}
-
-/// One request whose body the HTTP/1.1 layer has read (within `MAX_BODY`).
-pub async fn handle_buffered(
-    ctx: Arc<Ctx>,
-    parts: http::request::Parts,
-    body: Bytes,
-    client: ClientKey,
-) -> Response<Body> {
-    run(ctx, parts, Payload::Read(body), client).await
-}
-
-async fn run(
-    ctx: Arc<Ctx>,
-    parts: http::request::Parts,
-    body: Payload,
-    client: ClientKey,
-) -> Response<Body> {
-    let fut = AssertUnwindSafe(route(ctx, parts, body, client)).catch_unwind();
-    match fut.await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => error_response(&e),
-        Err(_) => error_response(&ApiError::internal("panic while handling the request")),
+    fn call(&mut self, req: Request<Payload>) -> Self::Future {
+        let ctx = self.ctx.clone();
+        Box::pin(async move {
+            Ok(match route(ctx, req).await {
+                Ok(r) => r,
+                Err(e) => error_response(&e),
+            })
+        })
     }
 }
 
@@ -385,23 +320,26 @@ impl Req {
     }
 }
 
-async fn route(
-    ctx: Arc<Ctx>,
-    parts: http::request::Parts,
-    body: Payload,
-    client: ClientKey,
-) -> Result<Response<Body>, ApiError> {
-    let query = Query::parse(parts.uri.query());
-    let info = request_info::parse(
-        parts.method.as_str(),
-        parts.uri.path(),
-        query.flag("watch"),
-        &ctx.cfg.default_tenant,
-    )
-    .map_err(|_| ApiError::path_not_found())?;
+async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, ApiError> {
+    let (mut parts, body) = req.into_parts();
+    // Put there by the request-info layer; without it the chain is wrong, a 500 as
+    // upstream's filters answer then (request_deadline.go: "no RequestInfo found in
+    // context, handler chain must be wrong").
+    let info = parts
+        .extensions
+        .remove::<RequestInfo>()
+        .ok_or_else(|| ApiError::internal("no RequestInfo found in the context"))?;
+    let query = parts
+        .extensions
+        .remove::<Query>()
+        .unwrap_or_else(|| Query::parse(parts.uri.query()));
     // Watches are bounded per client and in total; the slot lives in the response body
     // and comes back when the watch ends, however it ends.
     if info.verb == "watch" {
+        let client = parts
+            .extensions
+            .remove::<ClientKey>()
+            .unwrap_or(ClientKey::Address(std::net::Ipv4Addr::UNSPECIFIED.into()));
         let slot = match ctx.watches.acquire(client) {
             Ok(s) => s,
             Err(why) => {
@@ -430,6 +368,7 @@ async fn dispatch(
     let body = if has_body {
         match body {
             Payload::Incoming(b) => read_body(b, &parts.headers).await?,
+            Payload::Limited(b) => read_body(b, &parts.headers).await?,
             Payload::Read(b) => b,
         }
     } else {

@@ -1,12 +1,14 @@
 //! crdplane gateway: the Kubernetes REST API (paths, verbs, JSON, Table output, watch
 //! streams, Status errors) in front of the crdplane gRPC services.
 //!
-//! Request path: TCP connection → [`http1`] (HTTP/1.1 framing; HTTP/2 connections go to
-//! hyper) → [`api::handle_buffered`] / [`api::handle`] (panic → 500 Status, body limit, tenant
-//! and [`request_info`] parse) → non-resource endpoints ([`discovery`]: health, version,
-//! discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]), CRDs ([`crds`] →
-//! registry), custom resources ([`crs`] → validation + storage; [`watch`] for streams,
-//! [`batch`] coalescing concurrent GETs into storage GetMany calls).
+//! Request path: TCP connection → [`server`] (accept loop; HTTP/1.1 framing by the
+//! crdplane-http1 crate, HTTP/2 by hyper) → the one edge `tower::Service` of [`stack`], one
+//! layer per file in [`filters`] in upstream's order (panic → trace → request info + tenant →
+//! metrics → limits and timeouts → authentication → tenant access → fairness →
+//! authorization) → the router, [`api::Router`] → non-resource endpoints ([`discovery`]:
+//! health, version, discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]),
+//! CRDs ([`crds`] → registry), custom resources ([`crs`] → validation + storage; [`watch`]
+//! for streams, [`batch`] coalescing concurrent GETs into storage GetMany calls).
 //! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
 //! [`partial`]; strategic merge patch of built-in types is [`strategic`].
 //! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
@@ -17,15 +19,17 @@ pub mod crd;
 pub mod crds;
 pub mod crs;
 pub mod discovery;
+pub mod filters;
 pub mod gc;
 pub mod http;
-pub mod http1;
 pub mod jsonpatch;
 pub mod namespaces;
 pub mod partial;
 pub mod request_info;
 pub mod retry;
 pub mod scale;
+pub mod server;
+pub mod stack;
 pub mod strategic;
 pub mod strategy;
 pub mod table;
@@ -33,4 +37,5 @@ pub mod watch;
 pub mod watch_limit;
 pub mod watch_mux;
 
-pub use api::{Config, serve};
+pub use api::Config;
+pub use server::serve;

@@ -53,9 +53,21 @@ struct Args {
     /// Most watches open at once from one client (today: one client address).
     #[arg(long, env = "CRDPLANE_GATEWAY_MAX_WATCHES_PER_CLIENT", default_value_t = crdplane_gateway::watch_limit::DEFAULT_PER_CLIENT)]
     max_watches_per_client: usize,
+    /// The most time a non-long-running request may take, a Go duration (kube-apiserver's
+    /// --request-timeout: 1m0s); a request's own `?timeout=` may only shorten it.
+    #[arg(long, default_value = "1m0s", value_parser = request_timeout)]
+    request_timeout: std::time::Duration,
     /// Most watches open at once in this gateway.
     #[arg(long, env = "CRDPLANE_GATEWAY_MAX_WATCHES", default_value_t = crdplane_gateway::watch_limit::DEFAULT_TOTAL)]
     max_watches: usize,
+}
+
+/// `--request-timeout`: a Go duration, not negative (as kube-apiserver validates it).
+fn request_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let nanos = crdplane_gateway::filters::limits::parse_go_duration(s)?;
+    u64::try_from(nanos)
+        .map(std::time::Duration::from_nanos)
+        .map_err(|_| "--request-timeout can not be negative value".to_string())
 }
 
 #[tokio::main]
@@ -87,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
             max_total: a.max_watches,
             max_per_client: a.max_watches_per_client,
         },
+        request_timeout: a.request_timeout,
     };
     crdplane_gateway::serve(cfg, listener).await
 }

@@ -6,7 +6,9 @@
 //!   gives its slot back; another client address is unaffected; HTTP/2 streams on one
 //!   connection count one by one;
 //! - the size limits of objects (request body 3 MiB → 413; stored object 1.5 MiB → etcd's
-//!   `request is too large`), for custom resources and CRDs.
+//!   `request is too large`), for custom resources and CRDs;
+//! - the request timeout (`--request-timeout`, a request's `?timeout=`): what kubectl's
+//!   `--request-timeout` sends is understood, an unparsable value is upstream's 400.
 
 use crdplane_tests::Stack;
 use std::net::SocketAddr;
@@ -352,4 +354,39 @@ fn objects_are_bounded_by_upstreams_size_limits() {
             out.stderr
         );
     }
+}
+
+/// `kubectl --request-timeout` sends `?timeout=<Go duration>` on every request, which the
+/// gateway's limits layer reads as upstream's `WithRequestDeadline`: it must parse what kubectl
+/// sends, and answer upstream's 400 for what does not parse. The gateway's own
+/// `--request-timeout` takes a Go duration too.
+#[test]
+fn request_timeouts_are_read_as_upstream() {
+    let stack = Stack::start_with_redis_and_gateway_args(&["--request-timeout", "45s"]).unwrap();
+    for k in crdplane_tests::kubectls() {
+        for t in ["5s", "1m30s", "2"] {
+            let out = stack.kubectl(&k, &["--request-timeout", t, "get", "namespaces"]);
+            assert!(
+                out.ok,
+                "{} --request-timeout {t}: {}",
+                k.display(),
+                out.stderr
+            );
+            assert!(out.stdout.contains("kube-system"), "{}", out.stdout);
+        }
+    }
+    let (code, e) = call(&stack, "GET", "/api/v1/namespaces?timeout=2", "");
+    assert_eq!(code, 400, "{e}");
+    assert_eq!(e["reason"], "BadRequest", "{e}");
+    assert_eq!(
+        e["message"],
+        "invalid timeout specified in the request URL - time: missing unit in duration \"2\"",
+        "{e}"
+    );
+    // A watch is long-running: its `timeout` is not the request deadline's.
+    let (code, _, _) = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut c = TcpStream::connect(gateway_addr(&stack)).await.unwrap();
+        get_head(&mut c, "/api/v1/namespaces?watch=1&timeout=2").await
+    });
+    assert_eq!(code, 200);
 }

@@ -1,5 +1,7 @@
-//! The gateway's HTTP/1.1 connection layer: the first thing a client's bytes meet after
-//! `api::serve` accepts a TCP connection, before `api::handle_buffered` routes the request.
+//! crdplane-http1: the lean HTTP/1.1 server connection layer of the crdplane gateway. It knows
+//! HTTP/1.1 and nothing of Kubernetes: the gateway's accept loop (`crdplane_gateway::server`)
+//! hands it each accepted TCP connection, and it calls the gateway's one edge service with each
+//! request (head and whole body) and writes the response back.
 //!
 //! Request heads are parsed with `httparse`; bodies are read whole (Content-Length or chunked,
 //! bounded by `Limits::max_body`); responses go out with Content-Length when their size is
@@ -8,6 +10,8 @@
 //! alive and pipelined requests are answered in order (RFC 9112). A connection that opens with
 //! the HTTP/2 preface (prior knowledge, as the load tool's `--http2-streams` and gRPC-style
 //! clients send it) is handed back to the caller, who serves it with hyper's HTTP/2 server.
+//! The framing rules follow Go's `net/http` server (`server.go`, `transfer.go`), which is what
+//! kube-apiserver's clients are used to.
 //!
 //! Why not hyper's HTTP/1 server: it keeps an 8 KiB read buffer and an 8 KiB header write
 //! buffer for the whole life of every connection. Go clients (kubectl, client-go informers)
@@ -17,12 +21,13 @@
 //! with `TcpStream::readable()`, bytes are read only once they have arrived, and the read
 //! buffer is released as soon as it is empty. While a response streams, the socket is watched
 //! the same way, so a client that goes away ends its watch at once.
+//!
+//! The head parser and the chunked decoder are fuzzed (`fuzz/`, targets `http1_head` and
+//! `http1_chunked`).
 
-use crate::http::Body;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version, header};
-use http_body::Body as _;
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -47,10 +52,9 @@ pub struct Limits {
     pub max_head: usize,
     /// Number of header fields (at most [`MAX_HEADERS`]).
     pub max_headers: usize,
-    /// Request body; beyond it the client gets `too_large()` and the connection is closed.
+    /// Request body; beyond it the client gets the `too_large` response of
+    /// [`serve_connection`] and the connection is closed.
     pub max_body: usize,
-    /// The 413 response for a body over `max_body`.
-    pub too_large: fn() -> Response<Body>,
     /// Time a request head may take to arrive, counted from the connection's start or, on a
     /// kept-alive connection, from the first byte of the head; then the connection is closed
     /// without an answer (Go `http.Server.ReadHeaderTimeout`; kube-apiserver: 32 s).
@@ -316,16 +320,22 @@ pub struct Handoff {
 /// Serves HTTP/1.1 on `sock` until the client or an error ends the connection. Returns the
 /// connection instead when it opens with the HTTP/2 preface.
 ///
+/// `handler` answers each request (its head and its whole body); `too_large` is the answer to
+/// a body over `limits.max_body`, after which the connection closes. Response bodies are
+/// any `http_body::Body` of `Bytes`; a body error ends the connection.
+///
 /// Timers run only while a head is awaited (`header_timeout`, `idle_timeout`): a request
 /// being handled or a watch streaming its events holds none.
-pub async fn serve_connection<H, F>(
+pub async fn serve_connection<H, F, B>(
     sock: TcpStream,
     handler: H,
+    too_large: fn() -> Response<B>,
     limits: &Limits,
 ) -> io::Result<Option<Handoff>>
 where
     H: Fn(http::request::Parts, Bytes) -> F,
-    F: Future<Output = Response<Body>>,
+    F: Future<Output = Response<B>>,
+    B: http_body::Body<Data = Bytes> + Unpin,
 {
     let mut buf = BytesMut::new();
     let mut first = true;
@@ -428,16 +438,8 @@ where
                         }
                     }
                 }
-                let _ = write_response(
-                    &sock,
-                    (limits.too_large)(),
-                    is_head,
-                    false,
-                    Http::V11,
-                    &mut buf,
-                    0,
-                )
-                .await;
+                let _ = write_response(&sock, too_large(), is_head, false, Http::V11, &mut buf, 0)
+                    .await;
                 return Ok(None);
             }
             Framing::Length(n) => {
@@ -466,15 +468,19 @@ where
                             }
                         }
                         Err(e) => {
-                            let r = match e {
-                                ChunkError::TooLarge => (limits.too_large)(),
+                            let _ = match e {
+                                ChunkError::TooLarge => {
+                                    let r = too_large();
+                                    write_response(&sock, r, is_head, false, Http::V11, &mut buf, 0)
+                                        .await
+                                }
                                 ChunkError::Bad => {
-                                    plain_response(StatusCode::BAD_REQUEST, "400 Bad Request")
+                                    let r =
+                                        plain_response(StatusCode::BAD_REQUEST, "400 Bad Request");
+                                    write_response(&sock, r, is_head, false, Http::V11, &mut buf, 0)
+                                        .await
                                 }
                             };
-                            let _ =
-                                write_response(&sock, r, is_head, false, Http::V11, &mut buf, 0)
-                                    .await;
                             return Ok(None);
                         }
                     }
@@ -517,8 +523,15 @@ where
     }
 }
 
-fn plain_response(code: StatusCode, text: &'static str) -> Response<Body> {
-    let mut r = crate::http::text_response(code, text);
+/// The connection layer's own answers (400, 431, 501), plain text as Go's `net/http`
+/// server writes them, with `Connection: close`.
+fn plain_response(code: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
@@ -605,15 +618,18 @@ enum Http {
 
 /// Writes a response; `Ok(false)` when the connection must end (the client went away while
 /// a streamed body was being written, the body failed, or an HTTP/1.0 stream ended).
-async fn write_response(
+async fn write_response<B>(
     sock: &TcpStream,
-    resp: Response<Body>,
+    resp: Response<B>,
     is_head: bool,
     keep_alive: bool,
     version: Http,
     buf: &mut BytesMut,
     pipelined_cap: usize,
-) -> io::Result<bool> {
+) -> io::Result<bool>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
     let (parts, mut body) = resp.into_parts();
     let status = parts.status;
     let bodyless = is_head
@@ -825,12 +841,24 @@ impl AsyncWrite for Rewind {
 mod tests {
     use super::*;
 
+    type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
+
+    fn text_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+        let b = Full::new(body.into()).map_err(|never| match never {});
+        let mut r = Response::new(b.boxed_unsync());
+        *r.status_mut() = code;
+        r
+    }
+
+    fn too_large() -> Response<Body> {
+        text_response(StatusCode::PAYLOAD_TOO_LARGE, "big")
+    }
+
     fn limits() -> Limits {
         Limits {
             max_head: 1024,
             max_headers: 8,
             max_body: 64,
-            too_large: || crate::http::text_response(StatusCode::PAYLOAD_TOO_LARGE, "big"),
             header_timeout: std::time::Duration::from_secs(30),
             idle_timeout: std::time::Duration::from_secs(30),
         }
@@ -1056,10 +1084,10 @@ mod tests {
                             }
                             let text =
                                 format!("{} {} {}", p.method, p.uri, String::from_utf8_lossy(&b));
-                            crate::http::text_response_owned(StatusCode::OK, text)
+                            text_response(StatusCode::OK, text)
                         }
                     };
-                    let _ = serve_connection(s, h, &limits).await;
+                    let _ = serve_connection(s, h, too_large, &limits).await;
                 });
             }
         });
@@ -1305,10 +1333,12 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let srv = tokio::spawn(async move {
             let (s, _) = l.accept().await.unwrap();
-            let h = |_p: http::request::Parts, _b: Bytes| async {
-                crate::http::text_response(StatusCode::OK, "h1")
-            };
-            let handoff = serve_connection(s, h, &limits()).await.unwrap().unwrap();
+            let h =
+                |_p: http::request::Parts, _b: Bytes| async { text_response(StatusCode::OK, "h1") };
+            let handoff = serve_connection(s, h, too_large, &limits())
+                .await
+                .unwrap()
+                .unwrap();
             let mut rw = Rewind::new(handoff);
             let mut all = vec![0u8; H2_PREFACE.len() + 4];
             rw.read_exact(&mut all).await.unwrap();

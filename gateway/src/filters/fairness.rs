@@ -1,0 +1,55 @@
+//! Fairness seam: eighth layer of the edge stack ([`crate::stack`]), after authentication
+//! and tenant access (it queues by tenant and user) and before authorization, where
+//! upstream's `WithPriorityAndFairness`
+//! (staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go, or
+//! `WithMaxInFlightLimit` in maxinflight.go without it) sits.
+//!
+//! Pass-through today. The fairness issue puts here per-tenant, per-user queues with seats
+//! for non-long-running requests and upstream's 429 answer with `Retry-After`
+//! ([`crate::http::too_many_requests`]). The concurrent-watch bounds
+//! ([`crate::watch_limit`]) stay in the router until then: their slot lives in the watch's
+//! response body, and they count per client, which becomes the authenticated user.
+
+super::seam!(
+    /// The layer of [`Fairness`].
+    FairnessLayer,
+    /// Pass-through fairness (see the module docs for what comes here).
+    Fairness
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filters::testing::{echo, read, request};
+    use tower::{Layer, ServiceExt};
+
+    /// The seam hands the request on untouched (extensions included) and answers what the
+    /// inner service answers.
+    #[tokio::test]
+    async fn passes_requests_through() {
+        let inner = echo(|r| {
+            format!(
+                "{} {} {:?}",
+                r.method(),
+                r.uri(),
+                r.extensions()
+                    .get::<crate::request_info::RequestInfo>()
+                    .map(|i| &i.tenant)
+            )
+        });
+        let mut req = request("DELETE", "/api/v1/namespaces/a");
+        req.extensions_mut()
+            .insert(crate::request_info::RequestInfo {
+                tenant: "acme".into(),
+                ..Default::default()
+            });
+        let resp = FairnessLayer.layer(inner).oneshot(req).await.unwrap();
+        assert_eq!(
+            read(resp).await,
+            (
+                http::StatusCode::OK,
+                "DELETE /api/v1/namespaces/a Some(\"acme\")".into()
+            )
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! Trace context: second layer of the edge stack ([`crate::stack`]), right inside panic
+//! recovery, where upstream's `WithTracing`
+//! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/traces.go, OpenTelemetry's
+//! `otelhttp` handler) sits.
+//!
+//! A valid W3C `traceparent` header (Trace Context, §3.2) becomes a [`TraceContext`] in the
+//! request extensions, with the `tracestate` header beside it, for the backend calls to
+//! carry on; an invalid one is ignored, as the specification asks (§4.3: a receiver that
+//! cannot parse it starts a new trace). No spans are recorded and nothing is exported yet:
+//! the telemetry issue adds the exporter (`OTEL_*` variables) and a span of the gateway's own
+//! whose id replaces `parent_id` on the way out.
+
+use http::{HeaderValue, Request};
+use std::task::{Context, Poll};
+
+/// The W3C trace context of a request (`traceparent`, plus `tracestate` as received).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    pub trace_id: [u8; 16],
+    /// The caller's span.
+    pub parent_id: [u8; 8],
+    /// Trace flags (bit 0: sampled).
+    pub flags: u8,
+    /// The `tracestate` header, passed on unchanged.
+    pub tracestate: Option<HeaderValue>,
+}
+
+impl TraceContext {
+    /// Parses a `traceparent` value (W3C Trace Context §3.2): `version-traceid-parentid-flags`
+    /// in lowercase hex; version `ff` is invalid, version `00` has exactly these four fields,
+    /// a later version may append fields after a `-`; all-zero ids are invalid.
+    pub fn parse(traceparent: &[u8]) -> Option<Self> {
+        if traceparent.len() < 55 {
+            return None;
+        }
+        let version = hex::<1>(&traceparent[0..2])?;
+        if version[0] == 0xff || traceparent[2] != b'-' {
+            return None;
+        }
+        if version[0] == 0 && traceparent.len() != 55 {
+            return None;
+        }
+        if traceparent.len() > 55 && traceparent[55] != b'-' {
+            return None;
+        }
+        let trace_id = hex::<16>(&traceparent[3..35])?;
+        if traceparent[35] != b'-' || traceparent[52] != b'-' {
+            return None;
+        }
+        let parent_id = hex::<8>(&traceparent[36..52])?;
+        let flags = hex::<1>(&traceparent[53..55])?[0];
+        if trace_id == [0; 16] || parent_id == [0; 8] {
+            return None;
+        }
+        Some(Self {
+            trace_id,
+            parent_id,
+            flags,
+            tracestate: None,
+        })
+    }
+
+    /// The `traceparent` value to send on (version `00`).
+    pub fn traceparent(&self) -> String {
+        let mut s = String::with_capacity(55);
+        s.push_str("00-");
+        push_hex(&mut s, &self.trace_id);
+        s.push('-');
+        push_hex(&mut s, &self.parent_id);
+        s.push('-');
+        push_hex(&mut s, &[self.flags]);
+        s
+    }
+}
+
+/// Lowercase hex digits only (the specification refuses uppercase).
+fn hex<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
+    if s.len() != 2 * N {
+        return None;
+    }
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = digit(s[2 * i])? << 4 | digit(s[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    for b in bytes {
+        s.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        s.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+    }
+}
+
+/// The layer of [`Tracing`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TraceLayer;
+
+impl<S> tower::Layer<S> for TraceLayer {
+    type Service = Tracing<S>;
+    fn layer(&self, inner: S) -> Tracing<S> {
+        Tracing { inner }
+    }
+}
+
+/// Puts the request's [`TraceContext`] into its extensions.
+#[derive(Debug, Clone)]
+pub struct Tracing<S> {
+    inner: S,
+}
+
+impl<S, B> tower::Service<Request<B>> for Tracing<S>
+where
+    S: tower::Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> S::Future {
+        // Most requests carry none: then nothing is parsed or stored.
+        if let Some(tp) = req.headers().get("traceparent")
+            && let Some(mut tc) = TraceContext::parse(tp.as_bytes())
+        {
+            tc.tracestate = req.headers().get("tracestate").cloned();
+            req.extensions_mut().insert(tc);
+        }
+        self.inner.call(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filters::testing::{echo, read, request};
+    use tower::{Layer, ServiceExt};
+
+    const VALID: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn traceparent_parsing() {
+        let tc = TraceContext::parse(VALID.as_bytes()).unwrap();
+        assert_eq!(tc.flags, 1);
+        assert_eq!(
+            tc.parent_id,
+            [0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31]
+        );
+        assert_eq!(tc.traceparent(), VALID);
+        // A later version may carry more fields; it is read as version 00.
+        let v1 = format!("01{}-extra", &VALID[2..]);
+        assert_eq!(
+            TraceContext::parse(v1.as_bytes()).unwrap().traceparent(),
+            VALID
+        );
+        for bad in [
+            "",
+            "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
+            "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01x",
+            "00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c_b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319-cb7ad6b7169203331-01",
+            "0g-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ] {
+            assert_eq!(TraceContext::parse(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_context_reaches_the_inner_service() {
+        let svc = TraceLayer.layer(echo(|r| {
+            format!(
+                "{:?}",
+                r.extensions()
+                    .get::<TraceContext>()
+                    .map(|t| (t.traceparent(), t.tracestate.clone()))
+            )
+        }));
+        let mut req = request("GET", "/api");
+        req.headers_mut()
+            .insert("traceparent", HeaderValue::from_static(VALID));
+        req.headers_mut()
+            .insert("tracestate", HeaderValue::from_static("k=v"));
+        let (_, text) = read(svc.clone().oneshot(req).await.unwrap()).await;
+        assert_eq!(text, format!("Some((\"{VALID}\", Some(\"k=v\")))"));
+        let mut req = request("GET", "/api");
+        req.headers_mut()
+            .insert("traceparent", HeaderValue::from_static("garbage"));
+        let (_, text) = read(svc.oneshot(req).await.unwrap()).await;
+        assert_eq!(text, "None");
+    }
+}

@@ -1,0 +1,118 @@
+//! The accept loop: where the gateway's request path starts. Each accepted TCP connection is
+//! served HTTP/1.1 by crdplane-http1 or, when it opens with the HTTP/2 preface, HTTP/2 by
+//! hyper; both hand every request to the same edge service ([`crate::stack`]), whose
+//! innermost layer is the router ([`crate::api::Router`]).
+//!
+//! As kube-apiserver's serving (staging/src/k8s.io/apiserver/pkg/server/secure_serving.go):
+//! Go's `http.DefaultMaxHeaderBytes` for the head, `ReadHeaderTimeout` and `IdleTimeout`
+//! from the configuration, 1000 concurrent HTTP/2 streams per connection.
+
+use crate::api::{Config, Ctx, Router};
+use crate::filters::limits;
+use crate::filters::metrics::RequestMetrics;
+use crate::http::Body;
+use crate::stack::{self, Payload};
+use crate::watch_limit::ClientKey;
+use http::{Request, Response};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+/// Serves the Kubernetes API on `listener` until the process ends.
+///
+/// The accept loop never fails (accept errors back off as Go's `net/http` does) and admits
+/// connections within `cfg.connections` (see `crdplane_transport::accept`).
+pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+    // One copy for the process; each connection holds a reference, not its own copy.
+    let limits: &'static crdplane_http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
+    let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
+    let settings = stack::Settings::new(&cfg, Arc::new(RequestMetrics::default()));
+    let ctx = Ctx::new(cfg)?;
+    ctx.spawn_cache_followers();
+    let edge = stack::build(&settings, Router::new(ctx));
+    loop {
+        let (sock, peer, guard) = acceptor.accept().await;
+        let _ = sock.set_nodelay(true);
+        let edge = edge.clone();
+        tokio::spawn(async move {
+            serve_socket(edge, sock, peer.ip(), limits).await;
+            drop(guard);
+        });
+    }
+}
+
+/// Bounds of the HTTP/1.1 layer: Go's `http.DefaultMaxHeaderBytes` (1 MiB) for the head,
+/// upstream's `MaxRequestBodyBytes` for the body, the configured head and idle timeouts.
+pub fn http1_limits(cfg: &Config) -> crdplane_http1::Limits {
+    crdplane_http1::Limits {
+        max_head: 1 << 20,
+        max_headers: crdplane_http1::MAX_HEADERS,
+        max_body: limits::MAX_BODY,
+        header_timeout: cfg.request_header_timeout,
+        idle_timeout: cfg.idle_timeout,
+    }
+}
+
+/// A response future as the connection tasks hold it. Boxed: a connection task keeps a slot
+/// the size of this future for its whole life, and most connections of a watch-heavy gateway
+/// are idle watches.
+type Answer = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
+
+/// Calls the edge service with one request from `peer`.
+fn answer<S>(edge: S, mut req: Request<Payload>, peer: std::net::IpAddr) -> Answer
+where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    req.extensions_mut().insert(ClientKey::Address(peer));
+    let fut = edge.oneshot(req);
+    Box::pin(async move {
+        match fut.await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
+    })
+}
+
+/// One client connection: HTTP/1.1 through crdplane-http1, HTTP/2 (prior knowledge) through
+/// hyper, both into `edge`.
+pub async fn serve_socket<S>(
+    edge: S,
+    sock: tokio::net::TcpStream,
+    peer: std::net::IpAddr,
+    limits: &'static crdplane_http1::Limits,
+) where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let e = edge.clone();
+    let handler = move |parts, body| {
+        answer(
+            e.clone(),
+            Request::from_parts(parts, Payload::Read(body)),
+            peer,
+        )
+    };
+    let Ok(Some(h2)) =
+        crdplane_http1::serve_connection(sock, handler, limits::too_large, limits).await
+    else {
+        return;
+    };
+    let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let fut = answer(edge.clone(), req.map(Payload::Incoming), peer);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let mut builder =
+        hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // HTTP/2 clients multiplex all their watches over one connection; kube-apiserver allows
+    // 1000 streams per connection (http2MaxStreamsPerConnection).
+    builder.max_concurrent_streams(1000);
+    let io = hyper_util::rt::TokioIo::new(crdplane_http1::Rewind::new(h2));
+    let _ = builder.serve_connection(io, svc).await;
+}
