@@ -13,7 +13,10 @@
 //!    with fewer calls in flight; a call counts until its response body is gone, so open
 //!    watch streams count too) — the choice of Envoy's least-request balancer;
 //! 4. opens its HTTP/2 stream there; if that fails (nothing was sent) the endpoint is taken
-//!    out and the call tries the next pick, up to once per endpoint.
+//!    out and the call tries the next pick, up to once per endpoint. A read-only call
+//!    ([`ChannelOptions::read_only`]) is also sent again when the connection breaks before
+//!    its answer (the endpoint died under it); a write is not, its outcome being unknown
+//!    (the caller gets UNAVAILABLE, a 503, as from kube-apiserver when etcd drops mid-write).
 //!
 //! Membership ([`tower::discover`]): every endpoint starts in (optimistically, as gRPC
 //! channels do before the first health report) and a background task per endpoint follows
@@ -68,13 +71,41 @@ pub struct ChannelOptions {
     pub timeout: Option<Duration>,
     /// Full method paths (`/package.Service/Method`) that get no default deadline.
     pub long_running: &'static [&'static str],
+    /// Full method paths that change nothing on the server: with several endpoints, such a
+    /// call whose connection broke before its answer is sent again to another endpoint.
+    pub read_only: &'static [&'static str],
 }
+
+/// The read-only methods of the crdplane services (see [`ChannelOptions::read_only`]):
+/// resending one cannot apply anything twice (gRPC's retry policy leaves this judgement to
+/// the service owner, per method).
+pub const READ_ONLY: &[&str] = &[
+    "/crdplane.v1.Storage/Get",
+    "/crdplane.v1.Storage/GetMany",
+    "/crdplane.v1.Storage/List",
+    "/crdplane.v1.Storage/Watch",
+    "/crdplane.v1.Storage/Changes",
+    "/crdplane.v1.Storage/ContinueKey",
+    "/crdplane.v1.Storage/ListDependents",
+    "/crdplane.v1.Validation/ValidateCrd",
+    "/crdplane.v1.Validation/LoadSchema",
+    "/crdplane.v1.Validation/Admit",
+    "/crdplane.v1.Validation/AdmitMany",
+    "/crdplane.v1.Validation/Normalize",
+    "/crdplane.v1.Registry/GetCrd",
+    "/crdplane.v1.Registry/ListCrds",
+    "/crdplane.v1.Registry/Resolve",
+    "/crdplane.v1.Registry/Discovery",
+    "/crdplane.v1.Registry/OpenApiV2",
+    "/crdplane.v1.Registry/OpenApiV3",
+];
 
 impl Default for ChannelOptions {
     fn default() -> Self {
         Self {
             timeout: Some(deadline::DEFAULT_TIMEOUT),
             long_running: deadline::LONG_RUNNING,
+            read_only: READ_ONLY,
         }
     }
 }
@@ -93,6 +124,7 @@ struct Inner {
     /// The default deadline and its `grpc-timeout` value, encoded once.
     timeout: Option<(Duration, HeaderValue)>,
     long_running: &'static [&'static str],
+    read_only: &'static [&'static str],
 }
 
 impl std::fmt::Debug for Channel {
@@ -146,6 +178,7 @@ impl Channel {
                 pool,
                 timeout: opts.timeout.map(|d| (d, deadline::encode(d))),
                 long_running: opts.long_running,
+                read_only: opts.read_only,
             }),
         })
     }
@@ -209,6 +242,43 @@ impl Channel {
         Err(last.expect("at least one endpoint"))
     }
 
+    /// A read-only call over several endpoints: its body is read once, and a call whose
+    /// connection fails before the answer (the endpoint died under it) is sent again to the
+    /// next pick, up to once per endpoint.
+    async fn call_read_only(
+        &self,
+        head: &http::Request<()>,
+        body: TonicBody,
+    ) -> Result<http::Response<RecvBody>, BoxError> {
+        use http_body_util::BodyExt;
+        let pool = self.inner.pool.as_ref().expect("several endpoints");
+        let body = body.collect().await?.to_bytes();
+        let mut last = None;
+        for _ in 0..self.inner.endpoints.len() {
+            let (idx, load) = pool.pick();
+            let ep = &self.inner.endpoints[idx];
+            let r = match ep.start(head).await {
+                Ok(mut s) => {
+                    s.load = load;
+                    match client::finish_bytes(s, body.clone()).await {
+                        Err(e) if !client::connection_failed(&e) => return Err(e),
+                        r => r,
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(resp) => return Ok(resp),
+                Err(e) => {
+                    tracing::debug!(endpoint = ep.authority(), error = %e, "endpoint failed; trying another");
+                    pool.members.down(idx);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.expect("at least one endpoint"))
+    }
+
     async fn call_inner(
         self,
         req: http::Request<TonicBody>,
@@ -217,7 +287,11 @@ impl Channel {
         CallContext::apply_current(&mut parts.headers);
         let limit = self.deadline(&mut parts.headers, parts.uri.path());
         let head = http::Request::from_parts(parts, ());
+        let resend = self.inner.pool.is_some() && self.inner.read_only.contains(&head.uri().path());
         let call = async {
+            if resend {
+                return self.call_read_only(&head, body).await;
+            }
             let started = self.start(&head).await?;
             client::finish(started, body).await
         };

@@ -195,6 +195,44 @@ pub(crate) async fn finish(
     }))
 }
 
+/// [`finish`] with a body already read (a call that may be sent again elsewhere).
+pub(crate) async fn finish_bytes(
+    started: Started,
+    body: Bytes,
+) -> Result<http::Response<RecvBody>, BoxError> {
+    let Started {
+        resp,
+        mut stream,
+        load,
+    } = started;
+    send_data(&mut stream, body, true).await?;
+    let resp = resp.await?;
+    Ok(resp.map(|b| RecvBody {
+        inner: b,
+        data_done: false,
+        _load: load,
+    }))
+}
+
+/// Whether a call that failed with `e` after its stream was opened surely or probably never
+/// ran on the server: the connection broke (I/O error), the server refused the stream
+/// (REFUSED_STREAM) or is going away (GOAWAY). Only read-only calls are resent on it.
+pub(crate) fn connection_failed(e: &BoxError) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&**e);
+    while let Some(err) = src {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            return h2.is_io()
+                || h2.is_go_away()
+                || h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        if err.downcast_ref::<std::io::Error>().is_some() {
+            return true;
+        }
+        src = err.source();
+    }
+    false
+}
+
 /// Streams the request body into the HTTP/2 stream, honouring the peer's flow control.
 ///
 /// One frame of look-ahead so the last data frame carries END_STREAM: a separate empty final

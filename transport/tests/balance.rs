@@ -191,9 +191,20 @@ async fn calls_spread_and_survive_a_killed_endpoint() {
         "{seen:?}"
     );
 
+    // Calls in flight from several tasks while one endpoint is killed: every one succeeds
+    // (read-only calls broken by the kill are sent again to the other endpoint).
+    let busy: Vec<_> = (0..8)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { call_n(&c, 100).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
     a.kill();
-    // No waiting for the health watch: every call right after the kill must succeed, the
-    // first ones by moving on from the dead endpoint.
+    for t in busy {
+        t.await.expect("every call succeeded");
+    }
+    // No waiting for the health watch: calls right after the kill succeed too.
     let seen = call_n(&c, 40).await;
     assert!(seen.iter().all(|s| s == "b"), "{seen:?}");
     wait_rotation(&c, &[false, true]).await;
@@ -262,6 +273,7 @@ async fn deadlines_are_sent_and_enforced_except_for_long_running_methods() {
         let opts = ChannelOptions {
             timeout: Some(Duration::from_millis(300)),
             long_running: &["/crdplane.v1.Validation/Admit"],
+            ..Default::default()
         };
         let mut client = ValidationClient::new(Channel::with_options(&urls, opts).unwrap());
         let r = client.admit(admit("sleep:600")).await.unwrap().into_inner();
