@@ -16,20 +16,23 @@ struct Args {
         default_value = "127.0.0.1:7002"
     )]
     listen: String,
-    /// Storage service endpoint.
+    /// Storage service endpoints, comma-separated (calls are balanced over them).
     #[arg(
         long,
         env = "CRDPLANE_STORAGE",
         default_value = "http://127.0.0.1:7001"
     )]
     storage: String,
-    /// Validation service endpoint ("" disables schema checks).
+    /// Validation service endpoints, comma-separated ("" disables schema checks).
     #[arg(
         long,
         env = "CRDPLANE_VALIDATION",
         default_value = "http://127.0.0.1:7003"
     )]
     validation: String,
+    /// Seconds each call to storage or validation may take, watches excepted (0 = no limit).
+    #[arg(long, env = "CRDPLANE_GRPC_TIMEOUT", default_value_t = 60.0)]
+    grpc_timeout: f64,
 }
 
 #[tokio::main]
@@ -46,6 +49,8 @@ async fn main() -> anyhow::Result<()> {
         crdplane_registry::Config {
             storage_endpoint: args.storage,
             validation_endpoint: args.validation,
+            call_timeout: Some(std::time::Duration::try_from_secs_f64(args.grpc_timeout)?)
+                .filter(|d| !d.is_zero()),
         },
         listener,
     )

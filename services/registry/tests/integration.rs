@@ -93,6 +93,7 @@ async fn stack() -> Stack {
             crdplane_registry::Config {
                 storage_endpoint: su,
                 validation_endpoint: validation_url,
+                ..Default::default()
             },
             rl,
         )
