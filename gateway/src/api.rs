@@ -43,6 +43,9 @@ pub struct Config {
     /// kube-apiserver's `--request-timeout`: the most time a non-long-running request may
     /// take (see [`crate::filters::limits`]).
     pub request_timeout: std::time::Duration,
+    /// Deadline of each gRPC call that is not a watch (None: none); see
+    /// `crdplane_transport::deadline`.
+    pub call_timeout: Option<std::time::Duration>,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout` (apiserver `pkg/server/secure_serving.go`: "just shy
@@ -64,6 +67,7 @@ impl Default for Config {
             idle_timeout: IDLE_TIMEOUT,
             watches: Default::default(),
             request_timeout: crate::filters::limits::REQUEST_TIMEOUT,
+            call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
         }
     }
 }
@@ -96,29 +100,36 @@ pub struct Ctx {
 /// (see [`crate::batch`]).
 pub const BATCHES_IN_FLIGHT: usize = 2;
 
-/// The gRPC channel of the gateway's service clients: one HTTP/2 connection per service,
-/// opened lazily, driven without tonic's buffer task (see `crdplane-transport`).
+/// The gRPC channel of the gateway's service clients: one HTTP/2 connection per endpoint,
+/// opened lazily, driven without tonic's buffer task; calls balanced over the endpoints of a
+/// service (comma-separated in the configuration), each with a deadline unless it is a
+/// watch, each carrying the request's tenant, user and traceparent (see `crdplane-transport`).
 pub type Channel = crdplane_transport::Channel;
 
-fn channel(url: &str) -> anyhow::Result<Channel> {
-    Channel::lazy(url).map_err(|e| anyhow::anyhow!("service endpoint {url:?}: {e}"))
+fn channel(urls: &str, timeout: Option<std::time::Duration>) -> anyhow::Result<Channel> {
+    let opts = crdplane_transport::ChannelOptions {
+        timeout,
+        ..Default::default()
+    };
+    Channel::with_options(urls, opts).map_err(|e| anyhow::anyhow!("service endpoint {urls:?}: {e}"))
 }
 
 impl Ctx {
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
         let max = 256 << 20;
-        let storage = StorageClient::new(channel(&cfg.storage_endpoint)?)
+        let storage = StorageClient::new(channel(&cfg.storage_endpoint, cfg.call_timeout)?)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
-        let validation = ValidationClient::new(channel(&cfg.validation_endpoint)?)
-            .max_decoding_message_size(max)
-            .max_encoding_message_size(max);
+        let validation =
+            ValidationClient::new(channel(&cfg.validation_endpoint, cfg.call_timeout)?)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max);
         Ok(Arc::new(Self {
             gets: crate::batch::gets(storage.clone(), BATCHES_IN_FLIGHT),
             creates: crate::batch::creates(storage.clone(), BATCHES_IN_FLIGHT),
             admits: crate::batch::admits(validation.clone(), BATCHES_IN_FLIGHT),
             storage,
-            registry: RegistryClient::new(channel(&cfg.registry_endpoint)?)
+            registry: RegistryClient::new(channel(&cfg.registry_endpoint, cfg.call_timeout)?)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
             validation,
@@ -347,10 +358,27 @@ async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, A
                 return Ok(crate::http::too_many_requests());
             }
         };
-        let resp = dispatch(ctx, parts, body, query, info).await?;
+        let resp = call_context(&parts, &info)
+            .scope(dispatch(ctx, parts, body, query, info))
+            .await?;
         return Ok(resp.map(|b| crate::watch_limit::Held::new(b, slot).boxed_unsync()));
     }
-    dispatch(ctx, parts, body, query, info).await
+    call_context(&parts, &info)
+        .scope(dispatch(ctx, parts, body, query, info))
+        .await
+}
+
+/// What every gRPC call made for this request carries: its tenant, its user (none until
+/// authentication lands) and its W3C `traceparent` (see `crdplane_transport::context`).
+fn call_context(
+    parts: &http::request::Parts,
+    info: &RequestInfo,
+) -> crdplane_transport::CallContext {
+    crdplane_transport::CallContext::new(
+        &info.tenant,
+        "",
+        parts.headers.get(crdplane_transport::context::TRACEPARENT),
+    )
 }
 
 /// Reads the body and runs the handler of a parsed request.

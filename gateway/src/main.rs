@@ -60,6 +60,11 @@ struct Args {
     /// Most watches open at once in this gateway.
     #[arg(long, env = "CRDPLANE_GATEWAY_MAX_WATCHES", default_value_t = crdplane_gateway::watch_limit::DEFAULT_TOTAL)]
     max_watches: usize,
+    /// Seconds each call to registry, validation or storage may take, watches excepted
+    /// (0 = no limit); an expired call is a 504 Timeout. The service flags take
+    /// comma-separated endpoint lists.
+    #[arg(long, env = "CRDPLANE_GRPC_TIMEOUT", default_value_t = 60.0)]
+    grpc_timeout: f64,
 }
 
 /// `--request-timeout`: a Go duration, not negative (as kube-apiserver validates it).
@@ -100,6 +105,8 @@ async fn main() -> anyhow::Result<()> {
             max_per_client: a.max_watches_per_client,
         },
         request_timeout: a.request_timeout,
+        call_timeout: Some(std::time::Duration::try_from_secs_f64(a.grpc_timeout)?)
+            .filter(|d| !d.is_zero()),
     };
     crdplane_gateway::serve(cfg, listener).await
 }

@@ -1,7 +1,9 @@
-//! A gRPC client channel over one HTTP/2 connection driven by the `h2` crate directly.
+//! One gRPC endpoint: an HTTP/2 connection driven by the `h2` crate directly.
 //!
-//! Where it sits: under the gateway's `StorageClient` / `ValidationClient` (the generated tonic
-//! clients accept any `tower::Service<http::Request<tonic::body::Body>>`). tonic's own
+//! Where it sits: under [`crate::Channel`], which picks an endpoint per call and hands it the
+//! request head ([`Endpoint::start`]), then the body ([`finish`]); an endpoint is also a
+//! `tower::Service` of its own (the health watch of [`crate::balance`] runs on it). The
+//! generated tonic clients accept any `tower::Service<http::Request<tonic::body::Body>>`. tonic's own
 //! `transport::Channel` puts a `tower::buffer` worker task and hyper's client dispatcher task
 //! between the caller and the HTTP/2 connection, so every unary call pays two extra task
 //! hand-offs (and, on a busy two-core machine, the thread wake-ups that go with them). Here
@@ -33,7 +35,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A cloneable gRPC channel to one `http://host:port` endpoint.
 #[derive(Clone)]
-pub struct Channel {
+pub struct Endpoint {
     shared: Arc<Shared>,
 }
 
@@ -46,9 +48,24 @@ struct Shared {
     connecting: tokio::sync::Mutex<()>,
 }
 
-impl Channel {
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Endpoint({})", self.shared.authority)
+    }
+}
+
+/// A call whose HTTP/2 stream is open (its head sent); the body and the response follow in
+/// [`finish`].
+pub(crate) struct Started {
+    resp: h2::client::ResponseFuture,
+    stream: h2::SendStream<Bytes>,
+    /// Counts the call as in flight on its endpoint until the response body is gone.
+    pub(crate) load: Option<tower::load::pending_requests::Handle>,
+}
+
+impl Endpoint {
     /// A channel to `url` (`http://host:port`); connects on first use.
-    pub fn lazy(url: &str) -> Result<Channel, BoxError> {
+    pub fn lazy(url: &str) -> Result<Endpoint, BoxError> {
         let uri: http::Uri = url.parse()?;
         let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
         if scheme != Scheme::HTTP {
@@ -58,7 +75,7 @@ impl Channel {
             .authority()
             .cloned()
             .ok_or_else(|| format!("no host:port in {url:?}"))?;
-        Ok(Channel {
+        Ok(Endpoint {
             shared: Arc::new(Shared {
                 scheme,
                 authority,
@@ -114,46 +131,106 @@ impl Channel {
         Ok(send)
     }
 
-    async fn call_inner(
-        self,
-        req: http::Request<TonicBody>,
-    ) -> Result<http::Response<RecvBody>, BoxError> {
-        let (mut parts, body) = req.into_parts();
-        let path = parts
-            .uri
+    /// `host:port` of this endpoint.
+    pub fn authority(&self) -> &str {
+        self.shared.authority.as_str()
+    }
+
+    /// Opens the call's HTTP/2 stream and sends (a copy of) its head, connecting first if
+    /// needed. When this fails nothing of the call has reached the server, so it may be
+    /// tried on another endpoint.
+    pub(crate) async fn start(&self, head: &http::Request<()>) -> Result<Started, BoxError> {
+        let path = head
+            .uri()
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        parts.uri = http::Uri::builder()
+        let uri = http::Uri::builder()
             .scheme(self.shared.scheme.clone())
             .authority(self.shared.authority.clone())
             .path_and_query(path)
             .build()?;
-        let head = http::Request::from_parts(parts, ());
         // Start the stream; a connection that died under us gets one fresh retry.
         let mut attempt = 0;
-        let (resp, stream) = loop {
+        loop {
             let sender = self.sender().await?;
             let started = match sender.ready().await {
-                Ok(mut ready) => ready.send_request(head.clone(), false),
+                Ok(mut ready) => {
+                    let mut h = head.clone();
+                    *h.uri_mut() = uri.clone();
+                    ready.send_request(h, false)
+                }
                 Err(e) => Err(e),
             };
             match started {
-                Ok(s) => break s,
+                Ok((resp, stream)) => {
+                    return Ok(Started {
+                        resp,
+                        stream,
+                        load: None,
+                    });
+                }
                 Err(e) if attempt == 0 && !e.is_reset() => {
                     attempt += 1;
                     self.forget();
                 }
                 Err(e) => return Err(e.into()),
             }
-        };
-        send_body(body, stream).await?;
-        let resp = resp.await?;
-        Ok(resp.map(|b| RecvBody {
-            inner: b,
-            data_done: false,
-        }))
+        }
     }
+}
+
+/// Sends the body of a started call and waits for the response head.
+pub(crate) async fn finish(
+    started: Started,
+    body: TonicBody,
+) -> Result<http::Response<RecvBody>, BoxError> {
+    let Started { resp, stream, load } = started;
+    send_body(body, stream).await?;
+    let resp = resp.await?;
+    Ok(resp.map(|b| RecvBody {
+        inner: b,
+        data_done: false,
+        _load: load,
+    }))
+}
+
+/// [`finish`] with a body already read (a call that may be sent again elsewhere).
+pub(crate) async fn finish_bytes(
+    started: Started,
+    body: Bytes,
+) -> Result<http::Response<RecvBody>, BoxError> {
+    let Started {
+        resp,
+        mut stream,
+        load,
+    } = started;
+    send_data(&mut stream, body, true).await?;
+    let resp = resp.await?;
+    Ok(resp.map(|b| RecvBody {
+        inner: b,
+        data_done: false,
+        _load: load,
+    }))
+}
+
+/// Whether a call that failed with `e` after its stream was opened surely or probably never
+/// ran on the server: the connection broke (I/O error), the server refused the stream
+/// (REFUSED_STREAM) or is going away (GOAWAY). Only read-only calls are resent on it.
+pub(crate) fn connection_failed(e: &BoxError) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&**e);
+    while let Some(err) = src {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            return h2.is_io()
+                || h2.is_go_away()
+                || h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        if err.downcast_ref::<std::io::Error>().is_some() {
+            return true;
+        }
+        src = err.source();
+    }
+    false
 }
 
 /// Streams the request body into the HTTP/2 stream, honouring the peer's flow control.
@@ -216,7 +293,7 @@ async fn send_data(
     Ok(())
 }
 
-impl tower::Service<http::Request<TonicBody>> for Channel {
+impl tower::Service<http::Request<TonicBody>> for Endpoint {
     type Response = http::Response<RecvBody>;
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
@@ -227,7 +304,12 @@ impl tower::Service<http::Request<TonicBody>> for Channel {
     }
 
     fn call(&mut self, req: http::Request<TonicBody>) -> Self::Future {
-        Box::pin(self.clone().call_inner(req))
+        let this = self.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let started = this.start(&http::Request::from_parts(parts, ())).await?;
+            finish(started, body).await
+        })
     }
 }
 
@@ -236,6 +318,7 @@ impl tower::Service<http::Request<TonicBody>> for Channel {
 pub struct RecvBody {
     inner: h2::RecvStream,
     data_done: bool,
+    _load: Option<tower::load::pending_requests::Handle>,
 }
 
 impl HttpBody for RecvBody {

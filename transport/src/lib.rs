@@ -9,7 +9,14 @@
 //!
 //! Behaviour kept from tonic's server: `TCP_NODELAY` on every accepted socket (Nagle plus
 //! delayed ACKs cost ~40 ms per call), HTTP/2 only (gRPC), large flow-control windows,
-//! and HTTP/2 keep-alive pings so dead peers are noticed.
+//! and HTTP/2 keep-alive pings so dead peers are noticed. Every service also answers
+//! `grpc.health.v1` ([`health`]).
+//!
+//! Client side: [`Channel`] ([`balance`]) spreads calls over the N endpoints of a service by
+//! power-of-two-choices on in-flight calls, leaves out endpoints that report NOT_SERVING or
+//! cannot be reached, puts a deadline on every call that is not a watch ([`deadline`]) and
+//! carries tenant, user and `traceparent` metadata ([`context`]). One endpoint is one
+//! HTTP/2 connection driven by the caller's task ([`client`]).
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -19,7 +26,8 @@ use hyper_util::service::TowerToHyperService;
 use tonic::body::Body;
 
 /// Serves one tonic service (a generated `…Server<T>`) on `listener` until the process ends,
-/// with automatic connection bounds (see [`accept`]).
+/// with automatic connection bounds (see [`accept`]) and `grpc.health.v1` beside it,
+/// SERVING from the start (see [`health`]).
 ///
 /// Each connection runs in its own task; a connection error ends only that connection, and a
 /// failed accept is retried with backoff (Go `net/http` `Server.Serve`).
@@ -29,7 +37,8 @@ where
             http::Request<hyper::body::Incoming>,
             Response = http::Response<Body>,
             Error = Infallible,
-        > + Clone
+        > + tonic::server::NamedService
+        + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,
@@ -48,11 +57,35 @@ where
             http::Request<hyper::body::Incoming>,
             Response = http::Response<Body>,
             Error = Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let health = health::Health::new(S::NAME, true).await;
+    serve_with_health(listener, svc, &health, limits).await
+}
+
+/// Serves `svc` with the given health status beside it (for a service whose readiness
+/// changes, e.g. storage while Redis is unreachable).
+pub async fn serve_with_health<S>(
+    listener: tokio::net::TcpListener,
+    svc: S,
+    health: &health::Health,
+    limits: accept::ConnLimits,
+) -> std::io::Result<()>
+where
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<Body>,
+            Error = Infallible,
         > + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,
 {
+    let svc = health::WithHealth::new(svc, health);
     let acceptor = accept::Acceptor::new(listener, limits);
     loop {
         let (sock, _, guard) = acceptor.accept().await;
@@ -84,5 +117,10 @@ where
 }
 
 pub mod accept;
+pub mod balance;
 pub mod client;
-pub use client::Channel;
+pub mod context;
+pub mod deadline;
+pub mod health;
+pub use balance::{Channel, ChannelOptions};
+pub use context::CallContext;

@@ -80,7 +80,7 @@ const WRITERS: usize = 16;
 /// Poll interval while dependents that block a foreground deletion are still there.
 const POLL: Duration = Duration::from_secs(1);
 
-type Storage = crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>;
+type Storage = crdplane_proto::v1::storage_client::StorageClient<crate::Channel>;
 
 /// The collector's state in one replica: its lease holder id and the items it follows
 /// (the flag asks a running worker to look again).

@@ -33,19 +33,26 @@ pub use service::RegistryService;
 
 use anyhow::Context;
 use crdplane_proto::v1::registry_server::RegistryServer;
-use tonic::transport::{Channel, Endpoint};
+
+/// The registry's channel to storage and validation: every endpoint of each (comma-separated
+/// in the configuration), balanced and health-checked, with a deadline on every call and the
+/// incoming call's metadata passed on (see `crdplane_transport`).
+pub type Channel = crdplane_transport::Channel;
 
 /// Largest request accepted (a CRD body plus framing).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Storage service endpoint, e.g. `http://127.0.0.1:7001`.
+    /// Storage service endpoints, comma-separated, e.g. `http://127.0.0.1:7001`.
     pub storage_endpoint: String,
-    /// Validation service endpoint; empty = no schema checks (development only).
+    /// Validation service endpoints, comma-separated; empty = no schema checks (development
+    /// only).
     pub validation_endpoint: String,
     /// Period of the garbage collector's resync ([`resync`]; zero = never).
     pub gc_resync_period: std::time::Duration,
+    /// Deadline of each call to storage and validation that is not a watch (None: none).
+    pub call_timeout: Option<std::time::Duration>,
 }
 
 impl Default for Config {
@@ -54,25 +61,30 @@ impl Default for Config {
             storage_endpoint: String::new(),
             validation_endpoint: String::new(),
             gc_resync_period: resync::DEFAULT_PERIOD,
+            call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
         }
     }
 }
 
-fn lazy_channel(endpoint: &str) -> anyhow::Result<Channel> {
-    Ok(Endpoint::from_shared(endpoint.to_string())
-        .with_context(|| format!("invalid endpoint {endpoint:?}"))?
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(std::time::Duration::from_secs(30))
-        .connect_lazy())
+fn lazy_channel(endpoints: &str, timeout: Option<std::time::Duration>) -> anyhow::Result<Channel> {
+    let opts = crdplane_transport::ChannelOptions {
+        timeout,
+        ..Default::default()
+    };
+    Channel::with_options(endpoints, opts)
+        .map_err(|e| anyhow::anyhow!("invalid endpoint {endpoints:?}: {e}"))
 }
 
 /// Serves the registry on `listener` until the task is dropped or the server fails.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-    let storage = lazy_channel(&config.storage_endpoint)?;
-    let validation = if config.validation_endpoint.is_empty() {
+    let storage = lazy_channel(&config.storage_endpoint, config.call_timeout)?;
+    let validation = if config.validation_endpoint.trim().is_empty() {
         None
     } else {
-        Some(lazy_channel(&config.validation_endpoint)?)
+        Some(lazy_channel(
+            &config.validation_endpoint,
+            config.call_timeout,
+        )?)
     };
     let svc = RegistryService::new(storage, validation);
     let watcher = tokio::spawn(svc.clone().watch_changes());
@@ -85,6 +97,9 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         .set_serving::<RegistryServer<RegistryService>>()
         .await;
     let result = tonic::transport::Server::builder()
+        // The metadata of each incoming call (tenant, user, traceparent) goes on with the
+        // calls its handler makes to storage and validation.
+        .layer(crdplane_transport::context::ScopeLayer)
         .add_service(health)
         .add_service(RegistryServer::new(svc).max_decoding_message_size(MAX_REQUEST))
         // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by

@@ -126,7 +126,7 @@ fn write_of(v: &Value) -> Result<pb::ObjectWrite, ApiError> {
 
 /// Records `work` in the queue (create, or bump the entry's resourceVersion if present).
 pub async fn enqueue(
-    storage: &mut crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>,
+    storage: &mut crdplane_proto::v1::storage_client::StorageClient<crate::Channel>,
     work: &Work,
 ) -> Result<(), ApiError> {
     let obj = write_of(&work.entry_json())?;
@@ -816,7 +816,7 @@ fn ns_key(tenant: &str, name: &str) -> pb::ObjectKey {
     }
 }
 
-type Storage = crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>;
+type Storage = crdplane_proto::v1::storage_client::StorageClient<crate::Channel>;
 
 /// The stored object at `key` and its resourceVersion; None when there is none.
 pub(crate) async fn get_opt(st: &mut Storage, key: &pb::ObjectKey) -> ApiResultOpt {

@@ -16,14 +16,14 @@ struct Args {
         default_value = "127.0.0.1:7002"
     )]
     listen: String,
-    /// Storage service endpoint.
+    /// Storage service endpoints, comma-separated (calls are balanced over them).
     #[arg(
         long,
         env = "CRDPLANE_STORAGE",
         default_value = "http://127.0.0.1:7001"
     )]
     storage: String,
-    /// Validation service endpoint ("" disables schema checks).
+    /// Validation service endpoints, comma-separated ("" disables schema checks).
     #[arg(
         long,
         env = "CRDPLANE_VALIDATION",
@@ -35,6 +35,9 @@ struct Args {
     #[arg(long, env = "CRDPLANE_GC_RESYNC_PERIOD", default_value = "1h",
           value_parser = crdplane_registry::resync::parse_period)]
     gc_resync_period: std::time::Duration,
+    /// Seconds each call to storage or validation may take, watches excepted (0 = no limit).
+    #[arg(long, env = "CRDPLANE_GRPC_TIMEOUT", default_value_t = 60.0)]
+    grpc_timeout: f64,
 }
 
 #[tokio::main]
@@ -52,6 +55,8 @@ async fn main() -> anyhow::Result<()> {
             storage_endpoint: args.storage,
             validation_endpoint: args.validation,
             gc_resync_period: args.gc_resync_period,
+            call_timeout: Some(std::time::Duration::try_from_secs_f64(args.grpc_timeout)?)
+                .filter(|d| !d.is_zero()),
         },
         listener,
     )

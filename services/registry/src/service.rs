@@ -11,6 +11,7 @@
 //! registry's `store.go` ordering of checks on update (NotFound, missing resourceVersion,
 //! stale resourceVersion, then validation).
 
+use crate::Channel;
 use crate::cache::{Cache, OpenApiV2, Snapshot};
 use crate::crd::{self, CrdView};
 use crate::{discovery, naming, openapi, validate};
@@ -24,7 +25,6 @@ use crdplane_proto::v1::validation_client::ValidationClient;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 /// Largest gRPC message accepted from storage (a tenant's whole CRD list).

@@ -98,15 +98,82 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
             }
         }
     };
+    let health = crdplane_transport::health::Health::new(
+        <StorageServer<server::StorageService> as tonic::server::NamedService>::NAME,
+        true,
+    )
+    .await;
+    let readiness = tokio::spawn(follow_redis(
+        config.redis_url.clone(),
+        config.redis_timeout,
+        health.clone(),
+    ));
     let svc = server::StorageService { store, hub };
-    crdplane_transport::serve_one(
+    let served = crdplane_transport::serve_with_health(
         listener,
         StorageServer::new(svc)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(256 << 20),
+        &health,
+        Default::default(),
     )
-    .await?;
+    .await;
+    readiness.abort();
+    served?;
     Ok(())
+}
+
+/// How often storage's readiness (Redis answering `PING`) is looked at.
+pub const READINESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Keeps the `grpc.health.v1` status equal to storage's readiness: SERVING while Redis
+/// answers `PING` within the Redis timeout, NOT_SERVING while it does not (callers with other
+/// storage replicas then leave this one out; see `crdplane_transport::balance`). Its own
+/// connection, so a slow request path cannot hide an outage or fake one.
+async fn follow_redis(
+    url: String,
+    timeout: std::time::Duration,
+    health: crdplane_transport::health::Health,
+) {
+    let mut conn: Option<redis::aio::ConnectionManager> = None;
+    let mut serving = true;
+    let mut tick = tokio::time::interval(READINESS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let ok = ping(&url, timeout, &mut conn).await;
+        if ok != serving {
+            serving = ok;
+            if ok {
+                tracing::info!("Redis answers again: SERVING");
+            } else {
+                tracing::warn!("Redis does not answer: NOT_SERVING");
+            }
+            health.set(ok).await;
+        }
+    }
+}
+
+/// One readiness probe: `PING` on `conn` (made first if there is none), within `timeout`.
+async fn ping(
+    url: &str,
+    timeout: std::time::Duration,
+    conn: &mut Option<redis::aio::ConnectionManager>,
+) -> bool {
+    let probe = async {
+        if conn.is_none() {
+            let client = redis::Client::open(url).ok()?;
+            *conn = redis::aio::ConnectionManager::new_with_config(client, manager_config(timeout))
+                .await
+                .ok();
+        }
+        let c = conn.as_mut()?;
+        redis::cmd("PING").query_async::<String>(c).await.ok()
+    };
+    matches!(
+        tokio::time::timeout(timeout * 2, probe).await,
+        Ok(Some(ref pong)) if pong == "PONG"
+    )
 }
 
 /// One startup attempt: the store (persistence check, recovery epoch) and the pub/sub hub.
