@@ -20,17 +20,16 @@ pub mod discovery;
 pub mod gc;
 pub mod http;
 pub mod http1;
-pub mod jsonpatch;
 pub mod namespaces;
 pub mod partial;
 pub mod request_info;
-pub mod retry;
 pub mod scale;
-pub mod strategic;
 pub mod strategy;
-pub mod table;
 pub mod watch;
 pub mod watch_limit;
 pub mod watch_mux;
 
 pub use api::{Config, serve};
+// The generic REST machinery, under the names the gateway's modules use.
+pub use crdplane_apiserver::render::table;
+pub use crdplane_apiserver::{jsonpatch, retry, strategic};
