@@ -8,7 +8,7 @@
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::api::{Ctx, Req};
-use crate::crs::{apply_patch, decode_body, delete_options};
+use crate::crs::{decode_body, delete_options};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
@@ -825,32 +825,16 @@ pub fn namespace_from_protobuf(body: &[u8]) -> Result<Value, ApiError> {
     )
 }
 
-/// Patch content types of built-in resources (handlers/patch.go with the installer's
-/// supported types; server-side apply is not served).
-pub const BUILTIN_PATCH_TYPES: [&str; 4] = [
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-];
+pub use crdplane_apiserver::patch::BUILTIN_PATCH_TYPES;
 
-/// Applies a PATCH body to a built-in object: strategic merge patch by the type's patch
-/// metadata ([`crate::strategic`]), JSON and merge patches as for custom resources; other
-/// types get the 415 naming the built-in types.
+/// Applies a PATCH body to a built-in object ([`crdplane_apiserver::patch::apply_builtin`]).
 pub fn patch_builtin(
     req: &crate::api::Req,
     old: &Value,
     fields: crate::strategic::Fields,
 ) -> Result<Value, ApiError> {
-    let ct = req.header("content-type").unwrap_or("");
-    let mime = crate::http::media_type(ct);
-    match mime.as_str() {
-        "application/strategic-merge-patch+json" => crate::strategic::apply(old, &req.body, fields),
-        "application/json-patch+json" | "application/merge-patch+json" => {
-            apply_patch(ct, &req.body, old)
-        }
-        _ => Err(ApiError::unsupported_media_type(&BUILTIN_PATCH_TYPES)),
-    }
+    let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+    crdplane_apiserver::patch::apply_builtin(&mime, &req.body, old, fields)
 }
 
 #[cfg(test)]
