@@ -246,8 +246,8 @@ mod tests {
             apply_patch(ct, ops(MAX_JSON_PATCH_OPERATIONS).as_bytes(), &target).unwrap(),
             json!({"a": 1})
         );
-        let e = apply_patch(ct, ops(MAX_JSON_PATCH_OPERATIONS + 1).as_bytes(), &target)
-            .unwrap_err();
+        let e =
+            apply_patch(ct, ops(MAX_JSON_PATCH_OPERATIONS + 1).as_bytes(), &target).unwrap_err();
         assert_eq!(e.code, 413);
         assert_eq!(
             e.message,

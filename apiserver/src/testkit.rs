@@ -144,7 +144,12 @@ impl Store for MemStore {
         Ok(obj)
     }
 
-    async fn update(&self, mut obj: Value, expected_rv: u64, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(
+        &self,
+        mut obj: Value,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
         if self.lose() {
             let (_, name) = key_of(&obj);
             self.touch(&key_of(&obj).0, &name);

@@ -131,15 +131,25 @@ async fn create_sets_system_fields_and_refuses_duplicates_and_invalid_objects() 
     assert_eq!(w.code, 201);
     assert_eq!(w.warnings, ["spec.legacy is deprecated"]);
     let m = &w.object["metadata"];
-    assert_eq!((m["namespace"].as_str(), m["generation"].as_i64()), (Some("team"), Some(1)));
+    assert_eq!(
+        (m["namespace"].as_str(), m["generation"].as_i64()),
+        (Some("team"), Some(1))
+    );
     assert!(m["uid"].as_str().is_some_and(|u| u.len() == 36));
     assert!(m["creationTimestamp"].is_string());
-    assert!(w.object.get("status").is_none(), "status is dropped on create");
+    assert!(
+        w.object.get("status").is_none(),
+        "status is dropped on create"
+    );
     assert_eq!(rv(&w.object), "1");
     assert_eq!(handlers::get(&s, "team", "a").await.unwrap(), w.object);
 
     let cases: &[(Value, u16, &str)] = &[
-        (widget("a", 1), 409, r#"widgets.example.com "a" already exists"#),
+        (
+            widget("a", 1),
+            409,
+            r#"widgets.example.com "a" already exists"#,
+        ),
         (
             widget("b", -1),
             422,
@@ -167,16 +177,28 @@ async fn create_sets_system_fields_and_refuses_duplicates_and_invalid_objects() 
     }
     assert_eq!(s.len(), 1);
 
-    let w = create(&s, json!({"metadata": {"generateName": "gen-"}})).await.unwrap();
+    let w = create(&s, json!({"metadata": {"generateName": "gen-"}}))
+        .await
+        .unwrap();
     let name = w.object["metadata"]["name"].as_str().unwrap();
     assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
 
     // Dry run: checked, not stored.
-    let w = handlers::create(&s, &widgets(), &Chain::none(), "team", widget("dry", 1), true)
-        .await
-        .unwrap();
+    let w = handlers::create(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "team",
+        widget("dry", 1),
+        true,
+    )
+    .await
+    .unwrap();
     assert_eq!(w.code, 201);
-    assert_eq!(handlers::get(&s, "team", "dry").await.unwrap_err().code, 404);
+    assert_eq!(
+        handlers::get(&s, "team", "dry").await.unwrap_err().code,
+        404
+    );
     assert_eq!(
         handlers::get(&s, "team", "dry").await.unwrap_err().message,
         r#"widgets.example.com "dry" not found"#
@@ -267,9 +289,18 @@ async fn writes_that_lose_races_are_reapplied_to_the_fresh_object() {
     let mut stale = w.object.clone();
     stale["spec"]["size"] = json!(8);
     *s.lose_next_writes.lock().unwrap() = 1;
-    let e = handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", stale, false)
-        .await
-        .unwrap_err();
+    let e = handlers::update(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "",
+        "team",
+        "a",
+        stale,
+        false,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, 409);
 }
 
@@ -301,20 +332,29 @@ async fn patch_types() {
     .await
     .unwrap();
     assert_eq!(w.object["spec"]["size"], 3);
-    let w = patch("application/merge-patch+json", r#"{"spec":{"color":"red"}}"#)
-        .await
-        .unwrap();
+    let w = patch(
+        "application/merge-patch+json",
+        r#"{"spec":{"color":"red"}}"#,
+    )
+    .await
+    .unwrap();
     assert_eq!(w.object["spec"], json!({"size": 3, "color": "red"}));
     // No-op patch: nothing written.
     let before = s.revision();
-    patch("application/merge-patch+json", r#"{"spec":{"color":"red"}}"#)
-        .await
-        .unwrap();
+    patch(
+        "application/merge-patch+json",
+        r#"{"spec":{"color":"red"}}"#,
+    )
+    .await
+    .unwrap();
     assert_eq!(s.revision(), before);
     // A resourceVersion in the patch is a precondition.
-    let e = patch("application/merge-patch+json", r#"{"metadata":{"resourceVersion":"1"}}"#)
-        .await
-        .unwrap_err();
+    let e = patch(
+        "application/merge-patch+json",
+        r#"{"metadata":{"resourceVersion":"1"}}"#,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, 409);
     let cases: &[(&str, &str, u16, &str)] = &[
         (
@@ -323,7 +363,12 @@ async fn patch_types() {
             415,
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
         ),
-        ("application/merge-patch+json", "5", 400, "Invalid JSON Patch"),
+        (
+            "application/merge-patch+json",
+            "5",
+            400,
+            "Invalid JSON Patch",
+        ),
         (
             "application/json-patch+json",
             r#"[{"op":"test","path":"/spec/size","value":9}]"#,
@@ -352,9 +397,12 @@ async fn patch_types() {
     }
     // Strategic merge patch for a built-in type.
     let ns = MemStore::new(GroupResource::new("", "namespaces"));
-    ns.create(json!({"metadata": {"name": "team", "labels": {"a": "1"}}}), false)
-        .await
-        .unwrap();
+    ns.create(
+        json!({"metadata": {"name": "team", "labels": {"a": "1"}}}),
+        false,
+    )
+    .await
+    .unwrap();
     let w = handlers::patch(
         &ns,
         &namespaces(),
@@ -415,7 +463,12 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
     .await
     .unwrap_err();
     assert_eq!(e.code, 409);
-    assert!(e.message.contains("the UID in the precondition (other) does not match"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("the UID in the precondition (other) does not match"),
+        "{}",
+        e.message
+    );
     // Finalizers pending: marked, kept, 200 (202 with orphanDependents=false).
     let w = del(DeleteOptions::default()).await.unwrap();
     assert_eq!(w.code, 200);
@@ -436,7 +489,11 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
         .await
         .unwrap_err();
     assert_eq!(e.code, 422);
-    assert!(e.message.contains("no new finalizers can be added"), "{}", e.message);
+    assert!(
+        e.message.contains("no new finalizers can be added"),
+        "{}",
+        e.message
+    );
     // Removing the last finalizer completes the deletion.
     let mut done = w.object.clone();
     done["metadata"]["finalizers"] = json!([]);
@@ -469,9 +526,16 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
         .unwrap();
     assert_eq!(w.object["metadata"]["name"], "team");
     assert_eq!(ns.len(), 1);
-    handlers::delete(&ns, &namespaces(), &Chain::none(), "", "team", &DeleteOptions::default())
-        .await
-        .unwrap();
+    handlers::delete(
+        &ns,
+        &namespaces(),
+        &Chain::none(),
+        "",
+        "team",
+        &DeleteOptions::default(),
+    )
+    .await
+    .unwrap();
     assert!(ns.is_empty());
 }
 
@@ -516,7 +580,9 @@ async fn list_and_delete_collection_with_selectors() {
     .await
     .unwrap();
     assert_eq!(gone.items.len(), 2);
-    let left = handlers::list(&s, "", &ListOptions::default()).await.unwrap();
+    let left = handlers::list(&s, "", &ListOptions::default())
+        .await
+        .unwrap();
     assert_eq!(left.items.len(), 1);
     assert_eq!(left.items[0]["metadata"]["name"], "b");
 }
@@ -540,7 +606,10 @@ async fn namespace_lifecycle_admission() {
     let e = handlers::create(&s, &widgets(), &chain, "missing", widget("a", 1), false)
         .await
         .unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), (404, r#"namespaces "missing" not found"#));
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, r#"namespaces "missing" not found"#)
+    );
     let e = handlers::create(&s, &widgets(), &chain, "old", widget("a", 1), false)
         .await
         .unwrap_err();

@@ -24,6 +24,7 @@ pub mod namespaces;
 pub mod partial;
 pub mod request_info;
 pub mod scale;
+pub mod stores;
 pub mod strategy;
 pub mod watch;
 pub mod watch_limit;

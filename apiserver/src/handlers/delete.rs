@@ -80,10 +80,7 @@ pub async fn delete<S: Store, T: Strategy>(
                 })
             }
             DeletionPlan::Update(v) => {
-                let stored = store
-                    .update(v, old_rv, dry)
-                    .await
-                    .map_err(write_failed)?;
+                let stored = store.update(v, old_rv, dry).await.map_err(write_failed)?;
                 Ok(pending(stored))
             }
             DeletionPlan::Unchanged => Ok::<_, Failure>(pending(old)),

@@ -84,8 +84,6 @@ pub async fn update<S: Store, T: Strategy>(
     check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
     let rv = object_rv(&obj)?;
     let obj = &obj;
-    let created = std::sync::atomic::AtomicBool::new(false);
-    let created = &created;
     let w = guaranteed_update(|| async move {
         let old = match store.get(namespace, name).await {
             Err(e) if e.reason == Reason::NotFound && strategy.allow_create_on_update() => {
@@ -96,7 +94,6 @@ pub async fn update<S: Store, T: Strategy>(
                         Reason::AlreadyExists => Failure::Lost(e),
                         _ => Failure::Final(e),
                     })?;
-                created.store(true, std::sync::atomic::Ordering::Relaxed);
                 return Ok(w);
             }
             r => r?,
@@ -106,7 +103,10 @@ pub async fn update<S: Store, T: Strategy>(
             return Err(Failure::Final(rv_required(strategy.group_resource(), name)));
         }
         if rv != 0 && rv != old_rv {
-            return Err(Failure::Final(ApiError::stale(strategy.group_resource(), name)));
+            return Err(Failure::Final(ApiError::stale(
+                strategy.group_resource(),
+                name,
+            )));
         }
         write_existing(
             store,
@@ -154,7 +154,10 @@ pub async fn patch<S: Store, T: Strategy>(
         // The patched object carries the stored resourceVersion unless the patch changed
         // (or removed) it: then it is a precondition that fails.
         if object_rv(&obj)? != old_rv {
-            return Err(Failure::Final(ApiError::stale(strategy.group_resource(), name)));
+            return Err(Failure::Final(ApiError::stale(
+                strategy.group_resource(),
+                name,
+            )));
         }
         write_existing(
             store,

@@ -364,4 +364,3 @@ pub fn no_new_finalizers(new: &Value, old: &Value) -> Vec<FieldError> {
         ),
     )]
 }
-

@@ -204,4 +204,3 @@ pub fn object_rv(obj: &Value) -> Result<u64, ApiError> {
         ))),
     }
 }
-
