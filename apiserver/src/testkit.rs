@@ -13,10 +13,13 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+/// The revision counter and the objects by (namespace, name).
+type Objects = (u64, BTreeMap<(String, String), Value>);
+
 /// Objects of one resource, keyed by (namespace, name).
 pub struct MemStore {
     gr: GroupResource,
-    inner: Mutex<(u64, BTreeMap<(String, String), Value>)>,
+    inner: Mutex<Objects>,
     /// Writes that will lose their compare-and-swap before succeeding (to test retries).
     pub lose_next_writes: Mutex<u32>,
 }
