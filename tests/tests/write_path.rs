@@ -572,7 +572,10 @@ fn json_patches_are_bounded_at_ten_thousand_operations() {
     assert_eq!(code, 200, "{v}");
     for (path, field) in [
         (format!("{CTS}/x"), "/spec/image"),
-        ("/api/v1/namespaces/default".to_string(), "/metadata/labels/a"),
+        (
+            "/api/v1/namespaces/default".to_string(),
+            "/metadata/labels/a",
+        ),
     ] {
         let (code, v) = api.call(
             "PATCH",
