@@ -1163,9 +1163,6 @@ pub use crdplane_apiserver::rest::delete::{
     validate_delete_options,
 };
 
-/// Conflict retries of a delete that lost a race (upstream's GuaranteedUpdate re-reads).
-const DELETE_RETRIES: usize = 5;
-
 /// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,
 /// `orphanDependents`, `propagationPolicy`, `dryRun`; preconditions only travel in a body).
 pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOptions, ApiError> {
@@ -1250,76 +1247,75 @@ async fn delete_one(
     o: &DeleteOptions,
     mut known: Option<pb::StoredObject>,
 ) -> Result<DeleteOutcome, ApiError> {
-    let k = key(crd, tenant, ns, name);
+    let k = &key(crd, tenant, ns, name);
     let dry = o.is_dry_run();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let cur = match known.take() {
-            Some(c) => c,
-            None => ctx
-                .storage
-                .clone()
-                .get(pb::GetRequest {
-                    key: Some(k.clone()),
-                })
-                .await?
-                .into_inner(),
-        };
-        let obj = parse_object(&cur.json)?;
-        check_delete_preconditions(&obj, o, &crd.kind, &crd.group)?;
-        let now = crdplane_core::names::now_timestamp();
-        let plan = plan_deletion(
-            &obj,
-            o.orphan_dependents,
-            o.propagation_policy.as_deref(),
-            &now,
-        );
-        // The garbage collector's work item, recorded before the write (gc.rs).
-        if !dry && !matches!(plan, DeletionPlan::Unchanged) {
-            crate::gc::record(&ctx.storage, tenant, &crd.group, &crd.plural, &obj).await?;
-        }
-        let res = match plan {
-            DeletionPlan::Delete => ctx
-                .storage
-                .clone()
-                .delete(pb::DeleteRequest {
-                    key: Some(k.clone()),
-                    expected_resource_version: cur.resource_version,
-                    dry_run: dry,
-                })
-                .await
-                .map(|_| DeleteOutcome::Deleted {
-                    uid: obj
-                        .pointer("/metadata/uid")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                }),
-            DeletionPlan::Update(marked) => ctx
-                .storage
-                .clone()
-                .update(pb::UpdateRequest {
-                    key: Some(k.clone()),
-                    object: Some(storage_write(crd, marked)?),
-                    expected_resource_version: cur.resource_version,
-                    dry_run: dry,
-                })
-                .await
-                .map(|s| DeleteOutcome::Pending(s.into_inner().json)),
-            DeletionPlan::Unchanged => return Ok(DeleteOutcome::Pending(cur.json)),
-        };
-        match res {
-            Ok(out) => return Ok(out),
-            Err(s) => {
-                let e = ApiError::from_grpc(&s);
-                if e.reason == crdplane_core::Reason::Conflict && attempt < DELETE_RETRIES {
-                    continue;
+    // store.go Delete runs in GuaranteedUpdate: a write that lost a race re-reads and
+    // re-plans (crdplane_apiserver::retry); a precondition failure is final.
+    guaranteed_update(|| {
+        let known = known.take();
+        async move {
+            let cur = match known {
+                Some(c) => c,
+                None => ctx
+                    .storage
+                    .clone()
+                    .get(pb::GetRequest {
+                        key: Some(k.clone()),
+                    })
+                    .await?
+                    .into_inner(),
+            };
+            let obj = parse_object(&cur.json)?;
+            check_delete_preconditions(&obj, o, &crd.kind, &crd.group)?;
+            let now = crdplane_core::names::now_timestamp();
+            let plan = plan_deletion(
+                &obj,
+                o.orphan_dependents,
+                o.propagation_policy.as_deref(),
+                &now,
+            );
+            // The garbage collector's work item, recorded before the write (gc.rs).
+            if !dry && !matches!(plan, DeletionPlan::Unchanged) {
+                crate::gc::record(&ctx.storage, tenant, &crd.group, &crd.plural, &obj).await?;
+            }
+            match plan {
+                DeletionPlan::Delete => {
+                    ctx.storage
+                        .clone()
+                        .delete(pb::DeleteRequest {
+                            key: Some(k.clone()),
+                            expected_resource_version: cur.resource_version,
+                            dry_run: dry,
+                        })
+                        .await
+                        .map_err(|s| write_failed(ApiError::from_grpc(&s)))?;
+                    Ok(DeleteOutcome::Deleted {
+                        uid: obj
+                            .pointer("/metadata/uid")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    })
                 }
-                return Err(e);
+                DeletionPlan::Update(marked) => {
+                    let s = ctx
+                        .storage
+                        .clone()
+                        .update(pb::UpdateRequest {
+                            key: Some(k.clone()),
+                            object: Some(storage_write(crd, marked)?),
+                            expected_resource_version: cur.resource_version,
+                            dry_run: dry,
+                        })
+                        .await
+                        .map_err(|s| write_failed(ApiError::from_grpc(&s)))?;
+                    Ok(DeleteOutcome::Pending(s.into_inner().json))
+                }
+                DeletionPlan::Unchanged => Ok(DeleteOutcome::Pending(cur.json)),
             }
         }
-    }
+    })
+    .await
 }
 
 /// The Success Status of a completed delete (store.go `finalizeDelete`).

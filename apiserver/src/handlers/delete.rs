@@ -80,6 +80,7 @@ pub async fn delete<S: Store, T: Strategy>(
                 })
             }
             DeletionPlan::Update(v) => {
+                store.before_delete(&old, dry).await?;
                 let stored = store.update(v, old_rv, dry).await.map_err(write_failed)?;
                 Ok(pending(stored))
             }

@@ -77,9 +77,10 @@ pub trait Store: Send + Sync {
         dry_run: bool,
     ) -> impl Future<Output = Result<Value, ApiError>> + Send;
 
-    /// Runs before the object `obj` (its last state) is removed, by a DELETE or by the
-    /// update that removes its last finalizer (store.go's deletion hooks): the gateway
-    /// records the garbage collector's work item there. Nothing by default.
+    /// Runs before a deletion write of the object `obj` (its last state): its removal, by a
+    /// DELETE or by the update that removes its last finalizer, or its marking as deleting
+    /// (store.go's deletion hooks). The gateway records the garbage collector's work item
+    /// there. Nothing by default.
     fn before_delete(
         &self,
         obj: &Value,
