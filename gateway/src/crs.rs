@@ -880,36 +880,15 @@ async fn create(
 
 pub use crdplane_apiserver::handlers::rv_required;
 
-/// Name and namespace of a PUT/PATCH body must match the URL (upstream texts).
+/// Name and namespace of a PUT/PATCH body must match the URL
+/// ([`crdplane_apiserver::handlers::check_identity`]).
 fn check_identity(obj: &mut Value, req: &Req, crd: &CrdInfo) -> Result<(), ApiError> {
-    let i = &req.info;
-    let meta = obj.get_mut("metadata").and_then(Value::as_object_mut);
-    let Some(meta) = meta else {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object () does not match the name on the URL ({})",
-            i.name
-        )));
-    };
-    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
-    if name != i.name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({name}) does not match the name on the URL ({})",
-            i.name
-        )));
-    }
-    if crd.namespaced {
-        match meta.get("namespace").and_then(Value::as_str) {
-            Some(ns) if !ns.is_empty() && ns != i.namespace => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            _ => {
-                meta.insert("namespace".into(), Value::String(i.namespace.clone()));
-            }
-        }
-    }
-    Ok(())
+    crdplane_apiserver::handlers::check_identity(
+        obj,
+        crd.namespaced,
+        &req.info.namespace,
+        &req.info.name,
+    )
 }
 
 /// One write of an existing object (update, patch, status, scale): strategy, admission,
