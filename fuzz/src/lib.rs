@@ -337,7 +337,7 @@ pub fn json_patch(data: &[u8]) {
     let Ok(patch) = serde_json::from_slice::<json_patch::Patch>(patch) else {
         return;
     };
-    if let Err(e) = crdplane_gateway::jsonpatch::apply(&doc, &patch) {
+    if let Err(e) = crdplane_apiserver::jsonpatch::apply(&doc, &patch) {
         let _ = e.to_api_error();
     }
 }
@@ -345,7 +345,7 @@ pub fn json_patch(data: &[u8]) {
 /// Strategic merge patch (gateway/src/strategic.rs) of a Namespace-shaped object and of a
 /// CRD-shaped one: an object and a patch body separated by a NUL byte.
 pub fn strategic_merge(data: &[u8]) {
-    use crdplane_gateway::strategic::{CUSTOM_RESOURCE_DEFINITION, NAMESPACE, apply};
+    use crdplane_apiserver::strategic::{CUSTOM_RESOURCE_DEFINITION, NAMESPACE, apply};
     let (doc, patch) = split_nul(data);
     let Ok(doc) = serde_json::from_slice::<Value>(doc) else {
         return;

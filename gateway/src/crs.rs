@@ -26,11 +26,12 @@ use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// Patch content types custom resources accept.
-pub const PATCH_TYPES: [&str; 2] = [
-    "application/json-patch+json",
-    "application/merge-patch+json",
-];
+pub use crdplane_apiserver::patch::{PATCH_TYPES, not_an_object};
+
+/// Applies a JSON patch or merge patch document to `target` ([`crdplane_apiserver::patch`]).
+pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<Value, ApiError> {
+    crdplane_apiserver::patch::apply_patch(&crate::http::media_type(content_type), patch, target)
+}
 
 pub async fn serve(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
@@ -877,55 +878,17 @@ async fn create(
     ))
 }
 
-/// The 422 of an update without resourceVersion (generic registry store.go Update): the
-/// value is printed as Go prints a uint64 with %#v, and the "kind" is the resource.
-pub fn rv_required(gr: &crdplane_core::GroupResource, name: &str) -> ApiError {
-    let e = FieldError::invalid(
-        "metadata.resourceVersion",
-        json!("\u{0}0x0"),
-        "must be specified for an update",
-    );
-    let mut err = ApiError::invalid(&gr.resource, &gr.group, name, &[e]);
-    let fix = |s: &str| s.replace("\"\\x000x0\"", "0x0");
-    err.message = fix(&err.message);
-    if let Some(d) = err.details.as_mut() {
-        for c in &mut d.causes {
-            c.message = fix(&c.message);
-        }
-    }
-    err
-}
+pub use crdplane_apiserver::handlers::rv_required;
 
-/// Name and namespace of a PUT/PATCH body must match the URL (upstream texts).
+/// Name and namespace of a PUT/PATCH body must match the URL
+/// ([`crdplane_apiserver::handlers::check_identity`]).
 fn check_identity(obj: &mut Value, req: &Req, crd: &CrdInfo) -> Result<(), ApiError> {
-    let i = &req.info;
-    let meta = obj.get_mut("metadata").and_then(Value::as_object_mut);
-    let Some(meta) = meta else {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object () does not match the name on the URL ({})",
-            i.name
-        )));
-    };
-    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
-    if name != i.name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({name}) does not match the name on the URL ({})",
-            i.name
-        )));
-    }
-    if crd.namespaced {
-        match meta.get("namespace").and_then(Value::as_str) {
-            Some(ns) if !ns.is_empty() && ns != i.namespace => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            _ => {
-                meta.insert("namespace".into(), Value::String(i.namespace.clone()));
-            }
-        }
-    }
-    Ok(())
+    crdplane_apiserver::handlers::check_identity(
+        obj,
+        crd.namespaced,
+        &req.info.namespace,
+        &req.info.name,
+    )
 }
 
 /// One write of an existing object (update, patch, status, scale): strategy, admission,
@@ -1081,82 +1044,6 @@ async fn update(
     ))
 }
 
-/// Applies a JSON patch or merge patch document to `target` (upstream patch.go semantics).
-pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<Value, ApiError> {
-    let mime = crate::http::media_type(content_type);
-    match mime.as_str() {
-        "application/merge-patch+json" => {
-            let p: Value = serde_json::from_slice(patch)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            match p {
-                // evanphx/json-patch v4 `MergePatch` (patch.go keeps its errors): a patch that
-                // is not an object or array is `ErrBadJSONPatch`, a 400; an array patch
-                // replaces the document (nulls pruned inside its objects), which then fails to
-                // decode as an object (see [`not_an_object`]).
-                Value::Array(mut items) => {
-                    items.iter_mut().for_each(prune_object_nulls);
-                    Ok(Value::Array(items))
-                }
-                Value::Object(_) => {
-                    let mut out = target.clone();
-                    json_patch::merge(&mut out, &p);
-                    Ok(out)
-                }
-                _ => Err(ApiError::bad_request("Invalid JSON Patch")),
-            }
-        }
-        "application/json-patch+json" => {
-            // Through a Value first: a duplicated key in an operation is decoded as Go's
-            // encoding/json does (evanphx/json-patch `DecodePatch`: the last value wins)
-            // instead of being refused by the operation's derived decoder.
-            let p: json_patch::Patch = serde_json::from_slice::<Value>(patch)
-                .and_then(serde_json::from_value)
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            crate::jsonpatch::apply(target, &p).map_err(|f| f.to_api_error())
-        }
-        _ => Err(ApiError::unsupported_media_type(&PATCH_TYPES)),
-    }
-}
-
-/// A patch result that is not an object (an array merge patch, a JSON patch replacing the
-/// root): patch.go `applyPatchToCurrentObject` fails to decode it and answers
-/// `NewInvalid(GroupKind{}, "", [Invalid("patch", <patched JSON>, <decode error>)])`; the
-/// decode error is the JSON serializer's kind lookup (apimachinery
-/// `runtime/serializer/json/meta.go` `SimpleMetaFactory.Interpret`).
-pub fn not_an_object(patched: &Value) -> ApiError {
-    let go_type = match patched {
-        Value::Array(_) => "array",
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
-        Value::Null | Value::Object(_) => "",
-    };
-    let err = if go_type.is_empty() {
-        // `null` decodes into the kind lookup without error; the object then has no kind
-        // (`runtime.NewMissingKindErr`).
-        format!(
-            "Object 'Kind' is missing in '{}'",
-            crate::table::go_json(patched)
-        )
-    } else {
-        format!(
-            "couldn't get version/kind; json parse error: json: cannot unmarshal {go_type} into \
-             Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; \
-             Kind string \"json:\\\"kind,omitempty\\\"\" }}"
-        )
-    };
-    ApiError::invalid(
-        "",
-        "",
-        "",
-        &[crdplane_core::field::FieldError::invalid(
-            "patch",
-            Value::String(crate::table::go_json(patched)),
-            err,
-        )],
-    )
-}
-
 /// patch.go `applyJSPatch`: under fieldValidation Strict or Warn a merge patch is first
 /// decoded strictly into a map, so a patch that is not an object (nor `null`) is a 400
 /// `error decoding patch: json: cannot unmarshal <type> into Go value of type
@@ -1179,19 +1066,6 @@ fn strict_merge_patch_shape(req: &Req) -> Result<(), ApiError> {
         "error decoding patch: json: cannot unmarshal {go_type} into Go value of type \
          map[string]interface {{}}"
     )))
-}
-
-/// evanphx/json-patch `pruneNulls`: keys with null values are removed from objects, at any
-/// depth (null array elements stay).
-fn prune_object_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(prune_object_nulls);
-        }
-        Value::Array(a) => a.iter_mut().for_each(prune_object_nulls),
-        _ => {}
-    }
 }
 
 async fn patch(
@@ -1261,103 +1135,12 @@ pub fn delete_options(body: &[u8]) -> Result<(u64, String), ApiError> {
 
 // ---- deletion: DeleteOptions, finalizers, garbage-collection finalizers ------------------
 
-/// Standard finalizers the garbage collector handles (metav1.FinalizerOrphanDependents,
-/// metav1.FinalizerDeleteDependents).
-pub const FINALIZER_ORPHAN: &str = "orphan";
-pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
-/// Conflict retries of a delete that lost a race (upstream's GuaranteedUpdate re-reads).
-const DELETE_RETRIES: usize = 5;
-
-/// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeleteOptions {
-    pub precondition_uid: Option<String>,
-    pub precondition_rv: Option<String>,
-    /// Accepted and validated; custom resources have no graceful deletion (upstream: no
-    /// `RESTGracefulDeleteStrategy`), so it changes nothing.
-    pub grace_period_seconds: Option<i64>,
-    pub orphan_dependents: Option<bool>,
-    pub propagation_policy: Option<String>,
-    pub dry_run: Vec<String>,
-}
-
-impl DeleteOptions {
-    /// `dryrun.IsDryRun`: any value (validation allows only "All").
-    pub fn is_dry_run(&self) -> bool {
-        !self.dry_run.is_empty()
-    }
-}
-
-fn cannot_unmarshal(v: &Value, field: &str, go_type: &str) -> ApiError {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
-    ApiError::bad_request(format!(
-        "json: cannot unmarshal {kind} into Go struct field DeleteOptions.{field} of type {go_type}"
-    ))
-}
-
-/// Decodes a DeleteOptions body (JSON or YAML object; `kind`/`apiVersion` as clients send
-/// them: `DeleteOptions` in `v1` or `meta.k8s.io/v1`).
-pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
-    let Some(m) = v.as_object() else {
-        return Err(ApiError::bad_request(
-            "the object provided is not a JSON object",
-        ));
-    };
-    if let Some(k) = m.get("kind").and_then(Value::as_str)
-        && !k.is_empty()
-        && k != "DeleteOptions"
-    {
-        return Err(ApiError::bad_request(
-            "decoded object cannot be converted to DeleteOptions",
-        ));
-    }
-    let opt_str = |v: Option<&Value>, field: &str| -> Result<Option<String>, ApiError> {
-        match v {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(o) => Err(cannot_unmarshal(o, field, "string")),
-        }
-    };
-    let mut o = DeleteOptions::default();
-    match m.get("preconditions") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(p)) => {
-            o.precondition_uid = opt_str(p.get("uid"), "preconditions.uid")?;
-            o.precondition_rv = opt_str(p.get("resourceVersion"), "preconditions.resourceVersion")?;
-        }
-        Some(other) => return Err(cannot_unmarshal(other, "preconditions", "v1.Preconditions")),
-    }
-    o.grace_period_seconds = match m.get("gracePeriodSeconds") {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.is_i64() => n.as_i64(),
-        Some(other) => return Err(cannot_unmarshal(other, "gracePeriodSeconds", "int64")),
-    };
-    o.orphan_dependents = match m.get("orphanDependents") {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(other) => return Err(cannot_unmarshal(other, "orphanDependents", "bool")),
-    };
-    o.propagation_policy = opt_str(m.get("propagationPolicy"), "propagationPolicy")?;
-    o.dry_run = match m.get("dryRun") {
-        None | Some(Value::Null) => vec![],
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| match x {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(cannot_unmarshal(other, "dryRun", "string")),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => return Err(cannot_unmarshal(other, "dryRun", "[]string")),
-    };
-    Ok(o)
-}
+pub use crdplane_apiserver::rest::delete::{
+    DeleteOptions, DeletionPlan, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    check_delete_preconditions, dry_run_not_supported, gc_finalizers, mark_as_deleting,
+    no_new_finalizers, parse_delete_options_body, plan_deletion, should_delete_during_update,
+    validate_delete_options,
+};
 
 /// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,
 /// `orphanDependents`, `propagationPolicy`, `dryRun`; preconditions only travel in a body).
@@ -1380,52 +1163,6 @@ pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOption
             .map(|(_, v)| v.clone())
             .collect();
     Ok(o)
-}
-
-/// apimachinery `ValidateDeleteOptions` (meta/v1/validation): the 422 of
-/// `DeleteOptions.meta.k8s.io "" is invalid: …`.
-pub fn validate_delete_options(o: &DeleteOptions) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    if o.orphan_dependents.is_some()
-        && let Some(p) = &o.propagation_policy
-    {
-        errs.push(FieldError::invalid(
-            "propagationPolicy",
-            Value::String(p.clone()),
-            "orphanDependents and deletionPropagation cannot be both set",
-        ));
-    }
-    if let Some(p) = &o.propagation_policy
-        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
-    {
-        errs.push(FieldError::not_supported(
-            "propagationPolicy",
-            Value::String(p.clone()),
-            &["Foreground", "Background", "Orphan", "nil"],
-        ));
-    }
-    if o.dry_run.iter().any(|d| d != "All") {
-        errs.push(dry_run_not_supported(&o.dry_run));
-    }
-    errs
-}
-
-/// apimachinery `ValidateDryRun`'s error: the bad value is the whole `[]string`, printed
-/// with `%#v`.
-fn dry_run_not_supported(values: &[String]) -> FieldError {
-    let quoted: Vec<String> = values
-        .iter()
-        .map(|d| crdplane_core::field::go_quote(d))
-        .collect();
-    FieldError::new(
-        crdplane_core::field::FieldErrorType::NotSupported,
-        "dryRun",
-        None,
-        format!(
-            "[]string{{{}}}: supported values: \"All\"",
-            quoted.join(", ")
-        ),
-    )
 }
 
 /// The `dryRun` query parameter of a create, update or patch (also of /status and /scale
@@ -1470,216 +1207,6 @@ pub fn request_delete_options(req: &Req) -> Result<DeleteOptions, ApiError> {
     Ok(o)
 }
 
-/// `BeforeDelete`'s precondition checks (rest/delete.go): 409 naming the object's kind.
-pub fn check_delete_preconditions(
-    obj: &Value,
-    o: &DeleteOptions,
-    kind: &str,
-    group: &str,
-) -> Result<(), ApiError> {
-    let meta = |k: &str| {
-        obj.pointer(&format!("/metadata/{k}"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let name = meta("name");
-    let gk = crdplane_core::GroupResource::new(group, kind);
-    if let Some(uid) = &o.precondition_uid
-        && *uid != meta("uid")
-    {
-        return Err(ApiError::conflict(
-            &gk,
-            &name,
-            &format!(
-                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
-                meta("uid")
-            ),
-        ));
-    }
-    if let Some(rv) = &o.precondition_rv
-        && *rv != meta("resourceVersion")
-    {
-        return Err(ApiError::conflict(
-            &gk,
-            &name,
-            &format!(
-                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                meta("resourceVersion")
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn has_deletion_timestamp(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-}
-
-/// store.go `deletionFinalizersForGarbageCollection` (garbage collection enabled, no default
-/// policy for custom resources): whether the finalizer list changes, and the new list.
-/// Orphan (or `orphanDependents: true`) adds `orphan`, Foreground adds `foregroundDeletion`,
-/// Background removes both; without options the existing GC finalizer stands.
-pub fn gc_finalizers(
-    existing: &[String],
-    orphan_dependents: Option<bool>,
-    propagation: Option<&str>,
-) -> (bool, Vec<String>) {
-    let from_finalizers = |orphan: bool| {
-        existing.iter().find_map(|f| match f.as_str() {
-            FINALIZER_ORPHAN => Some(orphan),
-            FINALIZER_FOREGROUND => Some(!orphan),
-            _ => None,
-        })
-    };
-    let should_orphan = match (orphan_dependents, propagation) {
-        (Some(b), _) => b,
-        (None, Some("Orphan")) => true,
-        (None, Some("Background" | "Foreground")) => false,
-        _ => from_finalizers(true).unwrap_or(false),
-    };
-    let should_foreground = match (orphan_dependents, propagation) {
-        (Some(_), _) => false,
-        (None, Some("Foreground")) => true,
-        (None, Some("Background" | "Orphan")) => false,
-        _ => from_finalizers(false).unwrap_or(false),
-    };
-    let mut out: Vec<String> = existing
-        .iter()
-        .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
-        .cloned()
-        .collect();
-    if should_orphan {
-        out.push(FINALIZER_ORPHAN.into());
-    }
-    if should_foreground {
-        out.push(FINALIZER_FOREGROUND.into());
-    }
-    let set = |v: &[String]| {
-        v.iter()
-            .cloned()
-            .collect::<std::collections::BTreeSet<String>>()
-    };
-    if set(existing) == set(&out) {
-        (false, existing.to_vec())
-    } else {
-        (true, out)
-    }
-}
-
-/// store.go `markAsDeleting`: deletionTimestamp = now (unless an earlier one is set),
-/// deletionGracePeriodSeconds = 0, generation + 1 on the first mark.
-pub fn mark_as_deleting(obj: &mut Value, now: &str) {
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let existing = meta
-        .get("deletionTimestamp")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if existing.is_none()
-        && let Some(g) = meta.get("generation").and_then(Value::as_i64)
-        && g > 0
-    {
-        meta.insert("generation".into(), json!(g + 1));
-    }
-    // RFC 3339 UTC timestamps of one format compare as strings.
-    if existing.as_deref().is_none_or(|t| t > now) {
-        meta.insert("deletionTimestamp".into(), Value::String(now.to_string()));
-    }
-    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-}
-
-/// What a DELETE does to a stored custom resource.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DeletionPlan {
-    /// Remove it now.
-    Delete,
-    /// Finalizers are pending: store this (marked as deleting, GC finalizers applied).
-    Update(Value),
-    /// Already marked and nothing changes: no write, answer with the object.
-    Unchanged,
-}
-
-/// store.go `Delete` → `updateForGracefulDeletionAndFinalizers` for a resource without
-/// graceful deletion: with finalizers (after the GC finalizers of the options) the object is
-/// marked as deleting and kept, else it is deleted.
-pub fn plan_deletion(
-    obj: &Value,
-    orphan_dependents: Option<bool>,
-    propagation: Option<&str>,
-    now: &str,
-) -> DeletionPlan {
-    let existing = finalizers(obj);
-    let (update_finalizers, new_finalizers) =
-        gc_finalizers(&existing, orphan_dependents, propagation);
-    if existing.is_empty() && !update_finalizers {
-        return DeletionPlan::Delete;
-    }
-    if new_finalizers.is_empty() {
-        return DeletionPlan::Delete;
-    }
-    let mut out = obj.clone();
-    if update_finalizers && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.insert("finalizers".into(), json!(new_finalizers));
-    }
-    mark_as_deleting(&mut out, now);
-    if out == *obj {
-        DeletionPlan::Unchanged
-    } else {
-        DeletionPlan::Update(out)
-    }
-}
-
-/// store.go `ShouldDeleteDuringUpdate`: the update removed the last finalizer of an object
-/// whose deletion was requested (grace period 0 or unset).
-pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {
-    finalizers(new).is_empty()
-        && has_deletion_timestamp(old)
-        && old
-            .pointer("/metadata/deletionGracePeriodSeconds")
-            .is_none_or(|g| g.is_null() || g.as_i64() == Some(0))
-}
-
-/// objectmeta.go `ValidateNoNewFinalizers`, applied by `ValidateObjectMetaUpdate` while the
-/// stored object has a deletionTimestamp.
-pub fn no_new_finalizers(new: &Value, old: &Value) -> Vec<FieldError> {
-    if !has_deletion_timestamp(old) {
-        return vec![];
-    }
-    let old_f = finalizers(old);
-    let extra: std::collections::BTreeSet<String> = finalizers(new)
-        .into_iter()
-        .filter(|f| !old_f.contains(f))
-        .collect();
-    if extra.is_empty() {
-        return vec![];
-    }
-    let quoted: Vec<String> = extra
-        .iter()
-        .map(|f| crdplane_core::field::go_quote(f))
-        .collect();
-    vec![FieldError::forbidden(
-        "metadata.finalizers",
-        format!(
-            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-            quoted.join(", ")
-        ),
-    )]
-}
-
 /// The result of deleting one object.
 enum DeleteOutcome {
     /// Gone; the uid for the Success Status.
@@ -1699,76 +1226,75 @@ async fn delete_one(
     o: &DeleteOptions,
     mut known: Option<pb::StoredObject>,
 ) -> Result<DeleteOutcome, ApiError> {
-    let k = key(crd, tenant, ns, name);
+    let k = &key(crd, tenant, ns, name);
     let dry = o.is_dry_run();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let cur = match known.take() {
-            Some(c) => c,
-            None => ctx
-                .storage
-                .clone()
-                .get(pb::GetRequest {
-                    key: Some(k.clone()),
-                })
-                .await?
-                .into_inner(),
-        };
-        let obj = parse_object(&cur.json)?;
-        check_delete_preconditions(&obj, o, &crd.kind, &crd.group)?;
-        let now = crdplane_core::names::now_timestamp();
-        let plan = plan_deletion(
-            &obj,
-            o.orphan_dependents,
-            o.propagation_policy.as_deref(),
-            &now,
-        );
-        // The garbage collector's work item, recorded before the write (gc.rs).
-        if !dry && !matches!(plan, DeletionPlan::Unchanged) {
-            crate::gc::record(&ctx.storage, tenant, &crd.group, &crd.plural, &obj).await?;
-        }
-        let res = match plan {
-            DeletionPlan::Delete => ctx
-                .storage
-                .clone()
-                .delete(pb::DeleteRequest {
-                    key: Some(k.clone()),
-                    expected_resource_version: cur.resource_version,
-                    dry_run: dry,
-                })
-                .await
-                .map(|_| DeleteOutcome::Deleted {
-                    uid: obj
-                        .pointer("/metadata/uid")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                }),
-            DeletionPlan::Update(marked) => ctx
-                .storage
-                .clone()
-                .update(pb::UpdateRequest {
-                    key: Some(k.clone()),
-                    object: Some(storage_write(crd, marked)?),
-                    expected_resource_version: cur.resource_version,
-                    dry_run: dry,
-                })
-                .await
-                .map(|s| DeleteOutcome::Pending(s.into_inner().json)),
-            DeletionPlan::Unchanged => return Ok(DeleteOutcome::Pending(cur.json)),
-        };
-        match res {
-            Ok(out) => return Ok(out),
-            Err(s) => {
-                let e = ApiError::from_grpc(&s);
-                if e.reason == crdplane_core::Reason::Conflict && attempt < DELETE_RETRIES {
-                    continue;
+    // store.go Delete runs in GuaranteedUpdate: a write that lost a race re-reads and
+    // re-plans (crdplane_apiserver::retry); a precondition failure is final.
+    guaranteed_update(|| {
+        let known = known.take();
+        async move {
+            let cur = match known {
+                Some(c) => c,
+                None => ctx
+                    .storage
+                    .clone()
+                    .get(pb::GetRequest {
+                        key: Some(k.clone()),
+                    })
+                    .await?
+                    .into_inner(),
+            };
+            let obj = parse_object(&cur.json)?;
+            check_delete_preconditions(&obj, o, &crd.kind, &crd.group)?;
+            let now = crdplane_core::names::now_timestamp();
+            let plan = plan_deletion(
+                &obj,
+                o.orphan_dependents,
+                o.propagation_policy.as_deref(),
+                &now,
+            );
+            // The garbage collector's work item, recorded before the write (gc.rs).
+            if !dry && !matches!(plan, DeletionPlan::Unchanged) {
+                crate::gc::record(&ctx.storage, tenant, &crd.group, &crd.plural, &obj).await?;
+            }
+            match plan {
+                DeletionPlan::Delete => {
+                    ctx.storage
+                        .clone()
+                        .delete(pb::DeleteRequest {
+                            key: Some(k.clone()),
+                            expected_resource_version: cur.resource_version,
+                            dry_run: dry,
+                        })
+                        .await
+                        .map_err(|s| write_failed(ApiError::from_grpc(&s)))?;
+                    Ok(DeleteOutcome::Deleted {
+                        uid: obj
+                            .pointer("/metadata/uid")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    })
                 }
-                return Err(e);
+                DeletionPlan::Update(marked) => {
+                    let s = ctx
+                        .storage
+                        .clone()
+                        .update(pb::UpdateRequest {
+                            key: Some(k.clone()),
+                            object: Some(storage_write(crd, marked)?),
+                            expected_resource_version: cur.resource_version,
+                            dry_run: dry,
+                        })
+                        .await
+                        .map_err(|s| write_failed(ApiError::from_grpc(&s)))?;
+                    Ok(DeleteOutcome::Pending(s.into_inner().json))
+                }
+                DeletionPlan::Unchanged => Ok(DeleteOutcome::Pending(cur.json)),
             }
         }
-    }
+    })
+    .await
 }
 
 /// The Success Status of a completed delete (store.go `finalizeDelete`).
@@ -1997,44 +1523,6 @@ mod tests {
         assert!(should_delete_during_update(&obj(&[]), &old));
         assert!(!should_delete_during_update(&obj(&["a"]), &old));
         assert!(!should_delete_during_update(&obj(&[]), &obj(&["a"])));
-    }
-
-    #[test]
-    fn merge_patches_that_are_not_objects() {
-        let target = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}});
-        let ct = "application/merge-patch+json";
-        // Not an object or array: evanphx ErrBadJSONPatch, a 400.
-        for p in ["null", "5", "\"s\"", "true"] {
-            let e = apply_patch(ct, p.as_bytes(), &target).unwrap_err();
-            assert_eq!(
-                (e.code, e.message.as_str()),
-                (400, "Invalid JSON Patch"),
-                "{p}"
-            );
-        }
-        // An array replaces the document, nulls pruned inside its objects; decoding it as an
-        // object then fails with upstream's 422.
-        let out = apply_patch(ct, br#"[{"a":1,"b":null,"c":{"d":null}},null]"#, &target).unwrap();
-        assert_eq!(out, json!([{"a": 1, "c": {}}, null]));
-        let e = not_an_object(&json!([{"op": "add", "v": "<&>"}]));
-        assert_eq!(e.code, 422);
-        assert_eq!(
-            e.message,
-            concat!(
-                r#" "" is invalid: patch: Invalid value: "[{\"op\":\"add\",\"v\":\"\\u003c\\u0026\\u003e\"}]": "#,
-                r#"couldn't get version/kind; json parse error: json: cannot unmarshal array "#,
-                r#"into Go value of type struct { APIVersion string "json:\"apiVersion,omitempty\""; "#,
-                r#"Kind string "json:\"kind,omitempty\"" }"#
-            )
-        );
-        let e = not_an_object(&Value::Null);
-        assert_eq!(e.code, 422);
-        assert!(
-            e.message
-                .ends_with(r#"patch: Invalid value: "null": Object 'Kind' is missing in 'null'"#),
-            "{}",
-            e.message
-        );
     }
 
     #[test]

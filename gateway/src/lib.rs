@@ -22,20 +22,20 @@ pub mod discovery;
 pub mod filters;
 pub mod gc;
 pub mod http;
-pub mod jsonpatch;
 pub mod namespaces;
 pub mod partial;
 pub mod request_info;
-pub mod retry;
 pub mod scale;
 pub mod server;
 pub mod stack;
-pub mod strategic;
+pub mod stores;
 pub mod strategy;
-pub mod table;
 pub mod watch;
 pub mod watch_limit;
 pub mod watch_mux;
 
 pub use api::Config;
 pub use server::serve;
+// The generic REST machinery, under the names the gateway's modules use.
+pub use crdplane_apiserver::render::table;
+pub use crdplane_apiserver::{jsonpatch, retry, strategic};

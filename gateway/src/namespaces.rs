@@ -8,11 +8,13 @@
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::api::{Ctx, Req};
-use crate::crs::{apply_patch, decode_body, delete_options};
+use crate::crs::{decode_body, delete_options};
 use crate::http::{Body, Output, json_response, negotiate_output};
-use crate::retry::{Failure, guaranteed_update, write_failed};
+use crate::stores::namespaces::{Endpoint, NamespaceStrategy, finalized};
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
+use crdplane_apiserver::admission::Chain;
+use crdplane_apiserver::handlers;
 use crdplane_core::field::FieldError;
 use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource, rvslot};
@@ -319,10 +321,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             watch::serve(ctx, req, t).await
         }
         "update" | "patch" => {
-            // store.go Update inside etcd3 GuaranteedUpdate: read, apply, compare-and-swap;
-            // a lost swap re-reads and re-applies. Namespaces AllowUnconditionalUpdate
-            // (pkg/registry/core/namespace/strategy.go), so a PUT without resourceVersion
-            // writes over the current object.
+            // The generic update/patch handlers over the storage service, with the
+            // namespace strategies (crate::stores::namespaces): read, apply, compare-and-swap,
+            // re-applied on a lost swap; namespaces AllowUnconditionalUpdate.
             let body = if i.verb == "update" {
                 Some(decode_body(req)?)
             } else {
@@ -330,124 +331,49 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 None
             };
             let warnings = crate::crs::strict_warnings(req, "Namespace", "v1")?;
-            let body = &body;
-            let out = guaranteed_update(|| async move {
-                let s = ctx
-                    .storage
-                    .clone()
-                    .get(pb::GetRequest {
-                        key: Some(key(tenant, &i.name)),
-                    })
+            let store = crate::stores::storage::StorageStore {
+                storage: &ctx.storage,
+                tenant,
+                gr: gr(),
+            };
+            let strategy = NamespaceStrategy(match i.subresource.as_str() {
+                "status" => Endpoint::Status,
+                "finalize" => Endpoint::Finalize,
+                _ => Endpoint::Main,
+            });
+            let admission = Chain::none();
+            let w = match body {
+                Some(obj) => {
+                    handlers::update(
+                        &store,
+                        &strategy,
+                        &admission,
+                        &i.subresource,
+                        "",
+                        &i.name,
+                        obj,
+                        dry,
+                    )
                     .await?
-                    .into_inner();
-                let old: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
-                let mut new = match body {
-                    Some(v) => {
-                        let rv = crate::strategy::object_rv(v)?;
-                        if rv != 0 && rv != s.resource_version {
-                            return Err(Failure::Final(ApiError::stale(&gr(), &i.name)));
-                        }
-                        v.clone()
-                    }
-                    None => {
-                        let v = patch_builtin(req, &old, crate::strategic::NAMESPACE)?;
-                        if crate::strategy::object_rv(&v)? != s.resource_version {
-                            return Err(Failure::Final(ApiError::stale(&gr(), &i.name)));
-                        }
-                        v
-                    }
-                };
-                if new.pointer("/metadata/name").and_then(Value::as_str) != Some(i.name.as_str()) {
-                    return Err(Failure::Final(ApiError::bad_request(format!(
-                        "the name of the object ({}) does not match the name on the URL ({})",
-                        new.pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or(""),
-                        i.name
-                    ))));
                 }
-                // Namespace strategies: the main resource keeps status, /status keeps spec,
-                // /finalize (FinalizeStrategy) takes only spec.finalizers; identity immutable.
-                if i.subresource == "finalize" {
-                    let fins = new
-                        .pointer("/spec/finalizers")
-                        .cloned()
-                        .unwrap_or(json!([]));
-                    new = old.clone();
-                    new["spec"]["finalizers"] = fins;
-                } else {
-                    let keep: &[&str] = if i.subresource == "status" {
-                        &["spec"]
-                    } else {
-                        &["status"]
-                    };
-                    for k in keep {
-                        if let Some(v) = old.get(*k) {
-                            new[*k] = v.clone();
-                        }
-                    }
+                None => {
+                    let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+                    handlers::patch(
+                        &store,
+                        &strategy,
+                        &admission,
+                        &i.subresource,
+                        "",
+                        &i.name,
+                        &mime,
+                        &req.body,
+                        dry,
+                    )
+                    .await?
                 }
-                for k in ["uid", "creationTimestamp", "deletionTimestamp"] {
-                    match old.pointer(&format!("/metadata/{k}")) {
-                        Some(v) => new["metadata"][k] = v.clone(),
-                        None => {
-                            if let Some(m) = new["metadata"].as_object_mut() {
-                                m.remove(k);
-                            }
-                        }
-                    }
-                }
-                if let Some(rv) = old.pointer("/metadata/resourceVersion").cloned() {
-                    new["metadata"]["resourceVersion"] = rv;
-                }
-                new["apiVersion"] = json!("v1");
-                new["kind"] = json!("Namespace");
-                if finalized(&new) {
-                    // The update that removes the last finalizer of a namespace being deleted
-                    // deletes it (ShouldDeleteNamespaceDuringUpdate).
-                    if dry {
-                        return Ok(bytes::Bytes::from(serde_json::to_vec(&new).expect("json")));
-                    }
-                    crate::gc::record(&ctx.storage, tenant, "", "namespaces", &new).await?;
-                    let d = ctx
-                        .storage
-                        .clone()
-                        .delete(pb::DeleteRequest {
-                            key: Some(key(tenant, &i.name)),
-                            expected_resource_version: s.resource_version,
-                            dry_run: false,
-                        })
-                        .await
-                        .map_err(|s| write_failed(ApiError::from_grpc(&s)))?
-                        .into_inner();
-                    return Ok(d.json);
-                }
-                if crate::strategy::unchanged(&new, &old) {
-                    // etcd3 store.go GuaranteedUpdate: an unchanged object is not written.
-                    return Ok(s.json);
-                }
-                let (head, tail) =
-                    rvslot::split(&new).map_err(|e| ApiError::bad_request(e.to_string()))?;
-                let w = ctx
-                    .storage
-                    .clone()
-                    .update(pb::UpdateRequest {
-                        key: Some(key(tenant, &i.name)),
-                        object: Some(pb::ObjectWrite {
-                            head: head.into(),
-                            tail: tail.into(),
-                        }),
-                        expected_resource_version: s.resource_version,
-                        dry_run: dry,
-                    })
-                    .await
-                    .map_err(|s| write_failed(ApiError::from_grpc(&s)))?
-                    .into_inner();
-                Ok(w.json)
-            })
-            .await?;
+            };
             Ok(crate::crs::with_warnings(
-                json_response(StatusCode::OK, out),
+                json_response(StatusCode::OK, serde_json::to_vec(&w.object).expect("json")),
                 &warnings,
             ))
         }
@@ -539,26 +465,6 @@ async fn enqueue_deletion(ctx: &Ctx, tenant: &str, name: &str) -> Result<(), Api
     Err(ApiError::internal(
         "could not record the namespace deletion",
     ))
-}
-
-fn string_list(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Whether a namespace being deleted has no finalizer left in `spec` or `metadata`
-/// (`ShouldDeleteNamespaceDuringUpdate`): it is then removed from storage.
-fn finalized(ns: &Value) -> bool {
-    ns.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-        && string_list(ns.pointer("/spec/finalizers")).is_empty()
-        && string_list(ns.pointer("/metadata/finalizers")).is_empty()
 }
 
 /// DELETE of a namespace (`pkg/registry/core/namespace/storage/storage.go` REST.Delete and
@@ -825,32 +731,16 @@ pub fn namespace_from_protobuf(body: &[u8]) -> Result<Value, ApiError> {
     )
 }
 
-/// Patch content types of built-in resources (handlers/patch.go with the installer's
-/// supported types; server-side apply is not served).
-pub const BUILTIN_PATCH_TYPES: [&str; 4] = [
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-];
+pub use crdplane_apiserver::patch::BUILTIN_PATCH_TYPES;
 
-/// Applies a PATCH body to a built-in object: strategic merge patch by the type's patch
-/// metadata ([`crate::strategic`]), JSON and merge patches as for custom resources; other
-/// types get the 415 naming the built-in types.
+/// Applies a PATCH body to a built-in object ([`crdplane_apiserver::patch::apply_builtin`]).
 pub fn patch_builtin(
     req: &crate::api::Req,
     old: &Value,
     fields: crate::strategic::Fields,
 ) -> Result<Value, ApiError> {
-    let ct = req.header("content-type").unwrap_or("");
-    let mime = crate::http::media_type(ct);
-    match mime.as_str() {
-        "application/strategic-merge-patch+json" => crate::strategic::apply(old, &req.body, fields),
-        "application/json-patch+json" | "application/merge-patch+json" => {
-            apply_patch(ct, &req.body, old)
-        }
-        _ => Err(ApiError::unsupported_media_type(&BUILTIN_PATCH_TYPES)),
-    }
+    let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+    crdplane_apiserver::patch::apply_builtin(&mime, &req.body, old, fields)
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The write path of existing objects against the real stack (real redis-server, real
 //! service binaries, real kubectl): re-applying patches after lost races (etcd3 store.go
 //! `GuaranteedUpdate`), no-op writes that store nothing, evanphx/json-patch's `test` of a
-//! missing path against null, create with a resourceVersion, and the texts of these paths.
+//! missing path against null, create with a resourceVersion, the 10,000-operation bound of
+//! JSON patches, and the texts of these paths.
 
 use crdplane_tests::{Stack, WatchStream, http_request, kubectls};
 use serde_json::{Value, json};
@@ -548,4 +549,52 @@ fn merge_patches_that_are_not_objects() {
         api.get(&path)["metadata"]["resourceVersion"],
         x["metadata"]["resourceVersion"]
     );
+}
+
+/// patch.go `maxJSONPatchOperations`: a JSON patch of more than 10,000 operations is a 413
+/// before anything is applied, for custom resources and namespaces alike; 10,000 apply.
+#[test]
+fn json_patches_are_bounded_at_ten_thousand_operations() {
+    let stack = Stack::start_with_redis().unwrap();
+    let api = setup(format!("{}/clusters/jpb", stack.gateway));
+    let (code, x) = api.json("POST", CTS, &crontab("x"));
+    assert_eq!(code, 201, "{x}");
+    let ops = |n: usize, path: &str| {
+        let one = format!(r#"{{"op":"replace","path":"{path}","value":"v"}}"#);
+        format!("[{}]", vec![one; n].join(","))
+    };
+    let (code, v) = api.call(
+        "PATCH",
+        "/api/v1/namespaces/default",
+        Some("application/json-patch+json"),
+        Some(r#"[{"op":"add","path":"/metadata/labels/a","value":"v"}]"#),
+    );
+    assert_eq!(code, 200, "{v}");
+    for (path, field) in [
+        (format!("{CTS}/x"), "/spec/image"),
+        (
+            "/api/v1/namespaces/default".to_string(),
+            "/metadata/labels/a",
+        ),
+    ] {
+        let (code, v) = api.call(
+            "PATCH",
+            &path,
+            Some("application/json-patch+json"),
+            Some(&ops(10_001, field)),
+        );
+        assert_eq!(code, 413, "{path}: {v}");
+        assert_eq!(v["reason"], "RequestEntityTooLarge");
+        assert_eq!(
+            v["message"],
+            "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+        );
+        let (code, v) = api.call(
+            "PATCH",
+            &path,
+            Some("application/json-patch+json"),
+            Some(&ops(10_000, field)),
+        );
+        assert_eq!(code, 200, "{path}: {v}");
+    }
 }

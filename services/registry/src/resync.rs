@@ -68,7 +68,7 @@ const OBJECTS_PAGE: u32 = 500;
 /// Owners known present kept per replica (then forgotten, and looked up again).
 const KNOWN_MAX: usize = 100_000;
 
-type Storage = crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>;
+type Storage = crdplane_proto::v1::storage_client::StorageClient<crate::Channel>;
 
 /// Parses a period flag: `1h`, `30m`, `10s`, `500ms`, or plain seconds; `0` disables the
 /// resync.

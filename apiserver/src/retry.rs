@@ -22,15 +22,11 @@ pub enum Failure {
     Final(ApiError),
 }
 
-impl From<ApiError> for Failure {
-    fn from(e: ApiError) -> Self {
-        Failure::Final(e)
-    }
-}
-
-impl From<tonic::Status> for Failure {
-    fn from(s: tonic::Status) -> Self {
-        Failure::Final(ApiError::from_grpc(&s))
+/// Any error that converts to a Kubernetes Status (an [`ApiError`] itself, or a backend's
+/// error type that implements `Into<ApiError>`) ends the loop as the request's answer.
+impl<E: Into<ApiError>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Final(e.into())
     }
 }
 

@@ -1,0 +1,96 @@
+//! Admission: plugins that see every write after the strategy prepared it and may mutate
+//! or refuse it, run in order as one [`Chain`].
+//!
+//! Where it sits: the generic create/update/patch/delete handlers ([`crate::handlers`]) run
+//! the chain after `prepare_for_*` and validation, before the store write (upstream runs
+//! mutating admission before validation and validating admission after it; one ordered
+//! chain of plugins that may do either is enough here). Follows k8s.io/apiserver
+//! pkg/admission (interfaces.go `Attributes`, chain.go) and the NamespaceLifecycle plugin
+//! (plugin/namespace/lifecycle/admission.go). Resource families add their own plugins
+//! (schema validation of custom resources, scale paths) by implementing [`Admission`].
+
+use crate::rest::Store;
+use crdplane_core::{ApiError, GroupResource};
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+/// What a write does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The request as admission sees it (admission.Attributes).
+#[derive(Debug)]
+pub struct Attributes<'a> {
+    pub operation: Operation,
+    pub resource: &'a GroupResource,
+    /// "" or the subresource (`status`, `scale`).
+    pub subresource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// The object to be stored (create, update); plugins may change it.
+    pub object: Option<&'a mut Value>,
+    /// The stored object (update, delete).
+    pub old: Option<&'a Value>,
+    pub dry_run: bool,
+}
+
+/// One admission plugin.
+pub trait Admission: Send + Sync {
+    /// Admits (possibly mutating `a.object`) or refuses the request with its Status.
+    fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>>;
+}
+
+/// Plugins in order; the first refusal ends the request.
+#[derive(Default)]
+pub struct Chain(pub Vec<Box<dyn Admission>>);
+
+impl Chain {
+    /// A chain of no plugins (admits everything).
+    pub fn none() -> Self {
+        Chain(Vec::new())
+    }
+    /// Runs every plugin in order.
+    pub async fn admit(&self, a: &mut Attributes<'_>) -> Result<(), ApiError> {
+        for p in &self.0 {
+            p.admit(a).await?;
+        }
+        Ok(())
+    }
+}
+
+/// NamespaceLifecycle (plugin/namespace/lifecycle/admission.go) over the namespaces'
+/// [`Store`]: a create in a namespace that does not exist is 404 `namespaces "x" not
+/// found`; in a Terminating namespace it is the 403 naming the object being created.
+/// Cluster-scoped requests and namespaces themselves pass.
+pub struct NamespaceLifecycle<S>(pub S);
+
+impl<S: Store> Admission for NamespaceLifecycle<S> {
+    fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if a.operation != Operation::Create
+                || a.namespace.is_empty()
+                || (a.resource.group.is_empty() && a.resource.resource == "namespaces")
+            {
+                return Ok(());
+            }
+            let ns = self.0.get("", a.namespace).await?;
+            if ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
+                return Err(namespace_terminating(a.resource, a.name, a.namespace));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The NamespaceLifecycle 403 for a create in a Terminating namespace.
+pub fn namespace_terminating(target: &GroupResource, name: &str, ns: &str) -> ApiError {
+    ApiError::forbidden(
+        target,
+        name,
+        &format!("unable to create new content in namespace {ns} because it is being terminated"),
+    )
+}

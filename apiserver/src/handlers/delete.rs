@@ -1,0 +1,124 @@
+//! DELETE of one object and of a collection (handlers/delete.go, store.go `Delete`,
+//! `DeleteCollection`): preconditions, finalizers and the garbage collector's finalizers
+//! ([`crate::rest::delete`]), dry-run.
+
+use super::{Written, meta_str};
+use crate::admission::{Attributes, Chain, Operation};
+use crate::rest::delete::{DeleteOptions, DeletionPlan, check_delete_preconditions, plan_deletion};
+use crate::rest::store::stored_rv;
+use crate::rest::{ListOptions, Store, Strategy};
+use crate::retry::{Failure, guaranteed_update, write_failed};
+use crdplane_core::{ApiError, Reason};
+use serde_json::{Value, json};
+
+/// Page size of the list behind a deletecollection.
+pub const DELETE_COLLECTION_PAGE: u32 = 500;
+
+/// Deletes one object with options `o`. An object without (remaining) finalizers is removed:
+/// the answer is 200 with the deleted object when the strategy returns deleted objects, else
+/// the Success Status naming it. An object with finalizers is marked as deleting and kept:
+/// 200 with it (202 when `orphanDependents: false` was asked, handlers/delete.go).
+pub async fn delete<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain,
+    namespace: &str,
+    name: &str,
+    o: &DeleteOptions,
+) -> Result<Written, ApiError> {
+    let dry = o.is_dry_run();
+    let gr = strategy.group_resource();
+    guaranteed_update(|| async move {
+        let old = store.get(namespace, name).await?;
+        let old_rv = stored_rv(&old);
+        check_delete_preconditions(&old, o, strategy.kind(), &gr.group)?;
+        admission
+            .admit(&mut Attributes {
+                operation: Operation::Delete,
+                resource: gr,
+                subresource: "",
+                namespace,
+                name,
+                object: None,
+                old: Some(&old),
+                dry_run: dry,
+            })
+            .await?;
+        let now = crdplane_core::names::now_timestamp();
+        let pending = |object: Value| Written {
+            code: if o.orphan_dependents == Some(false) {
+                202
+            } else {
+                200
+            },
+            object,
+            warnings: Vec::new(),
+        };
+        match plan_deletion(
+            &old,
+            o.orphan_dependents,
+            o.propagation_policy.as_deref(),
+            &now,
+        ) {
+            DeletionPlan::Delete => {
+                store.before_delete(&old, dry).await?;
+                let gone = store
+                    .delete(namespace, name, old_rv, dry)
+                    .await
+                    .map_err(write_failed)?;
+                let object = if strategy.return_deleted_object() {
+                    gone
+                } else {
+                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success", "details": {"name": name, "group": gr.group,
+                        "kind": gr.resource, "uid": meta_str(&gone, "uid")}})
+                };
+                Ok(Written {
+                    code: 200,
+                    object,
+                    warnings: Vec::new(),
+                })
+            }
+            DeletionPlan::Update(v) => {
+                store.before_delete(&old, dry).await?;
+                let stored = store.update(v, old_rv, dry).await.map_err(write_failed)?;
+                Ok(pending(stored))
+            }
+            DeletionPlan::Unchanged => Ok::<_, Failure>(pending(old)),
+        }
+    })
+    .await
+}
+
+/// Deletes every selected object of `namespace` ("" for all) with `o`, each as [`delete`]
+/// does (objects already gone are skipped); answers with the list as it was read.
+pub async fn delete_collection<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain,
+    namespace: &str,
+    opts: &ListOptions,
+    o: &DeleteOptions,
+) -> Result<crate::rest::ListResult, ApiError> {
+    let mut page = opts.clone();
+    if page.limit == 0 {
+        page.limit = DELETE_COLLECTION_PAGE;
+    }
+    let mut all = store.list(namespace, &page).await?;
+    while opts.limit == 0 && !all.continue_token.is_empty() {
+        page.continue_token = std::mem::take(&mut all.continue_token);
+        let next = store.list(namespace, &page).await?;
+        all.items.extend(next.items);
+        all.continue_token = next.continue_token;
+    }
+    for item in &all.items {
+        let (ns, name) = (meta_str(item, "namespace"), meta_str(item, "name"));
+        match delete(store, strategy, admission, ns, name, o).await {
+            Err(e) if e.reason == Reason::NotFound => {}
+            r => {
+                r?;
+            }
+        }
+    }
+    Ok(all)
+}

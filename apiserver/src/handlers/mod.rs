@@ -1,0 +1,59 @@
+//! Generic verb handlers: get, list, create, update, patch, delete and deletecollection of
+//! any resource, over its [`Store`](crate::rest::Store), [`Strategy`](crate::rest::Strategy)
+//! and admission [`Chain`](crate::admission::Chain).
+//!
+//! Where it sits: below request decoding (the caller parsed the URL, query options and
+//! body) and above rendering ([`crate::render`]): a handler answers with the object (or list)
+//! and the HTTP code, warnings to send, or the Status error. Follows k8s.io/apiserver
+//! pkg/endpoints/handlers/{get,create,update,patch,delete}.go together with
+//! pkg/registry/generic/registry/store.go (`Create`, `Update`, `Delete`,
+//! `DeleteCollection`): dry-run goes down to the store, an update that changes nothing
+//! writes nothing, every write of an existing object runs in the one retry-on-conflict loop
+//! ([`crate::retry`]).
+
+mod create;
+mod delete;
+mod get;
+mod update;
+
+pub use create::create;
+pub use delete::{DELETE_COLLECTION_PAGE, delete, delete_collection};
+pub use get::{get, list};
+pub use update::{check_identity, patch, rv_required, update};
+
+use crdplane_core::ApiError;
+use serde_json::Value;
+
+/// The answer of a write: HTTP code, the object (or Status) to render, warnings to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub code: u16,
+    pub object: Value,
+    pub warnings: Vec<String>,
+}
+
+/// A string field of `metadata` ("" when absent).
+pub(crate) fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `Invalid` from field errors of `kind` (nothing when there are none).
+pub(crate) fn invalid(
+    s: &dyn crate::rest::Strategy,
+    name: &str,
+    errs: &[crdplane_core::field::FieldError],
+) -> Result<(), ApiError> {
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            s.kind(),
+            &s.group_resource().group,
+            name,
+            errs,
+        ))
+    }
+}

@@ -1,0 +1,249 @@
+//! PUT and PATCH of an existing object (handlers/update.go, handlers/patch.go, store.go
+//! `Update` inside `GuaranteedUpdate`).
+
+use super::{Written, invalid};
+use crate::admission::{Attributes, Chain, Operation};
+use crate::patch::not_an_object;
+use crate::rest::delete::no_new_finalizers;
+use crate::rest::meta::{object_rv, unchanged};
+use crate::rest::store::stored_rv;
+use crate::rest::{Store, Strategy};
+use crate::retry::{Failure, guaranteed_update, write_failed};
+use crdplane_core::field::FieldError;
+use crdplane_core::{ApiError, GroupResource, Reason};
+use serde_json::{Value, json};
+
+/// The 422 of an update without resourceVersion (generic registry store.go Update): the
+/// value is printed as Go prints a uint64 with %#v, and the "kind" is the resource.
+pub fn rv_required(gr: &GroupResource, name: &str) -> ApiError {
+    let e = FieldError::invalid(
+        "metadata.resourceVersion",
+        json!("\u{0}0x0"),
+        "must be specified for an update",
+    );
+    let mut err = ApiError::invalid(&gr.resource, &gr.group, name, &[e]);
+    let fix = |s: &str| s.replace("\"\\x000x0\"", "0x0");
+    err.message = fix(&err.message);
+    if let Some(d) = err.details.as_mut() {
+        for c in &mut d.causes {
+            c.message = fix(&c.message);
+        }
+    }
+    err
+}
+
+/// Name and namespace of a PUT/PATCH body must match the URL (upstream texts); a
+/// namespaced object without namespace gets the URL's.
+pub fn check_identity(
+    obj: &mut Value,
+    namespaced: bool,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object () does not match the name on the URL ({name})"
+        )));
+    };
+    let got = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    if got != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({got}) does not match the name on the URL ({name})"
+        )));
+    }
+    if namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() && ns != namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), Value::String(namespace.to_string()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// PUT: replaces the object. A missing object is 404 unless the strategy allows create on
+/// update (then it is created, 201); a resourceVersion is required unless the strategy
+/// allows unconditional updates, and must be the stored one; a lost swap re-reads and
+/// checks again.
+#[allow(clippy::too_many_arguments)]
+pub async fn update<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    mut obj: Value,
+    dry_run: bool,
+) -> Result<Written, ApiError> {
+    check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
+    let rv = object_rv(&obj)?;
+    let obj = &obj;
+    let w = guaranteed_update(|| async move {
+        let old = match store.get(namespace, name).await {
+            Err(e) if e.reason == Reason::NotFound && strategy.allow_create_on_update() => {
+                let w = super::create(store, strategy, admission, namespace, obj.clone(), dry_run)
+                    .await
+                    .map_err(|e| match e.reason {
+                        // Created meanwhile: read it again and update it.
+                        Reason::AlreadyExists => Failure::Lost(e),
+                        _ => Failure::Final(e),
+                    })?;
+                return Ok(w);
+            }
+            r => r?,
+        };
+        let old_rv = stored_rv(&old);
+        if rv == 0 && !strategy.allow_unconditional_update() {
+            return Err(Failure::Final(rv_required(strategy.group_resource(), name)));
+        }
+        if rv != 0 && rv != old_rv {
+            return Err(Failure::Final(ApiError::stale(
+                strategy.group_resource(),
+                name,
+            )));
+        }
+        write_existing(
+            store,
+            strategy,
+            admission,
+            subresource,
+            namespace,
+            name,
+            obj.clone(),
+            &old,
+            dry_run,
+        )
+        .await
+    })
+    .await?;
+    Ok(w)
+}
+
+/// PATCH: the strategy's patch mechanism applied to each fresh read of the object, then the
+/// same write as an update. A resourceVersion the patch sets is a precondition.
+#[allow(clippy::too_many_arguments)]
+pub async fn patch<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    mime: &str,
+    body: &[u8],
+    dry_run: bool,
+) -> Result<Written, ApiError> {
+    let mech = strategy.patch_mechanism();
+    if !mech.content_types().contains(&mime) {
+        return Err(mech.unsupported());
+    }
+    guaranteed_update(|| async move {
+        let old = store.get(namespace, name).await?;
+        let old_rv = stored_rv(&old);
+        let mut obj = mech.apply(mime, body, &old)?;
+        if !obj.is_object() {
+            return Err(Failure::Final(not_an_object(&obj)));
+        }
+        check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
+        // The patched object carries the stored resourceVersion unless the patch changed
+        // (or removed) it: then it is a precondition that fails.
+        if object_rv(&obj)? != old_rv {
+            return Err(Failure::Final(ApiError::stale(
+                strategy.group_resource(),
+                name,
+            )));
+        }
+        write_existing(
+            store,
+            strategy,
+            admission,
+            subresource,
+            namespace,
+            name,
+            obj,
+            &old,
+            dry_run,
+        )
+        .await
+    })
+    .await
+}
+
+/// One write of an existing object (update, patch, status): strategy, validation, admission,
+/// then a compare-and-swap on the stored resourceVersion. An update that leaves no
+/// finalizers on an object being deleted deletes it instead (store.go Update →
+/// `deleteWithoutFinalizers`); one that changes nothing writes nothing (etcd3 store.go
+/// `GuaranteedUpdate`) and answers with the stored object.
+#[allow(clippy::too_many_arguments)]
+async fn write_existing<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    mut obj: Value,
+    old: &Value,
+    dry_run: bool,
+) -> Result<Written, Failure> {
+    let old_rv = stored_rv(old);
+    strategy.prepare_for_update(&mut obj, old)?;
+    let mut errs = strategy.validate_update(&obj, old);
+    errs.extend(no_new_finalizers(&obj, old));
+    invalid(strategy, name, &errs)?;
+    let warnings = strategy.warnings_on_update(&obj, old);
+    admission
+        .admit(&mut Attributes {
+            operation: Operation::Update,
+            resource: strategy.group_resource(),
+            subresource,
+            namespace,
+            name,
+            object: Some(&mut obj),
+            old: Some(old),
+            dry_run,
+        })
+        .await?;
+    if strategy.should_delete_during_update(&obj, old) {
+        // store.go `deleteWithoutFinalizers`: the answer is the object as it was stored.
+        store.before_delete(&obj, dry_run).await?;
+        let object = store
+            .delete(namespace, name, old_rv, dry_run)
+            .await
+            .map_err(write_failed)?;
+        return Ok(Written {
+            code: 200,
+            object,
+            warnings,
+        });
+    }
+    // The stored bytes carry no resourceVersion (the versioner clears it before encoding),
+    // so an unconditional update that changes nothing is a no-op too.
+    if let Some(rv) = old.pointer("/metadata/resourceVersion")
+        && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".into(), rv.clone());
+    }
+    if unchanged(&obj, old) {
+        return Ok(Written {
+            code: 200,
+            object: old.clone(),
+            warnings,
+        });
+    }
+    let object = store
+        .update(obj, old_rv, dry_run)
+        .await
+        .map_err(write_failed)?;
+    Ok(Written {
+        code: 200,
+        object,
+        warnings,
+    })
+}

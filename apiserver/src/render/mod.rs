@@ -1,0 +1,3 @@
+//! Rendering of API responses: Table ([`table`]).
+
+pub mod table;

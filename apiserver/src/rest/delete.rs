@@ -1,0 +1,366 @@
+//! Deletion rules shared by every resource: DeleteOptions (decode and validate), the delete
+//! preconditions, finalizers and the garbage collector's orphan/foreground finalizers, and
+//! the "no new finalizers while deleting" rule of updates.
+//!
+//! Where it sits: the generic delete and deletecollection handlers ([`crate::handlers`]) and
+//! the update path (finalizer removal completes a pending deletion) call these pure
+//! functions. Follows k8s.io/apiserver pkg/registry/generic/registry/store.go (`Delete`,
+//! `deletionFinalizersForGarbageCollection`, `markAsDeleting`, `ShouldDeleteDuringUpdate`),
+//! pkg/registry/rest/delete.go (`BeforeDelete` preconditions), apimachinery
+//! pkg/apis/meta/v1/validation (`ValidateDeleteOptions`, `ValidateDryRun`) and
+//! pkg/api/validation/objectmeta.go (`ValidateNoNewFinalizers`).
+
+use crdplane_core::ApiError;
+use crdplane_core::field::FieldError;
+use serde_json::{Value, json};
+
+/// Standard finalizers the garbage collector handles (metav1.FinalizerOrphanDependents,
+/// metav1.FinalizerDeleteDependents).
+pub const FINALIZER_ORPHAN: &str = "orphan";
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+/// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    /// Accepted and validated; custom resources have no graceful deletion (upstream: no
+    /// `RESTGracefulDeleteStrategy`), so it changes nothing.
+    pub grace_period_seconds: Option<i64>,
+    pub orphan_dependents: Option<bool>,
+    pub propagation_policy: Option<String>,
+    pub dry_run: Vec<String>,
+}
+
+impl DeleteOptions {
+    /// `dryrun.IsDryRun`: any value (validation allows only "All").
+    pub fn is_dry_run(&self) -> bool {
+        !self.dry_run.is_empty()
+    }
+}
+
+fn cannot_unmarshal(v: &Value, field: &str, go_type: &str) -> ApiError {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    ApiError::bad_request(format!(
+        "json: cannot unmarshal {kind} into Go struct field DeleteOptions.{field} of type {go_type}"
+    ))
+}
+
+/// Decodes a DeleteOptions body (JSON or YAML object; `kind`/`apiVersion` as clients send
+/// them: `DeleteOptions` in `v1` or `meta.k8s.io/v1`).
+pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
+    let Some(m) = v.as_object() else {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
+    };
+    if let Some(k) = m.get("kind").and_then(Value::as_str)
+        && !k.is_empty()
+        && k != "DeleteOptions"
+    {
+        return Err(ApiError::bad_request(
+            "decoded object cannot be converted to DeleteOptions",
+        ));
+    }
+    let opt_str = |v: Option<&Value>, field: &str| -> Result<Option<String>, ApiError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(o) => Err(cannot_unmarshal(o, field, "string")),
+        }
+    };
+    let mut o = DeleteOptions::default();
+    match m.get("preconditions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(p)) => {
+            o.precondition_uid = opt_str(p.get("uid"), "preconditions.uid")?;
+            o.precondition_rv = opt_str(p.get("resourceVersion"), "preconditions.resourceVersion")?;
+        }
+        Some(other) => return Err(cannot_unmarshal(other, "preconditions", "v1.Preconditions")),
+    }
+    o.grace_period_seconds = match m.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.is_i64() => n.as_i64(),
+        Some(other) => return Err(cannot_unmarshal(other, "gracePeriodSeconds", "int64")),
+    };
+    o.orphan_dependents = match m.get("orphanDependents") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(other) => return Err(cannot_unmarshal(other, "orphanDependents", "bool")),
+    };
+    o.propagation_policy = opt_str(m.get("propagationPolicy"), "propagationPolicy")?;
+    o.dry_run = match m.get("dryRun") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(cannot_unmarshal(other, "dryRun", "string")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(cannot_unmarshal(other, "dryRun", "[]string")),
+    };
+    Ok(o)
+}
+
+/// apimachinery `ValidateDeleteOptions` (meta/v1/validation): the 422 of
+/// `DeleteOptions.meta.k8s.io "" is invalid: …`.
+pub fn validate_delete_options(o: &DeleteOptions) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if o.orphan_dependents.is_some()
+        && let Some(p) = &o.propagation_policy
+    {
+        errs.push(FieldError::invalid(
+            "propagationPolicy",
+            Value::String(p.clone()),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if let Some(p) = &o.propagation_policy
+        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        errs.push(FieldError::not_supported(
+            "propagationPolicy",
+            Value::String(p.clone()),
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
+    }
+    if o.dry_run.iter().any(|d| d != "All") {
+        errs.push(dry_run_not_supported(&o.dry_run));
+    }
+    errs
+}
+
+/// apimachinery `ValidateDryRun`'s error: the bad value is the whole `[]string`, printed
+/// with `%#v`.
+pub fn dry_run_not_supported(values: &[String]) -> FieldError {
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|d| crdplane_core::field::go_quote(d))
+        .collect();
+    FieldError::new(
+        crdplane_core::field::FieldErrorType::NotSupported,
+        "dryRun",
+        None,
+        format!(
+            "[]string{{{}}}: supported values: \"All\"",
+            quoted.join(", ")
+        ),
+    )
+}
+
+/// `BeforeDelete`'s precondition checks (rest/delete.go): 409 naming the object's kind.
+pub fn check_delete_preconditions(
+    obj: &Value,
+    o: &DeleteOptions,
+    kind: &str,
+    group: &str,
+) -> Result<(), ApiError> {
+    let meta = |k: &str| {
+        obj.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let name = meta("name");
+    let gk = crdplane_core::GroupResource::new(group, kind);
+    if let Some(uid) = &o.precondition_uid
+        && *uid != meta("uid")
+    {
+        return Err(ApiError::conflict(
+            &gk,
+            &name,
+            &format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                meta("uid")
+            ),
+        ));
+    }
+    if let Some(rv) = &o.precondition_rv
+        && *rv != meta("resourceVersion")
+    {
+        return Err(ApiError::conflict(
+            &gk,
+            &name,
+            &format!(
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                meta("resourceVersion")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn has_deletion_timestamp(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// store.go `deletionFinalizersForGarbageCollection` (garbage collection enabled, no default
+/// policy for custom resources): whether the finalizer list changes, and the new list.
+/// Orphan (or `orphanDependents: true`) adds `orphan`, Foreground adds `foregroundDeletion`,
+/// Background removes both; without options the existing GC finalizer stands.
+pub fn gc_finalizers(
+    existing: &[String],
+    orphan_dependents: Option<bool>,
+    propagation: Option<&str>,
+) -> (bool, Vec<String>) {
+    let from_finalizers = |orphan: bool| {
+        existing.iter().find_map(|f| match f.as_str() {
+            FINALIZER_ORPHAN => Some(orphan),
+            FINALIZER_FOREGROUND => Some(!orphan),
+            _ => None,
+        })
+    };
+    let should_orphan = match (orphan_dependents, propagation) {
+        (Some(b), _) => b,
+        (None, Some("Orphan")) => true,
+        (None, Some("Background" | "Foreground")) => false,
+        _ => from_finalizers(true).unwrap_or(false),
+    };
+    let should_foreground = match (orphan_dependents, propagation) {
+        (Some(_), _) => false,
+        (None, Some("Foreground")) => true,
+        (None, Some("Background" | "Orphan")) => false,
+        _ => from_finalizers(false).unwrap_or(false),
+    };
+    let mut out: Vec<String> = existing
+        .iter()
+        .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
+        .cloned()
+        .collect();
+    if should_orphan {
+        out.push(FINALIZER_ORPHAN.into());
+    }
+    if should_foreground {
+        out.push(FINALIZER_FOREGROUND.into());
+    }
+    let set = |v: &[String]| {
+        v.iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    if set(existing) == set(&out) {
+        (false, existing.to_vec())
+    } else {
+        (true, out)
+    }
+}
+
+/// store.go `markAsDeleting`: deletionTimestamp = now (unless an earlier one is set),
+/// deletionGracePeriodSeconds = 0, generation + 1 on the first mark.
+pub fn mark_as_deleting(obj: &mut Value, now: &str) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let existing = meta
+        .get("deletionTimestamp")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if existing.is_none()
+        && let Some(g) = meta.get("generation").and_then(Value::as_i64)
+        && g > 0
+    {
+        meta.insert("generation".into(), json!(g + 1));
+    }
+    // RFC 3339 UTC timestamps of one format compare as strings.
+    if existing.as_deref().is_none_or(|t| t > now) {
+        meta.insert("deletionTimestamp".into(), Value::String(now.to_string()));
+    }
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+}
+
+/// What a DELETE does to a stored custom resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeletionPlan {
+    /// Remove it now.
+    Delete,
+    /// Finalizers are pending: store this (marked as deleting, GC finalizers applied).
+    Update(Value),
+    /// Already marked and nothing changes: no write, answer with the object.
+    Unchanged,
+}
+
+/// store.go `Delete` → `updateForGracefulDeletionAndFinalizers` for a resource without
+/// graceful deletion: with finalizers (after the GC finalizers of the options) the object is
+/// marked as deleting and kept, else it is deleted.
+pub fn plan_deletion(
+    obj: &Value,
+    orphan_dependents: Option<bool>,
+    propagation: Option<&str>,
+    now: &str,
+) -> DeletionPlan {
+    let existing = finalizers(obj);
+    let (update_finalizers, new_finalizers) =
+        gc_finalizers(&existing, orphan_dependents, propagation);
+    if existing.is_empty() && !update_finalizers {
+        return DeletionPlan::Delete;
+    }
+    if new_finalizers.is_empty() {
+        return DeletionPlan::Delete;
+    }
+    let mut out = obj.clone();
+    if update_finalizers && let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("finalizers".into(), json!(new_finalizers));
+    }
+    mark_as_deleting(&mut out, now);
+    if out == *obj {
+        DeletionPlan::Unchanged
+    } else {
+        DeletionPlan::Update(out)
+    }
+}
+
+/// store.go `ShouldDeleteDuringUpdate`: the update removed the last finalizer of an object
+/// whose deletion was requested (grace period 0 or unset).
+pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {
+    finalizers(new).is_empty()
+        && has_deletion_timestamp(old)
+        && old
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .is_none_or(|g| g.is_null() || g.as_i64() == Some(0))
+}
+
+/// objectmeta.go `ValidateNoNewFinalizers`, applied by `ValidateObjectMetaUpdate` while the
+/// stored object has a deletionTimestamp.
+pub fn no_new_finalizers(new: &Value, old: &Value) -> Vec<FieldError> {
+    if !has_deletion_timestamp(old) {
+        return vec![];
+    }
+    let old_f = finalizers(old);
+    let extra: std::collections::BTreeSet<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !old_f.contains(f))
+        .collect();
+    if extra.is_empty() {
+        return vec![];
+    }
+    let quoted: Vec<String> = extra
+        .iter()
+        .map(|f| crdplane_core::field::go_quote(f))
+        .collect();
+    vec![FieldError::forbidden(
+        "metadata.finalizers",
+        format!(
+            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+            quoted.join(", ")
+        ),
+    )]
+}

@@ -1,0 +1,110 @@
+//! `trait Store`: the storage a resource family's objects live in, as the generic handlers
+//! see it — objects (`serde_json::Value`, with `metadata.resourceVersion` set) in and out,
+//! compare-and-swap writes on the resourceVersion, errors as Kubernetes Status
+//! ([`ApiError`]).
+//!
+//! Where it sits: below the generic handlers ([`crate::handlers`]), which run the strategy,
+//! admission, the retry-on-conflict loop and dry-run around these calls. The gateway
+//! implements it over the storage gRPC service; [`crate::testkit::MemStore`] implements it
+//! in memory. Follows k8s.io/apiserver pkg/storage/interfaces.go (`storage.Interface`: Get,
+//! GetList, Create, GuaranteedUpdate's conditional write, Delete with preconditions).
+
+use crdplane_core::ApiError;
+use serde_json::Value;
+use std::future::Future;
+
+/// Options of one list, as the request carried them (already validated).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// Label selector text ("" selects everything).
+    pub label_selector: String,
+    /// Field selector text ("" selects everything).
+    pub field_selector: String,
+    /// Page size (0: no limit).
+    pub limit: u32,
+    /// Continue token of the previous page ("" for the first page).
+    pub continue_token: String,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListResult {
+    /// The matching objects, in key order.
+    pub items: Vec<Value>,
+    /// The list's resourceVersion.
+    pub resource_version: u64,
+    /// Token for the next page ("" when this is the last one).
+    pub continue_token: String,
+    /// Objects left after this page, when the store knows.
+    pub remaining: Option<u64>,
+}
+
+/// Where the objects of one resource live. `namespace` is "" for cluster-scoped resources.
+///
+/// Errors are the Status the client sees: NotFound / AlreadyExists built by the store for
+/// its resource, and Conflict when a conditional write lost its compare-and-swap (the
+/// generic handlers re-read and re-apply then, see [`crate::retry`]).
+pub trait Store: Send + Sync {
+    /// The stored object (404 when absent).
+    fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Value, ApiError>> + Send;
+
+    /// One page of the objects of `namespace` ("" for all namespaces).
+    fn list(
+        &self,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> impl Future<Output = Result<ListResult, ApiError>> + Send;
+
+    /// Stores a new object (409 AlreadyExists when the name is taken) and returns it as
+    /// stored, resourceVersion set. With `dry_run` every check runs but nothing is written
+    /// (upstream's `DryRunnableStorage`).
+    fn create(
+        &self,
+        obj: Value,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<Value, ApiError>> + Send;
+
+    /// Replaces the object iff its stored resourceVersion is still `expected_rv` (else a
+    /// Conflict); returns it as stored.
+    fn update(
+        &self,
+        obj: Value,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<Value, ApiError>> + Send;
+
+    /// Runs before a deletion write of the object `obj` (its last state): its removal, by a
+    /// DELETE or by the update that removes its last finalizer, or its marking as deleting
+    /// (store.go's deletion hooks). The gateway records the garbage collector's work item
+    /// there. Nothing by default.
+    fn before_delete(
+        &self,
+        obj: &Value,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let _ = (obj, dry_run);
+        async { Ok(()) }
+    }
+
+    /// Removes the object iff its stored resourceVersion is still `expected_rv` (else a
+    /// Conflict); returns the last state.
+    fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<Value, ApiError>> + Send;
+}
+
+/// The resourceVersion of a stored object (0 when missing or unparsable).
+pub fn stored_rv(obj: &Value) -> u64 {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}

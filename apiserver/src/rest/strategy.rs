@@ -1,0 +1,148 @@
+//! `trait Strategy`: what a resource family's server-side rules are — the fields the server
+//! sets on create, keeps on update, how objects are validated and which warnings they get —
+//! and [`StatusStrategy`], the `/status` variant that wraps a main strategy.
+//!
+//! Where it sits: the generic create/update/patch/delete handlers ([`crate::handlers`]) call
+//! it between decoding the body and admission; the metadata rules every resource shares are
+//! the defaults (from [`crate::rest::meta`]). Follows k8s.io/apiserver pkg/registry/rest
+//! create.go (`RESTCreateStrategy`, `BeforeCreate`), update.go (`RESTUpdateStrategy`,
+//! `BeforeUpdate`), delete.go, and apiextensions-apiserver pkg/registry/customresource
+//! strategy.go / status_strategy.go.
+
+use crate::patch::PatchMechanism;
+use crate::rest::meta::{self, CreateParams};
+use crdplane_core::field::FieldError;
+use crdplane_core::{ApiError, GroupResource};
+use serde_json::Value;
+
+/// The server-side rules of one resource (one served version of it).
+pub trait Strategy: Send + Sync {
+    /// Group and plural resource name (errors name it: `crontabs.stable.example.com "x"`).
+    fn group_resource(&self) -> &GroupResource;
+    /// The kind (`Invalid` errors name it: `CronTab.stable.example.com "x" is invalid`).
+    fn kind(&self) -> &str;
+    /// Whether objects live in namespaces.
+    fn namespaced(&self) -> bool;
+    /// Whether the resource has a `/status` subresource: then the main endpoint neither sets
+    /// nor changes `.status`.
+    fn has_status_subresource(&self) -> bool {
+        false
+    }
+    /// `AllowCreateOnUpdate`: a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+    /// `AllowUnconditionalUpdate`: a PUT without resourceVersion overwrites (else 422).
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+    /// store.go `ReturnDeletedObject`: an immediate delete answers with the object instead
+    /// of a Success Status.
+    fn return_deleted_object(&self) -> bool {
+        false
+    }
+    /// The PATCH formats of this resource.
+    fn patch_mechanism(&self) -> &dyn PatchMechanism;
+
+    /// `BeforeCreate` + `PrepareForCreate`: system fields, namespace, generateName, status.
+    fn prepare_for_create(&self, obj: &mut Value, namespace: &str) -> Result<(), ApiError> {
+        meta::prepare_for_create(
+            obj,
+            &CreateParams {
+                namespace,
+                namespaced: self.namespaced(),
+                uid: uuid::Uuid::new_v4().to_string(),
+                now: crdplane_core::names::now_timestamp(),
+                drop_status: self.has_status_subresource(),
+            },
+        )
+    }
+    /// `BeforeUpdate` + `PrepareForUpdate`: identity kept from `old`, generation bookkeeping.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+        meta::prepare_for_update(new, old, self.has_status_subresource())
+    }
+    /// `Validate` of a new object.
+    fn validate(&self, obj: &Value) -> Vec<FieldError>;
+    /// `ValidateUpdate`; the shared finalizer rule of objects being deleted is always added
+    /// by the handlers.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError>;
+    /// store.go `ShouldDeleteDuringUpdate`: whether the update `new` of `old` completes a
+    /// pending deletion (the last finalizer removed), so the object is removed instead.
+    fn should_delete_during_update(&self, new: &Value, old: &Value) -> bool {
+        crate::rest::delete::should_delete_during_update(new, old)
+    }
+    /// `WarningsOnCreate`.
+    fn warnings_on_create(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
+    /// `WarningsOnUpdate`.
+    fn warnings_on_update(&self, _new: &Value, _old: &Value) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The `/status` subresource of a resource: only `.status` changes (status_strategy.go
+/// `PrepareForUpdate` copies the old object and sets the new status; the request's
+/// resourceVersion stays, as the precondition it was checked against). Creates and
+/// deletes do not exist on `/status`.
+pub struct StatusStrategy<S>(pub S);
+
+impl<S: Strategy> Strategy for StatusStrategy<S> {
+    fn group_resource(&self) -> &GroupResource {
+        self.0.group_resource()
+    }
+    fn kind(&self) -> &str {
+        self.0.kind()
+    }
+    fn namespaced(&self) -> bool {
+        self.0.namespaced()
+    }
+    fn has_status_subresource(&self) -> bool {
+        true
+    }
+    fn allow_unconditional_update(&self) -> bool {
+        self.0.allow_unconditional_update()
+    }
+    fn patch_mechanism(&self) -> &dyn PatchMechanism {
+        self.0.patch_mechanism()
+    }
+    fn prepare_for_create(&self, _obj: &mut Value, _namespace: &str) -> Result<(), ApiError> {
+        Err(ApiError::method_not_supported(
+            self.group_resource(),
+            "create",
+        ))
+    }
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+        *new = status_only(new, old);
+        Ok(())
+    }
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        self.0.validate(obj)
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.0.validate_update(new, old)
+    }
+    fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
+        self.0.warnings_on_update(new, old)
+    }
+    fn should_delete_during_update(&self, new: &Value, old: &Value) -> bool {
+        self.0.should_delete_during_update(new, old)
+    }
+}
+
+/// `old` with the status of `new` (none when `new` has none) and `new`'s resourceVersion.
+pub fn status_only(new: &Value, old: &Value) -> Value {
+    let mut out = old.clone();
+    if let Some(m) = out.as_object_mut() {
+        match new.get("status") {
+            Some(s) => m.insert("status".into(), s.clone()),
+            None => m.remove("status"),
+        };
+        if let Some(rv) = new.pointer("/metadata/resourceVersion")
+            && let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("resourceVersion".into(), rv.clone());
+        }
+    }
+    out
+}

@@ -1,0 +1,624 @@
+//! The generic handlers, in process, against the in-memory store: create, get, update
+//! (preconditions, conflicts, no-op), the patch types, /status, delete with finalizers and
+//! preconditions, deletecollection, dry-run and the NamespaceLifecycle admission plugin.
+
+use crdplane_apiserver::admission::{Chain, NamespaceLifecycle};
+use crdplane_apiserver::handlers::{self, Written};
+use crdplane_apiserver::patch::{BuiltinPatch, CustomResourcePatch, PatchMechanism};
+use crdplane_apiserver::rest::delete::DeleteOptions;
+use crdplane_apiserver::rest::{ListOptions, StatusStrategy, Store, Strategy};
+use crdplane_apiserver::testkit::MemStore;
+use crdplane_core::field::FieldError;
+use crdplane_core::{ApiError, GroupResource};
+use serde_json::{Value, json};
+
+/// A namespaced custom resource with a /status subresource; `spec.size` must be >= 0.
+struct Widgets {
+    gr: GroupResource,
+    patch: CustomResourcePatch,
+}
+
+fn widgets() -> Widgets {
+    Widgets {
+        gr: GroupResource::new("example.com", "widgets"),
+        patch: CustomResourcePatch,
+    }
+}
+
+impl Strategy for Widgets {
+    fn group_resource(&self) -> &GroupResource {
+        &self.gr
+    }
+    fn kind(&self) -> &str {
+        "Widget"
+    }
+    fn namespaced(&self) -> bool {
+        true
+    }
+    fn has_status_subresource(&self) -> bool {
+        true
+    }
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+    fn patch_mechanism(&self) -> &dyn PatchMechanism {
+        &self.patch
+    }
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        match obj.pointer("/spec/size").and_then(Value::as_i64) {
+            Some(n) if n < 0 => vec![FieldError::invalid(
+                "spec.size",
+                json!(n),
+                "must be greater than or equal to 0",
+            )],
+            _ => vec![],
+        }
+    }
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
+    }
+    fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
+        if obj.pointer("/spec/legacy").is_some() {
+            vec!["spec.legacy is deprecated".into()]
+        } else {
+            vec![]
+        }
+    }
+}
+
+/// Cluster-scoped namespaces with strategic merge patch, unconditional updates and the
+/// deleted object returned (as the core namespace strategy).
+struct Namespaces {
+    gr: GroupResource,
+    patch: BuiltinPatch,
+}
+
+fn namespaces() -> Namespaces {
+    Namespaces {
+        gr: GroupResource::new("", "namespaces"),
+        patch: BuiltinPatch(crdplane_apiserver::strategic::NAMESPACE),
+    }
+}
+
+impl Strategy for Namespaces {
+    fn group_resource(&self) -> &GroupResource {
+        &self.gr
+    }
+    fn kind(&self) -> &str {
+        "Namespace"
+    }
+    fn namespaced(&self) -> bool {
+        false
+    }
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+    fn patch_mechanism(&self) -> &dyn PatchMechanism {
+        &self.patch
+    }
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        vec![]
+    }
+    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        vec![]
+    }
+}
+
+fn store() -> MemStore {
+    MemStore::new(GroupResource::new("example.com", "widgets"))
+}
+
+fn widget(name: &str, size: i64) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": name}, "spec": {"size": size}})
+}
+
+async fn create(s: &MemStore, obj: Value) -> Result<Written, ApiError> {
+    handlers::create(s, &widgets(), &Chain::none(), "team", obj, false).await
+}
+
+fn rv(v: &Value) -> &str {
+    v["metadata"]["resourceVersion"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn create_sets_system_fields_and_refuses_duplicates_and_invalid_objects() {
+    let s = store();
+    let mut obj = widget("a", 1);
+    obj["status"] = json!({"ready": true});
+    obj["spec"]["legacy"] = json!(true);
+    let w = create(&s, obj).await.unwrap();
+    assert_eq!(w.code, 201);
+    assert_eq!(w.warnings, ["spec.legacy is deprecated"]);
+    let m = &w.object["metadata"];
+    assert_eq!(
+        (m["namespace"].as_str(), m["generation"].as_i64()),
+        (Some("team"), Some(1))
+    );
+    assert!(m["uid"].as_str().is_some_and(|u| u.len() == 36));
+    assert!(m["creationTimestamp"].is_string());
+    assert!(
+        w.object.get("status").is_none(),
+        "status is dropped on create"
+    );
+    assert_eq!(rv(&w.object), "1");
+    assert_eq!(handlers::get(&s, "team", "a").await.unwrap(), w.object);
+
+    let cases: &[(Value, u16, &str)] = &[
+        (
+            widget("a", 1),
+            409,
+            r#"widgets.example.com "a" already exists"#,
+        ),
+        (
+            widget("b", -1),
+            422,
+            r#"Widget.example.com "b" is invalid: spec.size: Invalid value: -1: must be greater than or equal to 0"#,
+        ),
+        (
+            json!({"metadata": {}}),
+            422,
+            r#"Widget.example.com "" is invalid: metadata.name: Required value: name or generateName is required"#,
+        ),
+        (
+            json!({"metadata": {"name": "c", "namespace": "other"}}),
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ),
+        (
+            json!({"metadata": {"name": "d", "resourceVersion": "5"}}),
+            500,
+            "resourceVersion should not be set on objects to be created",
+        ),
+    ];
+    for (obj, code, msg) in cases {
+        let e = create(&s, obj.clone()).await.unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (*code, *msg), "{obj}");
+    }
+    assert_eq!(s.len(), 1);
+
+    let w = create(&s, json!({"metadata": {"generateName": "gen-"}}))
+        .await
+        .unwrap();
+    let name = w.object["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+
+    // Dry run: checked, not stored.
+    let w = handlers::create(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "team",
+        widget("dry", 1),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.code, 201);
+    assert_eq!(
+        handlers::get(&s, "team", "dry").await.unwrap_err().code,
+        404
+    );
+    assert_eq!(
+        handlers::get(&s, "team", "dry").await.unwrap_err().message,
+        r#"widgets.example.com "dry" not found"#
+    );
+}
+
+#[tokio::test]
+async fn update_preconditions_conflicts_and_no_op() {
+    let s = store();
+    let created = create(&s, widget("a", 1)).await.unwrap().object;
+    let upd = |obj: Value| async {
+        handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", obj, false).await
+    };
+    // No resourceVersion: required by a strategy without unconditional updates.
+    let e = upd(widget("a", 2)).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            422,
+            r#"widgets.example.com "a" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"#
+        )
+    );
+    // A stale resourceVersion.
+    let mut stale = widget("a", 2);
+    stale["metadata"]["resourceVersion"] = json!("99");
+    let e = upd(stale).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            409,
+            r#"Operation cannot be fulfilled on widgets.example.com "a": the object has been modified; please apply your changes to the latest version and try again"#
+        )
+    );
+    // Name mismatch.
+    let e = upd(widget("b", 2)).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "the name of the object (b) does not match the name on the URL (a)"
+    );
+    // A real change: new resourceVersion, generation + 1, identity kept.
+    let mut next = created.clone();
+    next["spec"]["size"] = json!(2);
+    next["metadata"]["uid"] = json!("forged");
+    let w = upd(next).await.unwrap();
+    assert_eq!(w.code, 200);
+    assert_eq!(rv(&w.object), "2");
+    assert_eq!(w.object["metadata"]["generation"], 2);
+    assert_eq!(w.object["metadata"]["uid"], created["metadata"]["uid"]);
+    // Nothing changed: no write, the stored object answers.
+    let before = s.revision();
+    let same = upd(w.object.clone()).await.unwrap();
+    assert_eq!(same.object, w.object);
+    assert_eq!(s.revision(), before);
+    // Status is not changed through the main resource.
+    let mut with_status = w.object.clone();
+    with_status["status"] = json!({"ready": true});
+    let r = upd(with_status).await.unwrap();
+    assert!(r.object.get("status").is_none());
+    assert_eq!(s.revision(), before);
+    // Invalid update: 422 naming the kind.
+    let mut bad = w.object.clone();
+    bad["spec"]["size"] = json!(-5);
+    assert_eq!(upd(bad).await.unwrap_err().code, 422);
+}
+
+#[tokio::test]
+async fn writes_that_lose_races_are_reapplied_to_the_fresh_object() {
+    let s = store();
+    create(&s, widget("a", 1)).await.unwrap();
+    // Three lost swaps in a row (another writer each time): the patch is re-applied.
+    *s.lose_next_writes.lock().unwrap() = 3;
+    let w = handlers::patch(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "",
+        "team",
+        "a",
+        "application/merge-patch+json",
+        br#"{"spec":{"size":7}}"#,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["spec"]["size"], 7);
+    assert_eq!(rv(&w.object), "5");
+    // An update's own precondition is final after the race: the stored rv moved on.
+    let mut stale = w.object.clone();
+    stale["spec"]["size"] = json!(8);
+    *s.lose_next_writes.lock().unwrap() = 1;
+    let e = handlers::update(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "",
+        "team",
+        "a",
+        stale,
+        false,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 409);
+}
+
+#[tokio::test]
+async fn patch_types() {
+    let s = store();
+    create(&s, widget("a", 1)).await.unwrap();
+    let patch = |mime: &'static str, body: &'static str| {
+        let s = &s;
+        async move {
+            handlers::patch(
+                s,
+                &widgets(),
+                &Chain::none(),
+                "",
+                "team",
+                "a",
+                mime,
+                body.as_bytes(),
+                false,
+            )
+            .await
+        }
+    };
+    let w = patch(
+        "application/json-patch+json",
+        r#"[{"op":"replace","path":"/spec/size","value":3}]"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["spec"]["size"], 3);
+    let w = patch(
+        "application/merge-patch+json",
+        r#"{"spec":{"color":"red"}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["spec"], json!({"size": 3, "color": "red"}));
+    // No-op patch: nothing written.
+    let before = s.revision();
+    patch(
+        "application/merge-patch+json",
+        r#"{"spec":{"color":"red"}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.revision(), before);
+    // A resourceVersion in the patch is a precondition.
+    let e = patch(
+        "application/merge-patch+json",
+        r#"{"metadata":{"resourceVersion":"1"}}"#,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 409);
+    let cases: &[(&str, &str, u16, &str)] = &[
+        (
+            "application/strategic-merge-patch+json",
+            "{}",
+            415,
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+        ),
+        (
+            "application/merge-patch+json",
+            "5",
+            400,
+            "Invalid JSON Patch",
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"test","path":"/spec/size","value":9}]"#,
+            422,
+            "the server rejected our request due to an error in our request",
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"","value":[1]}]"#,
+            422,
+            "",
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"name":"b"}}"#,
+            400,
+            "the name of the object (b) does not match the name on the URL (a)",
+        ),
+    ];
+    for (mime, body, code, msg) in cases {
+        let e = patch(mime, body).await.unwrap_err();
+        assert_eq!(e.code, *code, "{mime} {body}: {}", e.message);
+        if !msg.is_empty() {
+            assert_eq!(e.message, *msg);
+        }
+    }
+    // Strategic merge patch for a built-in type.
+    let ns = MemStore::new(GroupResource::new("", "namespaces"));
+    ns.create(
+        json!({"metadata": {"name": "team", "labels": {"a": "1"}}}),
+        false,
+    )
+    .await
+    .unwrap();
+    let w = handlers::patch(
+        &ns,
+        &namespaces(),
+        &Chain::none(),
+        "",
+        "",
+        "team",
+        "application/strategic-merge-patch+json",
+        br#"{"metadata":{"labels":{"b":"2"}}}"#,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+}
+
+#[tokio::test]
+async fn status_subresource_changes_only_status() {
+    let s = store();
+    let created = create(&s, widget("a", 1)).await.unwrap().object;
+    let mut obj = created.clone();
+    obj["spec"]["size"] = json!(100);
+    obj["metadata"]["labels"] = json!({"x": "y"});
+    obj["status"] = json!({"ready": true});
+    let w = handlers::update(
+        &s,
+        &StatusStrategy(widgets()),
+        &Chain::none(),
+        "status",
+        "team",
+        "a",
+        obj,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["status"], json!({"ready": true}));
+    assert_eq!(w.object["spec"]["size"], 1);
+    assert!(w.object["metadata"].get("labels").is_none());
+    assert_eq!(w.object["metadata"]["generation"], 1);
+}
+
+#[tokio::test]
+async fn delete_with_finalizers_preconditions_and_returned_objects() {
+    let s = store();
+    let mut obj = widget("a", 1);
+    obj["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    let created = create(&s, obj).await.unwrap().object;
+    let del = |o: DeleteOptions| {
+        let s = &s;
+        async move { handlers::delete(s, &widgets(), &Chain::none(), "team", "a", &o).await }
+    };
+    // Preconditions.
+    let e = del(DeleteOptions {
+        precondition_uid: Some("other".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message
+            .contains("the UID in the precondition (other) does not match"),
+        "{}",
+        e.message
+    );
+    // Finalizers pending: marked, kept, 200 (202 with orphanDependents=false).
+    let w = del(DeleteOptions::default()).await.unwrap();
+    assert_eq!(w.code, 200);
+    assert!(w.object["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(w.object["metadata"]["generation"], 2);
+    assert_eq!(s.len(), 1);
+    let w = del(DeleteOptions {
+        orphan_dependents: Some(false),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(w.code, 202);
+    // No new finalizers while deleting.
+    let mut more = w.object.clone();
+    more["metadata"]["finalizers"] = json!(["example.com/keep", "example.com/new"]);
+    let e = handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", more, false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("no new finalizers can be added"),
+        "{}",
+        e.message
+    );
+    // Removing the last finalizer completes the deletion.
+    let mut done = w.object.clone();
+    done["metadata"]["finalizers"] = json!([]);
+    handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", done, false)
+        .await
+        .unwrap();
+    assert!(s.is_empty());
+    // Without finalizers: deleted now, the Success Status names it.
+    let c = create(&s, widget("a", 1)).await.unwrap().object;
+    let w = del(DeleteOptions::default()).await.unwrap();
+    assert_eq!(
+        w.object,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": "a", "group": "example.com", "kind": "widgets",
+                "uid": c["metadata"]["uid"]}})
+    );
+    assert_ne!(c["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_eq!(del(DeleteOptions::default()).await.unwrap_err().code, 404);
+    // Dry run deletes nothing; a strategy that returns deleted objects answers with it.
+    let ns = MemStore::new(GroupResource::new("", "namespaces"));
+    ns.create(json!({"metadata": {"name": "team"}}), false)
+        .await
+        .unwrap();
+    let dry = DeleteOptions {
+        dry_run: vec!["All".into()],
+        ..Default::default()
+    };
+    let w = handlers::delete(&ns, &namespaces(), &Chain::none(), "", "team", &dry)
+        .await
+        .unwrap();
+    assert_eq!(w.object["metadata"]["name"], "team");
+    assert_eq!(ns.len(), 1);
+    handlers::delete(
+        &ns,
+        &namespaces(),
+        &Chain::none(),
+        "",
+        "team",
+        &DeleteOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(ns.is_empty());
+}
+
+#[tokio::test]
+async fn list_and_delete_collection_with_selectors() {
+    let s = store();
+    for (n, tier) in [("a", "web"), ("b", "db"), ("c", "web")] {
+        let mut o = widget(n, 1);
+        o["metadata"]["labels"] = json!({"tier": tier});
+        create(&s, o).await.unwrap();
+    }
+    let opts = ListOptions {
+        label_selector: "tier=web".into(),
+        limit: 1,
+        ..Default::default()
+    };
+    let page = handlers::list(&s, "team", &opts).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.continue_token, "team/a");
+    let rest = handlers::list(
+        &s,
+        "team",
+        &ListOptions {
+            continue_token: page.continue_token.clone(),
+            ..opts.clone()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(rest.items[0]["metadata"]["name"], "c");
+    let gone = handlers::delete_collection(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "team",
+        &ListOptions {
+            label_selector: "tier=web".into(),
+            ..Default::default()
+        },
+        &DeleteOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(gone.items.len(), 2);
+    let left = handlers::list(&s, "", &ListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(left.items.len(), 1);
+    assert_eq!(left.items[0]["metadata"]["name"], "b");
+}
+
+#[tokio::test]
+async fn namespace_lifecycle_admission() {
+    let ns = MemStore::new(GroupResource::new("", "namespaces"));
+    ns.create(json!({"metadata": {"name": "team"}}), false)
+        .await
+        .unwrap();
+    ns.create(
+        json!({"metadata": {"name": "old"}, "status": {"phase": "Terminating"}}),
+        false,
+    )
+    .await
+    .unwrap();
+    let chain = Chain(vec![Box::new(NamespaceLifecycle(ns))]);
+    let s = store();
+    let w = handlers::create(&s, &widgets(), &chain, "team", widget("a", 1), false).await;
+    assert_eq!(w.unwrap().code, 201);
+    let e = handlers::create(&s, &widgets(), &chain, "missing", widget("a", 1), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, r#"namespaces "missing" not found"#)
+    );
+    let e = handlers::create(&s, &widgets(), &chain, "old", widget("a", 1), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            r#"widgets.example.com "a" is forbidden: unable to create new content in namespace old because it is being terminated"#
+        )
+    );
+    assert_eq!(s.len(), 1);
+}

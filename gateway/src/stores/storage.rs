@@ -1,0 +1,157 @@
+//! [`StorageStore`]: the storage gRPC service as a `crdplane_apiserver::rest::Store` for one
+//! resource of one tenant. Objects cross as JSON with the resourceVersion slot split out
+//! (`rvslot`), conditional writes carry the expected resourceVersion, and the service's
+//! Status errors come back as they are.
+//!
+//! Where it sits: under the generic handlers for the families ported to them (namespaces'
+//! update, patch, /status and /finalize); the removal of an object records the garbage
+//! collector's work item first ([`crate::gc::record`]), as the hand-written paths do.
+
+use crate::api::Channel;
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
+use crdplane_core::{ApiError, GroupResource, rvslot};
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::storage_client::StorageClient;
+use serde_json::Value;
+
+/// One resource of one tenant in the storage service.
+pub struct StorageStore<'a> {
+    pub storage: &'a StorageClient<Channel>,
+    pub tenant: &'a str,
+    pub gr: GroupResource,
+}
+
+impl StorageStore<'_> {
+    fn key(&self, namespace: &str, name: &str) -> pb::ObjectKey {
+        pb::ObjectKey {
+            resource: Some(pb::ResourceRef {
+                tenant: self.tenant.into(),
+                group: self.gr.group.clone(),
+                resource: self.gr.resource.clone(),
+            }),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    fn key_of(&self, obj: &Value) -> pb::ObjectKey {
+        let m = |k: &str| {
+            obj.pointer(&format!("/metadata/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        self.key(m("namespace"), m("name"))
+    }
+}
+
+fn write(obj: &Value) -> Result<pb::ObjectWrite, ApiError> {
+    let (head, tail) = rvslot::split(obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(pb::ObjectWrite {
+        head: head.into(),
+        tail: tail.into(),
+    })
+}
+
+fn parse(json: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(json).map_err(ApiError::internal)
+}
+
+impl Store for StorageStore<'_> {
+    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let s = self
+            .storage
+            .clone()
+            .get(pb::GetRequest {
+                key: Some(self.key(namespace, name)),
+            })
+            .await?
+            .into_inner();
+        parse(&s.json)
+    }
+
+    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        let r = self
+            .storage
+            .clone()
+            .list(pb::ListRequest {
+                resource: self.key("", "").resource,
+                namespace: namespace.into(),
+                limit: opts.limit,
+                start_after: opts.continue_token.clone(),
+                label_selector: opts.label_selector.clone(),
+                field_selector: opts.field_selector.clone(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        Ok(ListResult {
+            items: r.items.iter().map(|b| parse(b)).collect::<Result<_, _>>()?,
+            resource_version: r.resource_version,
+            continue_token: r.next_start_after,
+            remaining: r.has_remaining_item_count.then_some(r.remaining_item_count),
+        })
+    }
+
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+        let s = self
+            .storage
+            .clone()
+            .create(pb::CreateRequest {
+                key: Some(self.key_of(&obj)),
+                object: Some(write(&obj)?),
+                dry_run,
+            })
+            .await?
+            .into_inner();
+        parse(&s.json)
+    }
+
+    async fn update(&self, obj: Value, expected_rv: u64, dry_run: bool) -> Result<Value, ApiError> {
+        let w = self
+            .storage
+            .clone()
+            .update(pb::UpdateRequest {
+                key: Some(self.key_of(&obj)),
+                object: Some(write(&obj)?),
+                expected_resource_version: expected_rv,
+                dry_run,
+            })
+            .await?
+            .into_inner();
+        parse(&w.json)
+    }
+
+    async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
+        if dry_run {
+            return Ok(());
+        }
+        crate::gc::record(
+            self.storage,
+            self.tenant,
+            &self.gr.group,
+            &self.gr.resource,
+            obj,
+        )
+        .await
+    }
+
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let d = self
+            .storage
+            .clone()
+            .delete(pb::DeleteRequest {
+                key: Some(self.key(namespace, name)),
+                expected_resource_version: expected_rv,
+                dry_run,
+            })
+            .await?
+            .into_inner();
+        parse(&d.json)
+    }
+}
