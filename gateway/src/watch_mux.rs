@@ -1088,7 +1088,9 @@ mod tests {
             );
             // Same bytes as defaulting per watcher gives: the stored object defaulted.
             let (want, _) = counting_defaulter();
-            let expect = want(vec![web.clone(), db.clone(), web.clone()]).await.unwrap();
+            let expect = want(vec![web.clone(), db.clone(), web.clone()])
+                .await
+                .unwrap();
             let first = lines[0].clone();
             for (k, i) in lines.into_iter().enumerate() {
                 let Item::Line { line, rv } = i else {

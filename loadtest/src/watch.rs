@@ -350,8 +350,7 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
     } else {
         (crate::objects::RESOURCE, crate::objects::KIND)
     };
-    let collection =
-        |ns: &str| format!("/apis/stable.example.com/v1/namespaces/{ns}/{resource}");
+    let collection = |ns: &str| format!("/apis/stable.example.com/v1/namespaces/{ns}/{resource}");
     let list_rv = loop {
         let (s, b) = c
             .call(&t, Method::GET, &collection(&namespaces[0]), None)

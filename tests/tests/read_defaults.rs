@@ -134,9 +134,15 @@ fn live_events_are_defaulted_for_every_watcher_of_the_version() {
     let mut next = crd(true);
     next["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
     assert_eq!(call(&s, "PUT", &crd_url, j, Some(&next)).0, 200);
-    assert!(eventually(
-        || call(&s, "GET", &format!("{ITEMS}/a"), None, None).1["spec"]["replicas"] == 3
-    ));
+    assert!(eventually(|| call(
+        &s,
+        "GET",
+        &format!("{ITEMS}/a"),
+        None,
+        None
+    )
+    .1["spec"]["replicas"]
+        == 3));
     let (_, list) = call(&s, "GET", ITEMS, None, None);
     let rv = list["metadata"]["resourceVersion"].as_str().expect("rv");
 

@@ -943,11 +943,8 @@ impl Registry for RegistryService {
         request: Request<pb::NamespaceDeletionRequest>,
     ) -> Result<Response<pb::Empty>, Status> {
         reply(
-            crate::lifecycle::record_namespace_deletion(
-                &mut self.storage(),
-                request.into_inner(),
-            )
-            .await,
+            crate::lifecycle::record_namespace_deletion(&mut self.storage(), request.into_inner())
+                .await,
         )
     }
 }

@@ -151,8 +151,8 @@ fn text(script: &'static str, what: &str, v: Value) -> Result<String, Malformed>
 /// A stored value (`<rv>:<offset>:<json>`, keys.rs) as an object.
 fn stored(script: &'static str, v: Value) -> Result<Stored, Malformed> {
     let v = bytes(script, "object", v)?;
-    let (rv, start) = parse_stored(&v)
-        .ok_or_else(|| Malformed::new(script, "object: not a stored value"))?;
+    let (rv, start) =
+        parse_stored(&v).ok_or_else(|| Malformed::new(script, "object: not a stored value"))?;
     Ok(Stored {
         json: Bytes::from(v).slice(start..),
         rv,
@@ -230,7 +230,7 @@ pub fn list(v: Value) -> Result<Page, Malformed> {
     let n_later = uint(S, "later keys", &a[2])? as usize;
     let first_later = uint(S, "first later revision", &a[3])?;
     let rest = a.len() - 4;
-    if n_later > rest || (rest - n_later) % 2 != 0 {
+    if n_later > rest || !(rest - n_later).is_multiple_of(2) {
         return Err(Malformed::new(
             S,
             format!("{n_later} later keys and an odd or short rest of {rest} elements"),
@@ -315,7 +315,7 @@ pub fn history(v: Value) -> Result<Vec<LiveEvent>, Malformed> {
             .and_then(|r| r.parse::<u64>().ok())
             .filter(|&rv| rv > 0)
             .ok_or_else(|| Malformed::new(S, format!("entry id {id:?}")))?;
-        if fields.len() % 2 != 0 {
+        if !fields.len().is_multiple_of(2) {
             return Err(Malformed::new(S, format!("entry {id}: odd field list")));
         }
         let (mut kind, mut key, mut json, mut prev) = (None, None, None, Bytes::new());
@@ -527,7 +527,12 @@ mod tests {
         .unwrap();
         assert_eq!(evs.len(), 3);
         assert_eq!(
-            (evs[0].rv, evs[0].kind, evs[0].key.as_str(), &evs[0].prev[..]),
+            (
+                evs[0].rv,
+                evs[0].kind,
+                evs[0].key.as_str(),
+                &evs[0].prev[..]
+            ),
             (5, b'A', "a/b", &b""[..])
         );
         assert_eq!(

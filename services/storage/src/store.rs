@@ -5,10 +5,10 @@
 
 use crate::durability::{Durability, EPOCH_KEY, EPOCH_LUA, RAISE_LUA, Verdict};
 use crate::keys::{Keyspace, object_key, parse_stored, range};
+use crate::replies::{Created, Deleted, Updated};
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use redis::aio::ConnectionManager;
-use crate::replies::{Created, Deleted, Updated};
 use redis::{Script, Value};
 
 /// An object as stored: its JSON and resourceVersion.
