@@ -23,7 +23,9 @@
 //! startup and new work starts at once; an entry is removed (compare-and-swap on its
 //! resourceVersion) only after its object was seen gone or no longer terminating. Markers
 //! record the entry again after marking, so a removal that raced with a new mark cannot
-//! lose it. Replicas work the same entries concurrently; every write is a CAS, so the worst
+//! lose it. Only the registry writes the queue: the gateway records a namespace deletion
+//! through the `RecordNamespaceDeletion` RPC ([`record_namespace_deletion`]), so the entry
+//! format stays private to this module. Replicas work the same entries concurrently; every write is a CAS, so the worst
 //! case is duplicate reads, never a lost or doubled deletion.
 //!
 //! Two deliberate departures from DESIGN.md, both for the queue only: it is one
