@@ -406,65 +406,18 @@ fn selectors(req: &Req) -> Result<(String, String), ApiError> {
     Ok((label, field))
 }
 
-/// The registry's durable deletion work queue (`services/registry/src/lifecycle.rs`, same
-/// layout): one entry per namespace being deleted, namespace slot = tenant.
-const QUEUE_TENANT: &str = "_crdplane";
-const QUEUE_GROUP: &str = "crdplane.io";
-const QUEUE_RESOURCE: &str = "pendingdeletions";
-
-fn queue_key(tenant: &str, name: &str) -> pb::ObjectKey {
-    pb::ObjectKey {
-        resource: Some(pb::ResourceRef {
-            tenant: QUEUE_TENANT.into(),
-            group: QUEUE_GROUP.into(),
-            resource: QUEUE_RESOURCE.into(),
-        }),
-        namespace: tenant.into(),
-        name: format!("namespaces.{name}"),
-    }
-}
-
-/// Records (or re-records, bumping its resourceVersion) the namespace's queue entry, so the
-/// registry's namespace controller deletes its content — also after any restart.
+/// Records (or re-records) the namespace's deletion with the registry, whose namespace
+/// controller deletes its content — also after any restart. The registry owns its work
+/// queue and the entry format (`services/registry/src/lifecycle.rs`).
 async fn enqueue_deletion(ctx: &Ctx, tenant: &str, name: &str) -> Result<(), ApiError> {
-    let entry = json!({"apiVersion": "crdplane.io/v1", "kind": "PendingDeletion",
-        "metadata": {"name": format!("namespaces.{name}"), "namespace": tenant, "resourceVersion": ""}});
-    let (head, tail) = rvslot::split(&entry).map_err(ApiError::internal)?;
-    let write = pb::ObjectWrite {
-        head: head.into(),
-        tail: tail.into(),
-    };
-    let mut st = ctx.storage.clone();
-    for _ in 0..3 {
-        match st
-            .update(pb::UpdateRequest {
-                key: Some(queue_key(tenant, name)),
-                object: Some(write.clone()),
-                expected_resource_version: 0,
-                dry_run: false,
-            })
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(s) if ApiError::from_grpc(&s).code == 404 => {}
-            Err(s) => return Err(s.into()),
-        }
-        match st
-            .create(pb::CreateRequest {
-                key: Some(queue_key(tenant, name)),
-                object: Some(write.clone()),
-                dry_run: false,
-            })
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(s) if ApiError::from_grpc(&s).code == 409 => continue,
-            Err(s) => return Err(s.into()),
-        }
-    }
-    Err(ApiError::internal(
-        "could not record the namespace deletion",
-    ))
+    ctx.registry
+        .clone()
+        .record_namespace_deletion(pb::NamespaceDeletionRequest {
+            tenant: tenant.into(),
+            name: name.into(),
+        })
+        .await?;
+    Ok(())
 }
 
 /// DELETE of a namespace (`pkg/registry/core/namespace/storage/storage.go` REST.Delete and

@@ -102,33 +102,35 @@ async fn crd_gone(
     }
 }
 
-/// Defaults a batch of objects (same order out as in), e.g. through the validation service.
-pub type Normalizer = Arc<
-    dyn Fn(Vec<Bytes>) -> futures::future::BoxFuture<'static, Result<Vec<Bytes>, ApiError>>
-        + Send
-        + Sync,
->;
+pub use crate::watch_mux::Normalizer;
 
 /// Most events defaulted in one call (a watcher that is behind catches up in batches).
-const NORMALIZE_BATCH: usize = 256;
+const NORMALIZE_BATCH: usize = crate::watch_mux::DEFAULT_BATCH;
 
-/// Applies read defaulting to the object events among `items`: every `Item::Raw` is
-/// converted (`transform`), defaulted in one batch, and rendered as a JSON line unless the
-/// watcher renders Tables itself. A failed call leaves the objects as stored (logged).
-async fn normalize_items(
+/// Applies read defaulting to the object events among `items` that still need it (the
+/// initial list, a ring replay of events that came before any watcher of this version, a
+/// private storage watch; live events of the shared stream come defaulted already): every
+/// such `Item::Raw` is converted (`transform`), defaulted in one batch, and rendered as a
+/// JSON line unless the watcher renders Tables itself. A failed call leaves the objects as
+/// stored (logged).
+pub(crate) async fn normalize_items(
     items: Vec<Item>,
-    t: &Target,
+    transform: &Option<crate::watch_mux::Transform>,
     norm: &Normalizer,
     table: bool,
 ) -> Vec<Item> {
     let objs: Vec<Bytes> = items
         .iter()
         .filter_map(|i| match i {
-            Item::Raw { object, .. } => Some(match &t.transform {
+            Item::Raw {
+                object,
+                needs_defaults: true,
+                ..
+            } => Some(match transform {
                 Some(f) => f(object.clone()),
                 None => object.clone(),
             }),
-            Item::Line { .. } => None,
+            Item::Raw { .. } | Item::Line { .. } => None,
         })
         .collect();
     if objs.is_empty() {
@@ -147,10 +149,20 @@ async fn normalize_items(
     items
         .into_iter()
         .map(|i| match i {
-            Item::Raw { kind, rv, object } => {
+            Item::Raw {
+                kind,
+                rv,
+                object,
+                needs_defaults: true,
+            } => {
                 let object = defaulted.next().unwrap_or(object);
                 if table {
-                    Item::Raw { kind, object, rv }
+                    Item::Raw {
+                        kind,
+                        object,
+                        rv,
+                        needs_defaults: false,
+                    }
                 } else {
                     Item::Line {
                         line: event_line(kind, &object),
@@ -369,7 +381,7 @@ impl Run {
         let mut rest: Vec<Item> = self.pending.drain(self.checked..).collect();
         while !rest.is_empty() {
             let tail = rest.split_off(rest.len().min(NORMALIZE_BATCH));
-            let done = normalize_items(rest, &self.target, &norm, table).await;
+            let done = normalize_items(rest, &self.target.transform, &norm, table).await;
             self.pending.extend(done);
             rest = tail;
         }
@@ -434,7 +446,9 @@ impl Run {
                 self.delivered = self.delivered.max(rv);
                 Some(line)
             }
-            Item::Raw { kind, object, rv } => {
+            Item::Raw {
+                kind, object, rv, ..
+            } => {
                 self.delivered = self.delivered.max(rv);
                 let object = match &self.target.transform {
                     Some(f) => f(object),
@@ -484,6 +498,16 @@ async fn next_item(src: &mut Source, spec: &Spec) -> Option<(Item, bool)> {
     }
 }
 
+/// What a watch's read defaulting depends on: the served apiVersion and the CRD's uid and
+/// serving hash (schema included). Watchers with equal keys share the shared stream's
+/// defaulted events.
+fn defaulting_key(t: &Target) -> String {
+    match &t.crd {
+        Some(c) => format!("defaulted {} {} {}", t.api_version, c.uid, c.serving),
+        None => format!("defaulted {}", t.api_version),
+    }
+}
+
 pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, ApiError> {
     let p = params(req)?;
     let output = negotiate_output(req.header("accept"))?;
@@ -496,8 +520,13 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         filter: WatchFilter::new(&t.namespace, &t.name, &t.label_selector, &t.field_selector)?,
         api_version: t.api_version.clone(),
         transform: t.transform.clone(),
-        // Defaulted watches receive objects and render them after defaulting.
-        raw: matches!(output, Output::Table(_)) || t.normalize.is_some(),
+        raw: matches!(output, Output::Table(_)),
+        defaulting: t.normalize.clone().map(|normalize| {
+            Arc::new(watch_mux::Defaulting {
+                key: defaulting_key(&t),
+                normalize,
+            })
+        }),
     });
     let mux = Mux::for_endpoint(&ctx.cfg.storage_endpoint, &ctx.storage);
     let mut pending = std::collections::VecDeque::new();

@@ -19,6 +19,18 @@
 //!   (apiVersion, type, object) and the same `Bytes` go to every watcher that wants it.
 //!   Table watchers get the object and render their own rows (column definitions only on
 //!   their first event).
+//! - **Read defaulting once per (event, served version).** Watchers of a served version
+//!   whose schema has defaults share one [`Defaulting`] key: before the stream dispatches
+//!   a batch of events (what the storage stream has ready, at most [`DEFAULT_BATCH`]), it
+//!   makes one validation call per key present among its watchers for the whole batch,
+//!   and keeps the defaulted bytes with each event (they stay with it in the ring). JSON
+//!   watchers then get the line rendered once from them; Table watchers render from the
+//!   defaulted object. Only a watcher whose version had no watcher when the event came
+//!   (it joined later and replays the ring), the initial list and a private storage watch
+//!   default per watcher (`watch.rs` `normalize_items`). Upstream applies defaults when it
+//!   decodes an object from storage, once per object read by the watch cache
+//!   (apiextensions-apiserver `pkg/apiserver/customresource_handler.go`
+//!   `schemaCoercingDecoder` / `unstructuredDefaulter`), never per watcher.
 //! - **Per-watcher filtering with transitions.** Namespace/name by the event key; label and
 //!   field selectors on the object decoded once per event, with upstream's transitions
 //!   (`apiserver pkg/storage/cacher/cache_watcher.go` convertToWatchEvent): a MODIFIED that
@@ -37,6 +49,7 @@ use crdplane_core::ApiError;
 use crdplane_core::filter::{ObjectFilter, Transition, transition};
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
+use futures::FutureExt;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -52,6 +65,25 @@ pub const WATCHER_QUEUE: usize = 512;
 
 /// Object transform of a watcher (apiVersion rewrite for a served version).
 pub type Transform = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
+
+/// Defaults a batch of objects (same order out as in), e.g. through the validation service.
+pub type Normalizer = Arc<
+    dyn Fn(Vec<Bytes>) -> futures::future::BoxFuture<'static, Result<Vec<Bytes>, ApiError>>
+        + Send
+        + Sync,
+>;
+
+/// Most events a shared stream defaults in one call.
+pub const DEFAULT_BATCH: usize = 256;
+
+/// Read defaulting of one served version, shared by all its watchers on a stream.
+pub struct Defaulting {
+    /// What the defaults depend on (apiVersion, CRD uid and serving hash): watchers with
+    /// the same key get the same defaulted bytes.
+    pub key: String,
+    /// Applied after the watcher's transform.
+    pub normalize: Normalizer,
+}
 
 /// Which objects one watcher wants: the shared [`ObjectFilter`] (namespace and name by key,
 /// selectors on the body) plus the cacher's transitions over decoded objects.
@@ -127,11 +159,13 @@ pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
 pub enum Item {
     /// A rendered JSON line (shared between watchers).
     Line { line: Bytes, rv: u64 },
-    /// The object for a watcher that renders itself (Table output).
+    /// The object for a watcher that renders itself (Table output), or that still needs
+    /// read defaulting (`needs_defaults`: as stored, not yet transformed).
     Raw {
         kind: &'static str,
         object: Bytes,
         rv: u64,
+        needs_defaults: bool,
     },
 }
 
@@ -151,16 +185,19 @@ pub struct Spec {
     pub transform: Option<Transform>,
     /// Table output: the watcher renders objects itself.
     pub raw: bool,
+    /// Read defaulting of the served version (None: objects are served as stored).
+    pub defaulting: Option<Arc<Defaulting>>,
 }
 
 impl Spec {
     /// The queue item for an object this watcher receives (rendered for JSON watchers).
     pub fn item(&self, kind: u8, object: Bytes, rv: u64) -> Item {
-        if self.raw {
+        if self.raw || self.defaulting.is_some() {
             return Item::Raw {
                 kind: type_name(kind),
                 object,
                 rv,
+                needs_defaults: self.defaulting.is_some(),
             };
         }
         let object = match &self.transform {
@@ -176,6 +213,15 @@ impl Spec {
 
 type Decoded = (Option<Arc<Value>>, Option<Arc<Value>>);
 
+/// The object (and, when some watcher's selectors may need it, the previous state) of an
+/// event after transform and read defaulting for one [`Defaulting::key`].
+struct DefaultedObject {
+    key: String,
+    object: Bytes,
+    /// Empty when not computed.
+    prev: Bytes,
+}
+
 /// One event from storage, decoded at most once, rendered at most once per variant.
 struct Event {
     kind: u8,
@@ -185,7 +231,9 @@ struct Event {
     object: Bytes,
     prev: Bytes,
     decoded: OnceLock<Decoded>,
-    /// (apiVersion, type, previous-state object) → rendered line.
+    /// Read-defaulted variants, set before the event is dispatched (see [`Shared::default_batch`]).
+    defaulted: Vec<DefaultedObject>,
+    /// (apiVersion or defaulting key, type, previous-state object) → rendered line.
     renders: Mutex<Vec<(String, u8, bool, Bytes)>>,
 }
 
@@ -204,7 +252,12 @@ impl Event {
     }
 
     fn size(&self) -> usize {
-        self.object.len() + self.prev.len() + self.key_len()
+        let defaulted: usize = self
+            .defaulted
+            .iter()
+            .map(|d| d.object.len() + d.prev.len() + d.key.len())
+            .sum();
+        self.object.len() + self.prev.len() + self.key_len() + defaulted
     }
 
     fn key_len(&self) -> usize {
@@ -221,22 +274,46 @@ impl Event {
             || self.decoded(),
         )?;
         let object = if use_prev { &self.prev } else { &self.object };
+        // Defaulted by the shared stream for this watcher's version: render from that.
+        let defaulted = spec.defaulting.as_ref().and_then(|d| {
+            let found = self.defaulted.iter().find(|x| x.key == d.key)?;
+            let o = if use_prev { &found.prev } else { &found.object };
+            (!o.is_empty()).then(|| (d.key.as_str(), o))
+        });
         if spec.raw {
+            return Some(match defaulted {
+                Some((_, o)) => Item::Raw {
+                    kind: type_name(kind),
+                    object: o.clone(),
+                    rv: self.rv,
+                    needs_defaults: false,
+                },
+                None => spec.item(kind, object.clone(), self.rv),
+            });
+        }
+        if spec.defaulting.is_some() && defaulted.is_none() {
             return Some(spec.item(kind, object.clone(), self.rv));
         }
+        let variant = defaulted.map_or(spec.api_version.as_str(), |(k, _)| k);
         let mut cache = self.renders.lock().expect("render cache");
         if let Some((.., line)) = cache
             .iter()
-            .find(|(v, k, p, _)| *k == kind && *p == use_prev && *v == spec.api_version)
+            .find(|(v, k, p, _)| *k == kind && *p == use_prev && v == variant)
         {
             return Some(Item::Line {
                 line: line.clone(),
                 rv: self.rv,
             });
         }
-        let item = spec.item(kind, object.clone(), self.rv);
+        let item = match defaulted {
+            Some((_, o)) => Item::Line {
+                line: event_line(type_name(kind), o),
+                rv: self.rv,
+            },
+            None => spec.item(kind, object.clone(), self.rv),
+        };
         if let Item::Line { line, .. } = &item {
-            cache.push((spec.api_version.clone(), kind, use_prev, line.clone()));
+            cache.push((variant.to_string(), kind, use_prev, line.clone()));
         }
         Some(item)
     }
@@ -311,8 +388,18 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Hands one storage event to the ring and to every interested watcher.
+    /// Hands one storage event to the ring and to every interested watcher (without read
+    /// defaulting: see [`Shared::dispatch_batch`]).
+    #[cfg(test)]
     fn dispatch(&self, ev: pb::WatchEvent) {
+        if let Some(e) = self.event(ev) {
+            self.dispatch_event(e);
+        }
+    }
+
+    /// A storage event as an [`Event`]; progress notifications advance the stream's
+    /// revision and yield None.
+    fn event(&self, ev: pb::WatchEvent) -> Option<Event> {
         let kind = match pb::watch_event::Type::try_from(ev.r#type) {
             Ok(pb::watch_event::Type::Added) => b'A',
             Ok(pb::watch_event::Type::Modified) => b'M',
@@ -320,15 +407,15 @@ impl Shared {
             Ok(pb::watch_event::Type::Progress) => {
                 let mut st = self.lock();
                 st.last = st.last.max(ev.resource_version);
-                return;
+                return None;
             }
-            _ => return,
+            _ => return None,
         };
         let Some((ns, name)) = object_key(&ev.object) else {
             tracing::warn!(rv = ev.resource_version, "watch event without metadata");
-            return;
+            return None;
         };
-        let e = Arc::new(Event {
+        Some(Event {
             kind,
             rv: ev.resource_version,
             ns,
@@ -336,8 +423,88 @@ impl Shared {
             object: ev.object,
             prev: ev.prev_object,
             decoded: OnceLock::new(),
+            defaulted: Vec::new(),
             renders: Mutex::new(Vec::new()),
-        });
+        })
+    }
+
+    /// Read defaulting of a batch of events, once per [`Defaulting::key`] among the current
+    /// watchers: one call for the batch's objects (and previous states, when a watcher of
+    /// that key has selectors, whose transitions may send the previous state). A failed
+    /// call leaves the objects as stored (transformed only), as the per-watcher path does.
+    async fn default_batch(&self, events: &mut [Event]) {
+        // key → (defaulting, transform, previous states needed)
+        let mut wanted: Vec<(Arc<Defaulting>, Option<Transform>, bool)> = Vec::new();
+        {
+            let st = self.lock();
+            for slot in st.watchers.values() {
+                let Some(d) = &slot.spec.defaulting else {
+                    continue;
+                };
+                let prev = !slot.spec.filter.key_only();
+                match wanted.iter_mut().find(|(w, ..)| w.key == d.key) {
+                    Some(w) => w.2 |= prev,
+                    None => wanted.push((d.clone(), slot.spec.transform.clone(), prev)),
+                }
+            }
+        }
+        for (d, transform, with_prev) in wanted {
+            let t = |b: &Bytes| match &transform {
+                Some(f) => f(b.clone()),
+                None => b.clone(),
+            };
+            let mut objs: Vec<Bytes> = events.iter().map(|e| t(&e.object)).collect();
+            let prev_at: Vec<usize> = if with_prev {
+                (0..events.len())
+                    .filter(|&i| !events[i].prev.is_empty())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            objs.extend(prev_at.iter().map(|&i| t(&events[i].prev)));
+            let n = objs.len();
+            let out = match (d.normalize)(objs.clone()).await {
+                Ok(out) if out.len() == n => out,
+                Ok(_) => objs,
+                Err(e) => {
+                    tracing::warn!(error = %e.message, "read defaulting of watch events failed");
+                    objs
+                }
+            };
+            let mut out = out.into_iter();
+            for e in events.iter_mut() {
+                e.defaulted.push(DefaultedObject {
+                    key: d.key.clone(),
+                    object: out.next().unwrap_or_default(),
+                    prev: Bytes::new(),
+                });
+            }
+            for i in prev_at {
+                if let Some(p) = out.next()
+                    && let Some(x) = events[i].defaulted.last_mut()
+                {
+                    x.prev = p;
+                }
+            }
+        }
+    }
+
+    /// Defaults a batch of storage events (see [`Shared::default_batch`]) and dispatches
+    /// them in order.
+    async fn dispatch_batch(&self, evs: Vec<pb::WatchEvent>) {
+        let mut events: Vec<Event> = evs.into_iter().filter_map(|e| self.event(e)).collect();
+        if events.is_empty() {
+            return;
+        }
+        self.default_batch(&mut events).await;
+        for e in events {
+            self.dispatch_event(e);
+        }
+    }
+
+    /// Hands one event to the ring and to every interested watcher.
+    fn dispatch_event(&self, e: Event) {
+        let e = Arc::new(e);
         let mut st = self.lock();
         if e.rv <= st.last {
             return; // already seen (reconnect overlap)
@@ -602,7 +769,29 @@ async fn run_upstream(mux: Arc<Mux>, shared: Arc<Shared>, r: pb::ResourceRef) {
                         m = s.message() => match m {
                             Ok(Some(ev)) => {
                                 backoff = Duration::from_millis(50);
-                                shared.dispatch(ev);
+                                // What else the stream has ready goes in the same batch,
+                                // so read defaulting makes one call for all of it.
+                                let mut batch = vec![ev];
+                                let mut end = None;
+                                while batch.len() < DEFAULT_BATCH {
+                                    match s.message().now_or_never() {
+                                        Some(Ok(Some(ev))) => batch.push(ev),
+                                        Some(Ok(None)) => {
+                                            end = Some(None);
+                                            break;
+                                        }
+                                        Some(Err(st)) => {
+                                            end = Some(Some(ApiError::from_grpc(&st)));
+                                            break;
+                                        }
+                                        None => break,
+                                    }
+                                }
+                                shared.dispatch_batch(batch).await;
+                                if let Some(e) = end {
+                                    ended_by = e;
+                                    break;
+                                }
                             }
                             Ok(None) => break,
                             Err(st) => {
@@ -679,6 +868,7 @@ mod tests {
             api_version: "g/v1".into(),
             transform: None,
             raw: false,
+            defaulting: None,
         }
     }
 
@@ -833,6 +1023,105 @@ mod tests {
             )),
             Some((b'A', false))
         );
+    }
+
+    /// A normalizer that counts its calls and sets `spec.replicas` (a default) on each object.
+    fn counting_defaulter() -> (Normalizer, Arc<std::sync::atomic::AtomicUsize>) {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = calls.clone();
+        let norm: Normalizer = Arc::new(move |objs: Vec<Bytes>| {
+            c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                Ok(objs
+                    .into_iter()
+                    .map(|o| {
+                        let mut v: Value = serde_json::from_slice(&o).unwrap();
+                        v["spec"] = serde_json::json!({"replicas": 1});
+                        Bytes::from(serde_json::to_vec(&v).unwrap())
+                    })
+                    .collect())
+            })
+        });
+        (norm, calls)
+    }
+
+    #[tokio::test]
+    async fn read_defaulting_is_one_call_per_batch_and_version_whatever_the_watchers() {
+        for n in [1usize, 25] {
+            let (norm, calls) = counting_defaulter();
+            let d = Arc::new(Defaulting {
+                key: "defaulted g/v1".into(),
+                normalize: norm.clone(),
+            });
+            let s = shared();
+            let with_defaults = |ns: &str, label: &str, raw: bool| Spec {
+                raw,
+                defaulting: Some(d.clone()),
+                ..spec(ns, label)
+            };
+            let mut json: Vec<mpsc::Receiver<Item>> = (0..n)
+                .map(|_| add(&s, with_defaults("", "", false), 64).1)
+                .collect();
+            let (_, mut table) = add(&s, with_defaults("", "", true), 64);
+            let (_, mut selective) = add(&s, with_defaults("a", "app=web", false), 64);
+            let (web, db) = (obj("a", "x", "web"), obj("a", "x", "db"));
+            s.dispatch_batch(vec![
+                ev(pb::watch_event::Type::Added, 1, web.clone(), Bytes::new()),
+                ev(pb::watch_event::Type::Modified, 2, db.clone(), web.clone()),
+            ])
+            .await;
+            // What each watcher's response does with its queue (watch.rs Run::prepare).
+            let mut lines = Vec::new();
+            for rx in json.iter_mut().chain([&mut selective]) {
+                let items: Vec<Item> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+                assert_eq!(items.len(), 2);
+                for i in crate::watch::normalize_items(items, &None, &norm, false).await {
+                    lines.push(i);
+                }
+            }
+            let items: Vec<Item> = std::iter::from_fn(|| table.try_recv().ok()).collect();
+            let table_items = crate::watch::normalize_items(items, &None, &norm, true).await;
+            assert_eq!(
+                calls.load(std::sync::atomic::Ordering::SeqCst),
+                1,
+                "{n} watchers: one defaulting call for the batch"
+            );
+            // Same bytes as defaulting per watcher gives: the stored object defaulted.
+            let (want, _) = counting_defaulter();
+            let expect = want(vec![web.clone(), db.clone(), web.clone()])
+                .await
+                .unwrap();
+            let first = lines[0].clone();
+            for (k, i) in lines.into_iter().enumerate() {
+                let Item::Line { line, rv } = i else {
+                    panic!("JSON watchers get lines")
+                };
+                let (kind, object, ptr) = match (k >= 2 * n, rv) {
+                    (false, 1) => ("ADDED", &expect[0], true),
+                    (false, _) => ("MODIFIED", &expect[1], true),
+                    // The selective watcher: web is ADDED, db stops matching (DELETED with
+                    // the previous state, defaulted).
+                    (true, 1) => ("ADDED", &expect[0], true),
+                    (true, _) => ("DELETED", &expect[2], false),
+                };
+                assert_eq!(line, event_line(kind, object), "watcher {k} rv {rv}");
+                if ptr && rv == 1 {
+                    let Item::Line { line: l0, .. } = &first else {
+                        unreachable!()
+                    };
+                    assert_eq!(line.as_ptr(), l0.as_ptr(), "rendered once, shared");
+                }
+            }
+            let Item::Raw {
+                object,
+                needs_defaults: false,
+                ..
+            } = &table_items[0]
+            else {
+                panic!("table watchers get the defaulted object")
+            };
+            assert_eq!(object, &expect[0]);
+        }
     }
 
     #[tokio::test]

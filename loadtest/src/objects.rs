@@ -58,6 +58,28 @@ pub fn crontab_crd() -> Value {
     })
 }
 
+/// Plural of the CronTab CRD variant with defaults (`watch-fanout --defaults`).
+pub const DEFAULTED_RESOURCE: &str = "defaultedcrontabs";
+
+/// The CronTab CRD with schema defaults (`spec.replicas` 1, `spec.suspend` false) under its
+/// own names (`defaultedcrontabs.stable.example.com`, kind `DefaultedCronTab`): every read of
+/// its objects, watch events included, is read-defaulted by the validation service.
+pub fn defaulted_crontab_crd() -> Value {
+    let mut crd = crontab_crd();
+    crd["metadata"]["name"] = json!(format!("{DEFAULTED_RESOURCE}.{GROUP}"));
+    crd["spec"]["names"] = json!({
+        "plural": DEFAULTED_RESOURCE,
+        "singular": "defaultedcrontab",
+        "kind": "DefaultedCronTab",
+        "listKind": "DefaultedCronTabList"
+    });
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]["replicas"]["default"] = json!(1);
+    spec["properties"]["suspend"] = json!({"type": "boolean", "default": false});
+    spec["default"] = json!({});
+    crd
+}
+
 /// The CRD as the registry would hold it (uid, generation, creationTimestamp set): what the
 /// tool sends in `LoadSchema` when it drives the validation service directly.
 pub fn crontab_crd_stored() -> Value {

@@ -2,7 +2,10 @@
 //!
 //! - `watch-fanout`: N watchers (default 1,000) of one namespace's CronTabs through the
 //!   gateway's HTTP watch, creates at a fixed rate (default 200/s); every watcher should get
-//!   every write.
+//!   every write. With `--defaults` the watched resource is a CRD version with schema
+//!   defaults (`defaultedcrontabs`, [`crate::objects::defaulted_crontab_crd`]), so every
+//!   event is read-defaulted: the gateway's shared stream makes one validation call per
+//!   batch of events for all watchers of the version, none per watcher.
 //! - `watch-selective`: N watchers (default 10,000), each on its own namespace (created
 //!   first), creates at a fixed rate (default 1,000/s) spread round-robin over the
 //!   namespaces; each write should reach exactly its namespace's watcher. Also measures
@@ -66,6 +69,9 @@ pub struct WatchArgs {
     /// multiplexes its watches over one HTTP/2 connection per server).
     #[arg(long, default_value_t = 0)]
     pub http2_streams: usize,
+    /// Watch a CRD version with schema defaults (every event read-defaulted).
+    #[arg(long)]
+    pub defaults: bool,
 }
 
 struct Target {
@@ -120,8 +126,8 @@ impl Conn {
     }
 }
 
-fn crontab(ns: &str, name: &str) -> Value {
-    json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+fn crontab(ns: &str, name: &str, kind: &str) -> Value {
+    json!({"apiVersion": "stable.example.com/v1", "kind": kind,
         "metadata": {"name": name, "namespace": ns},
         "spec": {"cronSpec": "* * * * */5", "image": "img", "replicas": 1}})
 }
@@ -286,7 +292,11 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
             &t,
             Method::POST,
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            Some(crate::objects::crontab_crd()),
+            Some(if a.defaults {
+                crate::objects::defaulted_crontab_crd()
+            } else {
+                crate::objects::crontab_crd()
+            }),
         )
         .await?;
     if !(s.is_success() || s == StatusCode::CONFLICT) {
@@ -335,7 +345,12 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
         namespaces.len(),
         t0.elapsed().as_secs_f64()
     );
-    let collection = |ns: &str| format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
+    let (resource, kind) = if a.defaults {
+        (crate::objects::DEFAULTED_RESOURCE, "DefaultedCronTab")
+    } else {
+        (crate::objects::RESOURCE, crate::objects::KIND)
+    };
+    let collection = |ns: &str| format!("/apis/stable.example.com/v1/namespaces/{ns}/{resource}");
     let list_rv = loop {
         let (s, b) = c
             .call(&t, Method::GET, &collection(&namespaces[0]), None)
@@ -357,6 +372,7 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
         Some(crontab(
             &namespaces[0],
             &format!("seed-{}", std::process::id()),
+            kind,
         )),
     )
     .await?;
@@ -453,13 +469,13 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
                 tokio::time::sleep_until(due.into()).await;
                 let w = (seq as usize) % nss.len();
                 let ns = &nss[w];
-                let path = format!("/apis/stable.example.com/v1/namespaces/{ns}/crontabs");
+                let path = format!("/apis/stable.example.com/v1/namespaces/{ns}/{resource}");
                 match c
                     .call(
                         &t,
                         Method::POST,
                         &path,
-                        Some(crontab(ns, &format!("w{run}-{seq}"))),
+                        Some(crontab(ns, &format!("w{run}-{seq}"), kind)),
                     )
                     .await
                 {
@@ -521,6 +537,7 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let report = json!({
         "scenario": a.scenario,
+        "defaults": a.defaults,
         "watchers": watchers,
         "watchers_failed": failed,
         "rate_target": rate,
@@ -606,5 +623,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((a.watchers, a.duration), (Some(5), Duration::from_secs(2)));
+        assert!(!a.defaults);
+        let a = WatchArgs::try_parse_from(["w", "watch-fanout", "--defaults"]).unwrap();
+        assert!(a.defaults);
     }
 }

@@ -112,3 +112,71 @@ fn defaults_added_later_apply_to_stored_objects_on_get_list_and_watch() {
     assert_eq!(deleted["object"]["spec"]["replicas"], 3, "{deleted}");
     assert_eq!(deleted["object"]["metadata"]["name"], "old");
 }
+
+/// Live events of a CRD version with defaults reach every kind of watcher defaulted: the
+/// gateway's shared stream defaults each event once for the served version (not once per
+/// watcher) and JSON watchers, a label-selected watcher and a Table watcher all see the
+/// default on an object stored without it (its DELETED carries the stored state).
+#[test]
+fn live_events_are_defaulted_for_every_watcher_of_the_version() {
+    let s = Stack::start_with_redis().expect("stack");
+    let j = Some("application/json");
+    assert_eq!(call(&s, "POST", CRD_PATH, j, Some(&crd(false))).0, 201);
+    assert!(eventually(|| call(&s, "GET", ITEMS, None, None).0 == 200));
+    for name in ["a", "b"] {
+        let obj = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"cronSpec": "* * * * */5"}});
+        assert_eq!(call(&s, "POST", ITEMS, j, Some(&obj)).0, 201);
+    }
+    let crd_url = format!("{CRD_PATH}/crontabs.stable.example.com");
+    let (_, cur) = call(&s, "GET", &crd_url, None, None);
+    let mut next = crd(true);
+    next["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+    assert_eq!(call(&s, "PUT", &crd_url, j, Some(&next)).0, 200);
+    assert!(eventually(|| call(
+        &s,
+        "GET",
+        &format!("{ITEMS}/a"),
+        None,
+        None
+    )
+    .1["spec"]["replicas"]
+        == 3));
+    let (_, list) = call(&s, "GET", ITEMS, None, None);
+    let rv = list["metadata"]["resourceVersion"].as_str().expect("rv");
+
+    let url = |q: &str| format!("{}{ITEMS}?watch=1&resourceVersion={rv}{q}", s.gateway);
+    let open = |q: &str, accept: Option<&str>| {
+        let w = WatchStream::open(&url(q), accept).expect("watch");
+        assert_eq!(w.status, 200);
+        w
+    };
+    let json_watchers: Vec<WatchStream> = (0..3).map(|_| open("", None)).collect();
+    let selected = open("&labelSelector=app%3Dweb", None);
+    let table = open(
+        "&includeObject=Object",
+        Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+    );
+    for name in ["a", "b"] {
+        assert_eq!(
+            call(&s, "DELETE", &format!("{ITEMS}/{name}"), None, None).0,
+            200
+        );
+    }
+    for (i, w) in json_watchers.iter().chain([&selected]).enumerate() {
+        for name in ["a", "b"] {
+            let e = w.next(Duration::from_secs(10)).expect("DELETED");
+            assert_eq!(e["type"], "DELETED", "watcher {i}: {e}");
+            assert_eq!(e["object"]["metadata"]["name"], name, "watcher {i}: {e}");
+            assert_eq!(e["object"]["spec"]["replicas"], 3, "watcher {i}: {e}");
+        }
+    }
+    for name in ["a", "b"] {
+        let e = table.next(Duration::from_secs(10)).expect("DELETED row");
+        assert_eq!(e["type"], "DELETED", "{e}");
+        let row = &e["object"]["rows"][0]["object"];
+        assert_eq!(row["metadata"]["name"], name, "{e}");
+        assert_eq!(row["spec"]["replicas"], 3, "{e}");
+    }
+}

@@ -23,7 +23,9 @@
 //! startup and new work starts at once; an entry is removed (compare-and-swap on its
 //! resourceVersion) only after its object was seen gone or no longer terminating. Markers
 //! record the entry again after marking, so a removal that raced with a new mark cannot
-//! lose it. Replicas work the same entries concurrently; every write is a CAS, so the worst
+//! lose it. Only the registry writes the queue: the gateway records a namespace deletion
+//! through the `RecordNamespaceDeletion` RPC ([`record_namespace_deletion`]), so the entry
+//! format stays private to this module. Replicas work the same entries concurrently; every write is a CAS, so the worst
 //! case is duplicate reads, never a lost or doubled deletion.
 //!
 //! Two deliberate departures from DESIGN.md, both for the queue only: it is one
@@ -158,6 +160,29 @@ pub async fn enqueue(
         }
     }
     Err(ApiError::internal("could not record pending deletion"))
+}
+
+/// The `RecordNamespaceDeletion` RPC: the gateway marks a namespace Terminating and asks
+/// the registry to record the work (before the mark and again after it, see the module
+/// doc), so the queue's entry format stays private to this module.
+pub async fn record_namespace_deletion(
+    storage: &mut crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>,
+    req: pb::NamespaceDeletionRequest,
+) -> Result<pb::Empty, ApiError> {
+    if req.tenant.is_empty() || req.name.is_empty() {
+        return Err(ApiError::bad_request(
+            "a namespace deletion needs a tenant and a name",
+        ));
+    }
+    enqueue(
+        storage,
+        &Work::Namespace {
+            tenant: req.tenant,
+            name: req.name,
+        },
+    )
+    .await?;
+    Ok(pb::Empty {})
 }
 
 /// Workers running in this replica; the flag asks a running worker for one more pass.

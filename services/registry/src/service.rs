@@ -938,6 +938,15 @@ impl Registry for RegistryService {
     ) -> Result<Response<pb::OpenApiV3Response>, Status> {
         reply(self.openapi_v3(request.into_inner()).await)
     }
+    async fn record_namespace_deletion(
+        &self,
+        request: Request<pb::NamespaceDeletionRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        reply(
+            crate::lifecycle::record_namespace_deletion(&mut self.storage(), request.into_inner())
+                .await,
+        )
+    }
 }
 
 #[cfg(test)]

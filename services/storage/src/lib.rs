@@ -10,6 +10,7 @@
 pub mod durability;
 pub mod filter;
 pub mod keys;
+pub mod replies;
 pub mod server;
 pub mod store;
 pub mod watch;

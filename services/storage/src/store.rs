@@ -5,6 +5,7 @@
 
 use crate::durability::{Durability, EPOCH_KEY, EPOCH_LUA, RAISE_LUA, Verdict};
 use crate::keys::{Keyspace, object_key, parse_stored, range};
+use crate::replies::{Created, Deleted, Updated};
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use redis::aio::ConnectionManager;
@@ -72,45 +73,6 @@ impl Page {
             AtRevision::Same
         }
     }
-}
-
-/// Parses the list script's reply (see lua/list.lua).
-fn parse_page(r: Vec<Value>) -> Result<Page, ApiError> {
-    let mut it = r.into_iter();
-    let revision = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
-    let remaining = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
-    let n_later = it.next().map(|v| int(&v)).unwrap_or(0).max(0) as usize;
-    let first_later = it.next().map(|v| int(&v)).unwrap_or(0) as u64;
-    let mut later = None;
-    if n_later > 0 || first_later > 0 {
-        let mut keys = Vec::with_capacity(n_later);
-        for _ in 0..n_later {
-            let k = it
-                .next()
-                .and_then(bulk)
-                .and_then(|k| String::from_utf8(k).ok())
-                .ok_or_else(|| ApiError::internal("corrupt list reply"))?;
-            keys.push(k);
-        }
-        later = Some(Later {
-            keys,
-            first_rv: first_later,
-        });
-    }
-    let mut items = Vec::with_capacity(it.len() / 2);
-    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        let k = bulk(k)
-            .and_then(|k| String::from_utf8(k).ok())
-            .unwrap_or_default();
-        let v = bulk(v).ok_or_else(|| ApiError::internal("corrupt list reply"))?;
-        items.push((k, stored_from_value(v)?));
-    }
-    Ok(Page {
-        items,
-        revision,
-        remaining,
-        later,
-    })
 }
 
 /// Settings of a [`Store`] (see [`crate::Config`]).
@@ -359,18 +321,19 @@ impl Store {
     /// when that server is new), and moves every revision counter up to its floor.
     pub async fn refresh_epoch(&self) -> Result<(), ApiError> {
         let mut c = self.conn.clone();
-        let (epoch, started): (u64, u64) = self
+        let r: Value = self
             .epoch_script
             .key(EPOCH_KEY)
             .invoke_async(&mut c)
             .await
             .map_err(redis_err)?;
-        if epoch == self.epoch() && started == 0 {
+        let crate::replies::Epoch { epoch, started } = crate::replies::epoch(r)?;
+        if epoch == self.epoch() && !started {
             return Ok(());
         }
         tracing::info!(
             epoch,
-            started = started == 1,
+            started,
             floor = crate::durability::floor(epoch),
             "recovery epoch"
         );
@@ -398,13 +361,14 @@ impl Store {
                 .await
                 .map_err(redis_err)?;
             for k in keys {
-                let _: u64 = self
+                let r: Value = self
                     .raise_script
                     .key(&k)
                     .arg(floor)
                     .invoke_async(&mut c)
                     .await
                     .map_err(redis_err)?;
+                crate::replies::raise(r)?;
             }
             if next == 0 {
                 return Ok(());
@@ -442,7 +406,7 @@ impl Store {
         pick: fn(&WriteScripts) -> &(String, Script),
         ks: &Keyspace,
         args: impl Fn(&mut redis::Cmd),
-    ) -> Result<Vec<Value>, ApiError> {
+    ) -> Result<Value, ApiError> {
         self.writable()?;
         let mut c = self.conn.clone();
         let mut reloaded = false;
@@ -458,7 +422,7 @@ impl Store {
                 .arg(&ks.evt)
                 .arg(&ks.own);
             args(&mut cmd);
-            match cmd.query_async::<Vec<Value>>(&mut c).await {
+            match cmd.query_async::<Value>(&mut c).await {
                 Err(e) if !reloaded && is_noscript(&e) => {
                     self.reload_scripts(&mut c).await?;
                     reloaded = true;
@@ -720,7 +684,7 @@ impl Store {
                     cmd.arg(object_key(ns, name)).arg(head).arg(tail);
                 }
             }
-            let replies: Vec<redis::RedisResult<Vec<Value>>> = match p.query_async(&mut c).await {
+            let replies: Vec<redis::RedisResult<Value>> = match p.query_async(&mut c).await {
                 Ok(r) => r,
                 Err(e) => {
                     let e = redis_err(e);
@@ -733,25 +697,21 @@ impl Store {
             let mut retry = Vec::new();
             for (&g, reply) in pending.iter().zip(replies) {
                 let (ks, idx) = &groups[g];
-                match reply {
-                    Ok(rvs) if rvs.len() == idx.len() => {
-                        for (&i, rv) in idx.iter().zip(&rvs) {
+                match reply.map(|v| crate::replies::create(v, idx.len())) {
+                    Ok(Ok(outcomes)) => {
+                        for (&i, outcome) in idx.iter().zip(outcomes) {
                             let (_, _, name, head, tail) = items[i];
-                            out[i] = Some(match int(rv) {
-                                0 => Err(ApiError::already_exists(&ks.gr, name)),
-                                rv => Ok(Stored {
-                                    json: crdplane_core::rvslot::join(head, rv as u64, tail).into(),
-                                    rv: rv as u64,
+                            out[i] = Some(match outcome {
+                                Created::Exists => Err(ApiError::already_exists(&ks.gr, name)),
+                                Created::At(rv) => Ok(Stored {
+                                    json: crdplane_core::rvslot::join(head, rv, tail).into(),
+                                    rv,
                                 }),
                             });
                         }
                     }
-                    Ok(rvs) => {
-                        let e = ApiError::internal(format!(
-                            "create script answered {} results for {} objects",
-                            rvs.len(),
-                            idx.len()
-                        ));
+                    Ok(Err(malformed)) => {
+                        let e = ApiError::from(malformed);
                         for &i in idx {
                             out[i] = Some(Err(e.clone()));
                         }
@@ -814,16 +774,13 @@ impl Store {
                 },
             )
             .await?;
-        match r.first().map(int) {
-            Some(1) => {
-                let rv = r.get(1).map(int).unwrap_or(0) as u64;
-                Ok(Stored {
-                    json: crdplane_core::rvslot::join(head, rv, tail).into(),
-                    rv,
-                })
-            }
-            Some(-1) => Err(ApiError::stale(&ks.gr, name)),
-            _ => Err(ApiError::not_found(&ks.gr, name)),
+        match crate::replies::update(r)? {
+            Updated::At(rv) => Ok(Stored {
+                json: crdplane_core::rvslot::join(head, rv, tail).into(),
+                rv,
+            }),
+            Updated::Stale { .. } => Err(ApiError::stale(&ks.gr, name)),
+            Updated::NotFound => Err(ApiError::not_found(&ks.gr, name)),
         }
     }
 
@@ -834,7 +791,7 @@ impl Store {
         name: &str,
         expected: u64,
     ) -> Result<Stored, ApiError> {
-        let mut r = self
+        let r = self
             .run_write(
                 |s| &s.delete,
                 ks,
@@ -848,26 +805,16 @@ impl Store {
                 },
             )
             .await?;
-        match r.first().map(int) {
-            Some(1) => {
-                let rv = r.get(1).map(int).unwrap_or(0) as u64;
-                let json = r.drain(..).nth(2).and_then(bulk).unwrap_or_default();
-                Ok(Stored {
-                    json: json.into(),
-                    rv,
-                })
-            }
-            Some(-1) => {
-                let cur = r.get(1).map(int).unwrap_or(0);
-                Err(ApiError::conflict(
-                    &ks.gr,
-                    name,
-                    &format!(
-                        "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in object meta: {cur}"
-                    ),
-                ))
-            }
-            _ => Err(ApiError::not_found(&ks.gr, name)),
+        match crate::replies::delete(r)? {
+            Deleted::At { rv, last } => Ok(Stored { json: last, rv }),
+            Deleted::Stale { current } => Err(ApiError::conflict(
+                &ks.gr,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in object meta: {current}"
+                ),
+            )),
+            Deleted::NotFound => Err(ApiError::not_found(&ks.gr, name)),
         }
     }
 
@@ -902,7 +849,7 @@ impl Store {
         }
         let (min, max) = range(namespace, start_after);
         let mut c = self.conn.clone();
-        let r: Vec<Value> = self
+        let r: Value = self
             .list
             .key(&ks.rev)
             .key(&ks.obj)
@@ -916,7 +863,7 @@ impl Store {
             .invoke_async(&mut c)
             .await
             .map_err(redis_err)?;
-        parse_page(r)
+        Ok(crate::replies::list(r)?)
     }
 
     /// The page of [`Store::list_page_at`] read without the list script, whose per-value
@@ -962,7 +909,7 @@ impl Store {
             _ => Vec::new(),
         };
         let revision = r.first().map(int).unwrap_or(0) as u64;
-        let later = later_events(events, exact, revision);
+        let later = later_events(events, exact, revision)?;
         if keys.is_empty() {
             return Ok(Some(Page {
                 items: Vec::new(),
@@ -1070,7 +1017,7 @@ impl Store {
             _ => {}
         }
         items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let later = later_events(events, exact, revision);
+        let later = later_events(events, exact, revision)?;
         Ok(Page {
             items,
             revision,
@@ -1103,26 +1050,6 @@ impl Store {
             .map_err(redis_err)?;
         v.filter(|v| v.len() >= 16)
             .ok_or_else(|| ApiError::internal("continue key missing"))
-    }
-
-    /// History entries with revision > `after`, at most `count`: (rv, type, key, json).
-    pub async fn history_after(
-        &self,
-        ks: &Keyspace,
-        after: u64,
-        count: usize,
-    ) -> Result<Vec<HistoryEvent>, ApiError> {
-        let mut c = self.conn.clone();
-        let v: Value = redis::cmd("XRANGE")
-            .arg(&ks.ev)
-            .arg(format!("{}-0", after + 1))
-            .arg("+")
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut c)
-            .await
-            .map_err(redis_err)?;
-        Ok(parse_xrange(v))
     }
 
     /// Whether a watch can resume after revision `last` (below the current revision) from
@@ -1158,9 +1085,9 @@ impl Store {
             .query_async(&mut c)
             .await
             .map_err(redis_err)?;
-        let at = parse_xrange(at);
-        let next = parse_xrange(next);
-        let oldest = parse_xrange(oldest).first().map(|e| e.rv);
+        let at = crate::replies::history(at)?;
+        let next = crate::replies::history(next)?;
+        let oldest = crate::replies::history(oldest)?.first().map(|e| e.rv);
         Ok(resumable(
             last,
             !at.is_empty(),
@@ -1185,14 +1112,6 @@ fn resumable(
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct HistoryEvent {
-    pub rv: u64,
-    pub kind: u8,
-    pub key: String,
-    pub json: Bytes,
-}
-
 /// Runs the MULTI `p`, with (when `exact > 0`) an XRANGE of the history after `exact`
 /// appended: the replies of `p`'s commands, and the XRANGE reply for [`later_events`].
 async fn query_with_later_events(
@@ -1214,10 +1133,14 @@ async fn query_with_later_events(
 
 /// The keys written after revision `exact` (from an XRANGE of the history starting at
 /// `exact + 1`), with the rv of the first event still in the history: see [`Page::later`].
-fn later_events(events: Option<Value>, exact: u64, revision: u64) -> Option<Later> {
-    match events {
+fn later_events(
+    events: Option<Value>,
+    exact: u64,
+    revision: u64,
+) -> Result<Option<Later>, ApiError> {
+    Ok(match events {
         Some(v) if exact < revision => {
-            let evs = parse_xrange(v);
+            let evs = crate::replies::history(v)?;
             let first_rv = evs.first().map_or(0, |e| e.rv);
             let mut keys: Vec<String> = evs.into_iter().map(|e| e.key).collect();
             keys.sort_unstable();
@@ -1225,52 +1148,7 @@ fn later_events(events: Option<Value>, exact: u64, revision: u64) -> Option<Late
             (first_rv > 0).then_some(Later { keys, first_rv })
         }
         _ => None,
-    }
-}
-
-fn parse_xrange(v: Value) -> Vec<HistoryEvent> {
-    let mut out = Vec::new();
-    let Value::Array(entries) = v else { return out };
-    for e in entries {
-        let Value::Array(mut parts) = e else { continue };
-        if parts.len() != 2 {
-            continue;
-        }
-        let fields = parts.pop();
-        let id = parts
-            .pop()
-            .and_then(bulk)
-            .and_then(|b| String::from_utf8(b).ok())
-            .unwrap_or_default();
-        let rv = id
-            .split('-')
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let Some(Value::Array(fields)) = fields else {
-            continue;
-        };
-        let mut ev = HistoryEvent {
-            rv,
-            kind: b'M',
-            key: String::new(),
-            json: Bytes::new(),
-        };
-        let mut it = fields.into_iter();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            let (Some(k), Some(v)) = (bulk(k), bulk(v)) else {
-                continue;
-            };
-            match k.as_slice() {
-                b"t" => ev.kind = v.first().copied().unwrap_or(b'M'),
-                b"k" => ev.key = String::from_utf8(v).unwrap_or_default(),
-                b"o" => ev.json = v.into(),
-                _ => {}
-            }
-        }
-        out.push(ev);
-    }
-    out
+    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@
 //! - pub/sub: `A<rv>\n<key>\n<json>`, `D<rv>\n<key>\n<json>` and
 //!   `M<rv>\n<key>\n<len(prev)>\n<prev><json>`;
 //! - history stream entry `<rv>-0` with fields `t` (type), `k` (key), `o` (object) and, for
-//!   MODIFIED, `p` (previous state at the event's revision).
+//!   MODIFIED, `p` (previous state at the event's revision); decoded by
+//!   [`crate::replies::history`], the one reader of the history for every path.
 //!
 //! Why the previous state travels with the event instead of a per-replica cache of current
 //! objects: a filtered watch resumed from history needs the state *before* each historical
@@ -290,7 +291,7 @@ impl Hub {
             .query_async(&mut c)
             .await
             .map_err(crate::store::redis_err)?;
-        Ok(parse_history(v))
+        Ok(crate::replies::history(v)?)
     }
 
     /// Drops channels nobody listens to any more.
@@ -310,60 +311,6 @@ impl Hub {
             let _ = bounded(self.timeout, sink.unsubscribe(channel)).await;
         }
     }
-}
-
-fn bulk(v: Value) -> Option<Vec<u8>> {
-    match v {
-        Value::BulkString(b) => Some(b),
-        Value::SimpleString(s) => Some(s.into_bytes()),
-        _ => None,
-    }
-}
-
-/// `XRANGE` reply → events (entries that do not parse are skipped).
-pub fn parse_history(v: Value) -> Vec<LiveEvent> {
-    let mut out = Vec::new();
-    let Value::Array(entries) = v else { return out };
-    for e in entries {
-        let Value::Array(mut parts) = e else { continue };
-        if parts.len() != 2 {
-            continue;
-        }
-        let fields = parts.pop();
-        let id = parts.pop().and_then(bulk).unwrap_or_default();
-        let rv = std::str::from_utf8(&id)
-            .ok()
-            .and_then(|s| s.split('-').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let Some(Value::Array(fields)) = fields else {
-            continue;
-        };
-        let mut ev = LiveEvent {
-            kind: b'M',
-            rv,
-            key: String::new(),
-            json: Bytes::new(),
-            prev: Bytes::new(),
-        };
-        let mut it = fields.into_iter();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            let (Some(k), Some(v)) = (bulk(k), bulk(v)) else {
-                continue;
-            };
-            match k.as_slice() {
-                b"t" => ev.kind = v.first().copied().unwrap_or(b'M'),
-                b"k" => ev.key = String::from_utf8(v).unwrap_or_default(),
-                b"o" => ev.json = v.into(),
-                b"p" => ev.prev = v.into(),
-                _ => {}
-            }
-        }
-        if rv != 0 {
-            out.push(ev);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -392,41 +339,5 @@ mod tests {
         assert!(parse_event(&Bytes::from_static(b"M7\nns/x\n70\n{}{}")).is_none());
         assert!(parse_event(&Bytes::from_static(b"M7\nns/x\nzz\n{}{}")).is_none());
         assert!(parse_event(&Bytes::from_static(b"M7\nns/x\n{}")).is_none());
-    }
-
-    #[test]
-    fn parses_history_entries() {
-        let entry = |id: &str, f: &[(&str, &str)]| {
-            Value::Array(vec![
-                Value::BulkString(id.as_bytes().to_vec()),
-                Value::Array(
-                    f.iter()
-                        .flat_map(|(k, v)| {
-                            [
-                                Value::BulkString(k.as_bytes().to_vec()),
-                                Value::BulkString(v.as_bytes().to_vec()),
-                            ]
-                        })
-                        .collect(),
-                ),
-            ])
-        };
-        let v = Value::Array(vec![
-            entry("5-0", &[("t", "A"), ("k", "a/b"), ("o", "{}")]),
-            entry(
-                "6-0",
-                &[("t", "M"), ("k", "a/b"), ("o", "{\"x\":1}"), ("p", "{}")],
-            ),
-        ]);
-        let evs = parse_history(v);
-        assert_eq!(evs.len(), 2);
-        assert_eq!(
-            (evs[0].rv, evs[0].kind, &evs[0].prev[..]),
-            (5, b'A', &b""[..])
-        );
-        assert_eq!(
-            (evs[1].rv, evs[1].kind, &evs[1].prev[..]),
-            (6, b'M', &b"{}"[..])
-        );
     }
 }
