@@ -166,7 +166,7 @@ pub async fn enqueue(
 /// the registry to record the work (before the mark and again after it, see the module
 /// doc), so the queue's entry format stays private to this module.
 pub async fn record_namespace_deletion(
-    storage: &mut crdplane_proto::v1::storage_client::StorageClient<tonic::transport::Channel>,
+    storage: &mut crdplane_proto::v1::storage_client::StorageClient<crate::Channel>,
     req: pb::NamespaceDeletionRequest,
 ) -> Result<pb::Empty, ApiError> {
     if req.tenant.is_empty() || req.name.is_empty() {
