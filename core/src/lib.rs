@@ -9,15 +9,21 @@
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
 //! - [`names`]: group/resource/kind naming helpers and timestamps;
+//! - [`continue_token`]: signed continue tokens of paginated lists (HMAC-SHA256);
+//! - [`ports`]: the default addresses of every component, written once;
+//! - [`options`]: request options (list query parameters) with upstream's validation texts;
 //! - [`gcqueue`]: the garbage collector's durable work items (entry JSON, leases);
 //! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
+pub mod continue_token;
 pub mod decode;
 pub mod field;
 pub mod filter;
 pub mod gcqueue;
 pub mod names;
+pub mod options;
+pub mod ports;
 pub mod rvslot;
 pub mod selector;
 pub mod status;

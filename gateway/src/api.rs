@@ -6,6 +6,7 @@ use crate::request_info::{self, RequestInfo};
 use crate::watch_limit::ClientKey;
 use bytes::Bytes;
 use crdplane_core::ApiError;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::registry_client::RegistryClient;
 use crdplane_proto::v1::storage_client::StorageClient;

@@ -11,6 +11,7 @@
 //! `tryUpdate` does (registry/generic/registry/store.go `Update`), and ends the loop.
 
 use crdplane_core::{ApiError, Reason};
+use crdplane_proto::GrpcStatusExt;
 use std::future::Future;
 
 /// Why one attempt did not produce a result.

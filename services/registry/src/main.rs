@@ -1,4 +1,5 @@
-//! The registry service binary: `crdplane-registry --listen ADDR --storage URL --validation URL`.
+//! The registry service binary: `crdplane-registry --listen ADDR --storage URL --validation URL`
+//! (flags in `crdplane_registry::config`).
 use clap::Parser;
 
 /// mimalloc instead of glibc malloc: the request path allocates many small, short-lived
@@ -6,48 +7,16 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[derive(Parser, Debug)]
-#[command(name = "crdplane-registry", about = "crdplane registry service (gRPC)")]
-struct Args {
-    /// Address to listen on.
-    #[arg(
-        long,
-        env = "CRDPLANE_REGISTRY_LISTEN",
-        default_value = "127.0.0.1:7002"
-    )]
-    listen: String,
-    /// Storage service endpoint.
-    #[arg(
-        long,
-        env = "CRDPLANE_STORAGE",
-        default_value = "http://127.0.0.1:7001"
-    )]
-    storage: String,
-    /// Validation service endpoint ("" disables schema checks).
-    #[arg(
-        long,
-        env = "CRDPLANE_VALIDATION",
-        default_value = "http://127.0.0.1:7003"
-    )]
-    validation: String,
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let args = Args::parse();
+    let args = crdplane_registry::config::Args::parse();
+    args.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     tracing::info!(addr = %listener.local_addr()?, "registry listening");
     crdplane_core::names::announce(listener.local_addr()?);
-    crdplane_registry::serve(
-        crdplane_registry::Config {
-            storage_endpoint: args.storage,
-            validation_endpoint: args.validation,
-        },
-        listener,
-    )
-    .await
+    crdplane_registry::serve(args.config(), listener).await
 }
