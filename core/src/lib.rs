@@ -5,6 +5,7 @@
 //!   and [`status::ApiError`], the edge error that travels inside gRPC statuses and is
 //!   rendered by the gateway as the upstream `Status` JSON;
 //! - [`decode`]: JSON decoding that reports duplicate keys (strict field validation);
+//! - [`meta`]: typed read access to an object's `metadata` (ObjectMeta over JSON);
 //! - [`gofmt`]: Go-style printing (`%v`, `%q`, `%#v`, `%T`, `fmt.Sprint`, `encoding/json`);
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
@@ -23,6 +24,7 @@ pub mod field;
 pub mod filter;
 pub mod gcqueue;
 pub mod gofmt;
+pub mod meta;
 pub mod names;
 pub mod options;
 pub mod ports;
