@@ -1,6 +1,8 @@
-//! Request options of the API verbs: the query parameters of a list (`resourceVersion`,
-//! `resourceVersionMatch`, `limit`, `continue`, `sendInitialEvents`) parsed and validated with
-//! upstream's texts.
+//! Request options of the API verbs, parsed and validated with upstream's texts: the query
+//! parameters of a list (`resourceVersion`, `resourceVersionMatch`, `limit`, `continue`,
+//! `sendInitialEvents`), `fieldValidation` and `dryRun` of writes (Create/Update/
+//! PatchOptions), and DeleteOptions (`gracePeriodSeconds`, `orphanDependents`,
+//! `propagationPolicy`, `dryRun`; apimachinery `ValidateDeleteOptions`).
 //!
 //! Where it sits: the gateway's list handlers (custom resources, CRDs, namespaces) call
 //! [`list_options`] before they ask storage for anything, and pass
@@ -156,6 +158,122 @@ impl ListOptions {
     }
 }
 
+/// `fieldValidation` of a create, update or patch (apiserver
+/// `pkg/endpoints/handlers/rest.go` `fieldValidation`; unset means Warn).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// Parses `fieldValidation` with upstream's 400 text for an unknown value.
+pub fn field_validation(v: Option<&str>) -> Result<FieldValidation, ApiError> {
+    match v {
+        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+        Some("Ignore") => Ok(FieldValidation::Ignore),
+        Some("Strict") => Ok(FieldValidation::Strict),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "fieldValidation: Unsupported value: {}: supported values: \"Ignore\", \"Strict\", \"Warn\"",
+            crate::gofmt::go_quote(other)
+        ))),
+    }
+}
+
+/// apimachinery `ValidateDryRun`'s error: the bad value is the whole `[]string`, printed
+/// with `%#v`.
+pub fn dry_run_not_supported(values: &[String]) -> FieldError {
+    let quoted: Vec<String> = values.iter().map(|d| crate::gofmt::go_quote(d)).collect();
+    FieldError::new(
+        crate::FieldErrorType::NotSupported,
+        "dryRun",
+        None,
+        format!(
+            "[]string{{{}}}: supported values: \"All\"",
+            quoted.join(", ")
+        ),
+    )
+}
+
+/// The `dryRun` values of a write (`kind` is `CreateOptions`, `UpdateOptions` or
+/// `PatchOptions`): any value but "All" is the 422 of apimachinery
+/// `ValidateCreateOptions`/`ValidateUpdateOptions`/`ValidatePatchOptions`
+/// (meta/v1/validation). Returns whether the write is a dry run.
+pub fn write_dry_run(kind: &str, values: &[String]) -> Result<bool, ApiError> {
+    if values.iter().any(|d| d != "All") {
+        return Err(ApiError::invalid(
+            kind,
+            "meta.k8s.io",
+            "",
+            &[dry_run_not_supported(values)],
+        ));
+    }
+    Ok(!values.is_empty())
+}
+
+/// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+    pub orphan_dependents: Option<bool>,
+    pub propagation_policy: Option<String>,
+    pub dry_run: Vec<String>,
+}
+
+/// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,
+/// `orphanDependents`, `propagationPolicy`, `dryRun`; preconditions only travel in a body).
+/// `get` reads a parameter's first value, `all` every value; `orphanDependents` is read as
+/// the codec reads a `*bool` (only `0`/`false` in any case are false).
+pub fn delete_options_from_query<'a>(
+    get: impl Fn(&str) -> Option<&'a str>,
+    all: impl Fn(&str) -> Vec<String>,
+) -> Result<DeleteOptions, ApiError> {
+    let mut o = DeleteOptions::default();
+    if let Some(g) = get("gracePeriodSeconds") {
+        o.grace_period_seconds = Some(g.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: invalid syntax",
+                crate::gofmt::go_quote(g)
+            ))
+        })?);
+    }
+    o.orphan_dependents =
+        get("orphanDependents").map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")));
+    o.propagation_policy = get("propagationPolicy").map(str::to_string);
+    o.dry_run = all("dryRun");
+    Ok(o)
+}
+
+/// apimachinery `ValidateDeleteOptions` (meta/v1/validation): the field errors of the 422
+/// `DeleteOptions.meta.k8s.io "" is invalid: …`.
+pub fn validate_delete_options(o: &DeleteOptions) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if o.orphan_dependents.is_some()
+        && let Some(p) = &o.propagation_policy
+    {
+        errs.push(FieldError::invalid(
+            "propagationPolicy",
+            Value::String(p.clone()),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    if let Some(p) = &o.propagation_policy
+        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        errs.push(FieldError::not_supported(
+            "propagationPolicy",
+            Value::String(p.clone()),
+            &["Foreground", "Background", "Orphan", "nil"],
+        ));
+    }
+    if o.dry_run.iter().any(|d| d != "All") {
+        errs.push(dry_run_not_supported(&o.dry_run));
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +377,94 @@ mod tests {
             opts("resourceVersion=abc").unwrap_err().message,
             "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax"
         );
+    }
+
+    #[test]
+    fn field_validation_table() {
+        let cases = [
+            (None, Ok(FieldValidation::Warn)),
+            (Some(""), Ok(FieldValidation::Warn)),
+            (Some("Warn"), Ok(FieldValidation::Warn)),
+            (Some("Ignore"), Ok(FieldValidation::Ignore)),
+            (Some("Strict"), Ok(FieldValidation::Strict)),
+            (
+                Some("strict"),
+                Err(
+                    "fieldValidation: Unsupported value: \"strict\": supported values: \"Ignore\", \"Strict\", \"Warn\"",
+                ),
+            ),
+        ];
+        for (v, want) in cases {
+            let got = field_validation(v).map_err(|e| (e.code, e.message));
+            assert_eq!(got, want.map_err(|m| (400, m.to_string())), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn write_dry_run_table() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(write_dry_run("CreateOptions", &[]), Ok(false));
+        assert_eq!(write_dry_run("CreateOptions", &s(&["All"])), Ok(true));
+        let e = write_dry_run("PatchOptions", &s(&["All", "x"])).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            r#"PatchOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"All", "x"}: supported values: "All""#
+        );
+    }
+
+    #[test]
+    fn delete_options_table() {
+        let q = |query: &'static str| {
+            let pairs: Vec<(&'static str, &'static str)> = query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| p.split_once('=').unwrap_or((p, "")))
+                .collect();
+            delete_options_from_query(
+                |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v),
+                |k| {
+                    pairs
+                        .iter()
+                        .filter(|(n, _)| *n == k)
+                        .map(|(_, v)| v.to_string())
+                        .collect()
+                },
+            )
+        };
+        let o = q("gracePeriodSeconds=0&propagationPolicy=Orphan&dryRun=All").unwrap();
+        assert_eq!(o.grace_period_seconds, Some(0));
+        assert_eq!(o.propagation_policy.as_deref(), Some("Orphan"));
+        assert_eq!(o.dry_run, vec!["All".to_string()]);
+        assert!(validate_delete_options(&o).is_empty());
+        assert_eq!(
+            q("orphanDependents=FALSE").unwrap().orphan_dependents,
+            Some(false)
+        );
+        assert_eq!(q("orphanDependents").unwrap().orphan_dependents, Some(true));
+        assert_eq!(
+            q("gracePeriodSeconds=x").unwrap_err().message,
+            r#"strconv.ParseInt: parsing "x": invalid syntax"#
+        );
+        let cases = [
+            ("propagationPolicy=Background", ""),
+            (
+                "propagationPolicy=Bad&dryRun=x",
+                r#"DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Unsupported value: "Bad": supported values: "Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: []string{"x"}: supported values: "All"]"#,
+            ),
+            (
+                "propagationPolicy=Orphan&orphanDependents=true",
+                r#"DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#,
+            ),
+        ];
+        for (query, want) in cases {
+            let errs = validate_delete_options(&q(query).unwrap());
+            let got = if errs.is_empty() {
+                String::new()
+            } else {
+                ApiError::invalid("DeleteOptions", "meta.k8s.io", "", &errs).message
+            };
+            assert_eq!(got, want, "{query}");
+        }
     }
 }
