@@ -2,6 +2,7 @@
 fn main() {
     let files = [
         "crdplane/v1/common.proto",
+        "crdplane/v1/status.proto",
         "crdplane/v1/storage.proto",
         "crdplane/v1/validation.proto",
         "crdplane/v1/registry.proto",

@@ -187,111 +187,7 @@ pub fn aggregate_message(errs: &[FieldError]) -> String {
     }
 }
 
-/// Go's `%v` for JSON scalars, `%q` for strings, `%#v` for maps/slices of unstructured JSON.
-pub fn go_value(v: &Value) -> String {
-    match v {
-        Value::Null => "null".to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => go_number(n),
-        Value::String(s) => go_quote(s),
-        _ => go_sharp_v(v),
-    }
-}
-
-fn go_number(n: &serde_json::Number) -> String {
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    if let Some(u) = n.as_u64() {
-        return u.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    go_float(f)
-}
-
-/// Go's `%v` of a float64 (`strconv.FormatFloat(f, 'g', -1, 64)` with %v's exponent rule:
-/// exponent form when exp < -4 || exp >= 21).
-pub fn go_float(f: f64) -> String {
-    if f == 0.0 {
-        return "0".to_string();
-    }
-    if !f.is_finite() {
-        return if f.is_nan() {
-            "NaN".into()
-        } else if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    let exp = f.abs().log10().floor() as i32;
-    if (-4..21).contains(&exp) {
-        let s = format!("{f}");
-        s
-    } else {
-        // Rust `{:e}` gives e.g. "1e21"; Go gives "1e+21" and two-digit exponents.
-        let s = format!("{f:e}");
-        let (mant, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let (sign, digits) = if let Some(d) = e.strip_prefix('-') {
-            ('-', d)
-        } else {
-            ('+', e)
-        };
-        let digits = if digits.len() < 2 {
-            format!("0{digits}")
-        } else {
-            digits.to_string()
-        };
-        format!("{mant}e{sign}{digits}")
-    }
-}
-
-/// Go's `%q` of a string.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn go_sharp_v(v: &Value) -> String {
-    match v {
-        Value::Null => "interface {}(nil)".to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => go_number(n),
-        Value::String(s) => go_quote(s),
-        Value::Array(a) => {
-            let parts: Vec<String> = a.iter().map(go_sharp_v).collect();
-            format!("[]interface {{}}{{{}}}", parts.join(", "))
-        }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys
-                .iter()
-                .map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&m[*k])))
-                .collect();
-            format!("map[string]interface {{}}{{{}}}", parts.join(", "))
-        }
-    }
-}
+pub use crate::gofmt::{go_float, go_quote, go_value};
 
 #[cfg(test)]
 mod tests {
@@ -331,19 +227,6 @@ mod tests {
             FieldError::forbidden("spec.scope", "field is immutable").to_string(),
             "spec.scope: Forbidden: field is immutable"
         );
-    }
-
-    #[test]
-    fn go_formatting() {
-        assert_eq!(go_value(&json!(1.5)), "1.5");
-        assert_eq!(go_value(&json!(1e21)), "1e+21");
-        assert_eq!(go_value(&json!(null)), "null");
-        assert_eq!(
-            go_value(&json!({"b": 1, "a": "x"})),
-            "map[string]interface {}{\"a\":\"x\", \"b\":1}"
-        );
-        assert_eq!(go_value(&json!(["a", 1])), "[]interface {}{\"a\", 1}");
-        assert_eq!(go_quote("a\"b\u{1}"), "\"a\\\"b\\x01\"");
     }
 
     #[test]

@@ -5,19 +5,29 @@
 //!   and [`status::ApiError`], the edge error that travels inside gRPC statuses and is
 //!   rendered by the gateway as the upstream `Status` JSON;
 //! - [`decode`]: JSON decoding that reports duplicate keys (strict field validation);
+//! - [`meta`]: typed read access to an object's `metadata` (ObjectMeta over JSON);
+//! - [`gofmt`]: Go-style printing (`%v`, `%q`, `%#v`, `%T`, `fmt.Sprint`, `encoding/json`);
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
 //! - [`names`]: group/resource/kind naming helpers and timestamps;
+//! - [`continue_token`]: signed continue tokens of paginated lists (HMAC-SHA256);
+//! - [`ports`]: the default addresses of every component, written once;
+//! - [`options`]: request options (list query parameters) with upstream's validation texts;
 //! - [`gcqueue`]: the garbage collector's durable work items (entry JSON, leases);
 //! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
+pub mod continue_token;
 pub mod decode;
 pub mod field;
 pub mod filter;
 pub mod gcqueue;
+pub mod gofmt;
+pub mod meta;
 pub mod names;
+pub mod options;
+pub mod ports;
 pub mod rvslot;
 pub mod selector;
 pub mod status;

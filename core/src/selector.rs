@@ -26,7 +26,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::field::{FieldError, go_float, go_quote};
+use crate::field::{FieldError, go_quote};
 
 /// Longest selector text accepted (label or field), in bytes.
 pub const MAX_SELECTOR_BYTES: usize = 16 * 1024;
@@ -953,52 +953,7 @@ impl SelectableField {
     }
 }
 
-/// Go's `fmt.Sprint` of a decoded unstructured JSON value.
-pub fn go_sprint(v: &Value) -> String {
-    let mut out = String::new();
-    go_sprint_into(v, &mut out);
-    out
-}
-
-fn go_sprint_into(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("<nil>"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                out.push_str(&i.to_string());
-            } else {
-                // Integers beyond int64 decode as float64 upstream.
-                out.push_str(&go_float(n.as_f64().unwrap_or(0.0)));
-            }
-        }
-        Value::String(s) => out.push_str(s),
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                go_sprint_into(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push_str("map[");
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                out.push_str(k);
-                out.push(':');
-                go_sprint_into(&m[k.as_str()], out);
-            }
-            out.push(']');
-        }
-    }
-}
+pub use crate::gofmt::go_sprint;
 
 /// The field labels a custom resource supports: `metadata.name`, `metadata.namespace` (only
 /// when namespaced) and the version's `selectableFields`.

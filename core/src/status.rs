@@ -1,12 +1,11 @@
 //! Kubernetes `Status` errors: the one table from reason to HTTP and gRPC code, the
-//! constructors with upstream's exact messages (k8s.io/apimachinery/pkg/api/errors/errors.go),
-//! and the transport of a Status inside a gRPC status (its `details` bytes hold the Status
-//! JSON), so the gateway renders exactly what the service decided.
+//! constructors with upstream's exact messages (k8s.io/apimachinery/pkg/api/errors/errors.go).
+//! The transport of a Status inside a gRPC status (and the gRPC code of each reason) is
+//! `crdplane_proto::status`: this crate knows nothing of gRPC.
 
 use crate::field::{FieldError, aggregate_message};
 use crate::names::{GroupResource, qualified_kind};
 use serde::{Deserialize, Serialize};
-use tonic::Code;
 
 /// `metav1.StatusReason` values used by crdplane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,70 +32,30 @@ pub enum Reason {
     Unknown,
 }
 
-/// The table: reason → (wire string, HTTP code, gRPC code).
-const TABLE: &[(Reason, &str, u16, Code)] = &[
-    (Reason::BadRequest, "BadRequest", 400, Code::InvalidArgument),
-    (
-        Reason::Unauthorized,
-        "Unauthorized",
-        401,
-        Code::Unauthenticated,
-    ),
-    (Reason::Forbidden, "Forbidden", 403, Code::PermissionDenied),
-    (Reason::NotFound, "NotFound", 404, Code::NotFound),
-    (
-        Reason::MethodNotAllowed,
-        "MethodNotAllowed",
-        405,
-        Code::Unimplemented,
-    ),
-    (
-        Reason::NotAcceptable,
-        "NotAcceptable",
-        406,
-        Code::InvalidArgument,
-    ),
-    (
-        Reason::AlreadyExists,
-        "AlreadyExists",
-        409,
-        Code::AlreadyExists,
-    ),
-    (Reason::Conflict, "Conflict", 409, Code::Aborted),
-    (Reason::Gone, "Gone", 410, Code::OutOfRange),
-    (Reason::Expired, "Expired", 410, Code::OutOfRange),
-    (
-        Reason::RequestEntityTooLarge,
-        "RequestEntityTooLarge",
-        413,
-        Code::ResourceExhausted,
-    ),
-    (
-        Reason::UnsupportedMediaType,
-        "UnsupportedMediaType",
-        415,
-        Code::InvalidArgument,
-    ),
-    (Reason::Invalid, "Invalid", 422, Code::InvalidArgument),
-    (
-        Reason::TooManyRequests,
-        "TooManyRequests",
-        429,
-        Code::ResourceExhausted,
-    ),
-    (Reason::InternalError, "InternalError", 500, Code::Internal),
-    (
-        Reason::ServiceUnavailable,
-        "ServiceUnavailable",
-        503,
-        Code::Unavailable,
-    ),
-    (Reason::Timeout, "Timeout", 504, Code::DeadlineExceeded),
-    (Reason::Unknown, "", 500, Code::Internal),
+/// The table: reason → (wire string, HTTP code).
+const TABLE: &[(Reason, &str, u16)] = &[
+    (Reason::BadRequest, "BadRequest", 400),
+    (Reason::Unauthorized, "Unauthorized", 401),
+    (Reason::Forbidden, "Forbidden", 403),
+    (Reason::NotFound, "NotFound", 404),
+    (Reason::MethodNotAllowed, "MethodNotAllowed", 405),
+    (Reason::NotAcceptable, "NotAcceptable", 406),
+    (Reason::AlreadyExists, "AlreadyExists", 409),
+    (Reason::Conflict, "Conflict", 409),
+    (Reason::Gone, "Gone", 410),
+    (Reason::Expired, "Expired", 410),
+    (Reason::RequestEntityTooLarge, "RequestEntityTooLarge", 413),
+    (Reason::UnsupportedMediaType, "UnsupportedMediaType", 415),
+    (Reason::Invalid, "Invalid", 422),
+    (Reason::TooManyRequests, "TooManyRequests", 429),
+    (Reason::InternalError, "InternalError", 500),
+    (Reason::ServiceUnavailable, "ServiceUnavailable", 503),
+    (Reason::Timeout, "Timeout", 504),
+    (Reason::Unknown, "", 500),
 ];
 
 impl Reason {
-    fn row(self) -> &'static (Reason, &'static str, u16, Code) {
+    fn row(self) -> &'static (Reason, &'static str, u16) {
         TABLE
             .iter()
             .find(|r| r.0 == self)
@@ -107,9 +66,6 @@ impl Reason {
     }
     pub fn http_code(self) -> u16 {
         self.row().2
-    }
-    pub fn grpc_code(self) -> Code {
-        self.row().3
     }
     pub fn parse(s: &str) -> Option<Self> {
         TABLE.iter().find(|r| r.1 == s).map(|r| r.0)
@@ -397,56 +353,6 @@ impl ApiError {
             details: s.details.map(Box::new),
         })
     }
-
-    /// A gRPC status carrying this error (code from the table, Status JSON in details).
-    pub fn to_grpc(&self) -> tonic::Status {
-        tonic::Status::with_details(
-            self.reason.grpc_code(),
-            self.message.clone(),
-            self.to_json().into(),
-        )
-    }
-    /// Recovers the Status from a gRPC status. This is the one place where failures of the
-    /// path to a service are mapped (kube-apiserver answers an unreachable dependency with
-    /// 503/504 and a Retry-After, never 500 with the transport's words):
-    ///
-    /// - a Status the service decided (its JSON in `details`) passes through, except that a
-    ///   503/504 is re-rendered with the generic text and `retryAfterSeconds` (a service's
-    ///   outage text names its backend: Redis errors, socket paths);
-    /// - no Status JSON: the call failed on the way (connection refused or reset, HTTP/2
-    ///   stream errors, the service process died mid-call) or the service failed without
-    ///   deciding; `DeadlineExceeded` is a 504, everything else a 503; never the message.
-    pub fn from_grpc(s: &tonic::Status) -> Self {
-        if let Some(e) = Self::from_json(s.details()) {
-            return match e.code {
-                503 => Self::dependency_unavailable(),
-                504 if e.retry_after().is_none() => {
-                    let mut e = e;
-                    e.details
-                        .get_or_insert_with(Default::default)
-                        .retry_after_seconds = RETRY_AFTER_SECONDS;
-                    e
-                }
-                _ => e,
-            };
-        }
-        match s.code() {
-            Code::DeadlineExceeded => Self::dependency_timeout(),
-            _ => Self::dependency_unavailable(),
-        }
-    }
-}
-
-impl From<ApiError> for tonic::Status {
-    fn from(e: ApiError) -> Self {
-        e.to_grpc()
-    }
-}
-
-impl From<tonic::Status> for ApiError {
-    fn from(s: tonic::Status) -> Self {
-        ApiError::from_grpc(&s)
-    }
 }
 
 /// Message of a 503 for an unreachable dependency (apimachinery `NewGenericServerResponse`).
@@ -518,73 +424,8 @@ mod tests {
     }
 
     #[test]
-    fn grpc_round_trip_keeps_the_status() {
-        let e = ApiError::already_exists(&gr(), "x");
-        let s = e.to_grpc();
-        assert_eq!(s.code(), Code::AlreadyExists);
-        assert_eq!(ApiError::from_grpc(&s), e);
-        let t = ApiError::from_grpc(&tonic::Status::unavailable("down"));
-        assert_eq!(t.code, 503);
-    }
-
-    #[test]
-    fn transport_failures_are_503_or_504_with_retry_after_and_no_internal_text() {
-        let secret = "connect to 127.0.0.1:7001: Connection refused (os error 111)";
-        let cases = [
-            (
-                tonic::Status::unavailable(secret),
-                503,
-                "ServiceUnavailable",
-            ),
-            (tonic::Status::unknown(secret), 503, "ServiceUnavailable"),
-            (
-                tonic::Status::internal(format!("h2 protocol error: {secret}")),
-                503,
-                "ServiceUnavailable",
-            ),
-            (tonic::Status::cancelled(secret), 503, "ServiceUnavailable"),
-            (tonic::Status::deadline_exceeded(secret), 504, "Timeout"),
-            // A service's own 503 names its backend: re-rendered generically.
-            (
-                ApiError::unavailable(format!("storage backend error: {secret}")).to_grpc(),
-                503,
-                "ServiceUnavailable",
-            ),
-            (
-                ApiError::new(Reason::Timeout, "Timeout: slow").to_grpc(),
-                504,
-                "Timeout",
-            ),
-        ];
-        for (s, code, reason) in cases {
-            let e = ApiError::from_grpc(&s);
-            assert_eq!((e.code, e.reason.as_str()), (code, reason), "{s:?}");
-            assert_eq!(e.retry_after(), Some(RETRY_AFTER_SECONDS), "{s:?}");
-            let json = String::from_utf8(e.to_json()).unwrap();
-            assert!(
-                !json.contains("127.0.0.1") && !json.contains("backend"),
-                "{json}"
-            );
-            assert!(json.contains(r#""retryAfterSeconds":1"#), "{json}");
-        }
-        assert_eq!(
-            String::from_utf8(ApiError::from_grpc(&tonic::Status::unavailable("x")).to_json())
-                .unwrap(),
-            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","details":{"retryAfterSeconds":1},"code":503}"#
-        );
-        assert_eq!(
-            ApiError::from_grpc(&tonic::Status::deadline_exceeded("x")).message,
-            "Timeout: request did not complete within requested timeout - context deadline exceeded"
-        );
-        // Decided errors pass through unchanged.
-        let nf = ApiError::not_found(&gr(), "x");
-        assert_eq!(ApiError::from_grpc(&nf.to_grpc()), nf);
-        assert_eq!(nf.retry_after(), None);
-    }
-
-    #[test]
     fn table_is_complete_and_consistent() {
-        for (r, s, http, _) in TABLE {
+        for (r, s, http) in TABLE {
             assert_eq!(Reason::parse(s), Some(*r));
             assert_eq!(r.http_code(), *http);
         }

@@ -203,11 +203,11 @@ pub fn selector(data: &[u8]) {
     );
 }
 
-/// Continue tokens (gateway/src/strategy.rs): arbitrary tokens decode or fail with a
+/// Continue tokens (crdplane-core `continue_token`): arbitrary tokens decode or fail with a
 /// Status error; a token encoded for a valid start key decodes to that key and revision,
 /// and only in its own scope.
 pub fn continue_token(data: &[u8]) {
-    use crdplane_gateway::strategy::{decode_continue, encode_continue};
+    use crdplane_core::continue_token::{decode_continue, encode_continue};
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
     let mut u = Unstructured::new(data);
     let Ok(mode) = u.arbitrary::<u8>() else {

@@ -9,6 +9,7 @@ use crate::stack::Payload;
 use crate::watch_limit::ClientKey;
 use bytes::Bytes;
 use crdplane_core::ApiError;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::registry_client::RegistryClient;
 use crdplane_proto::v1::storage_client::StorageClient;

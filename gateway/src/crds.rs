@@ -12,6 +12,7 @@ use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
 use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -119,7 +120,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     dry_run: dry,
                     name: String::new(),
                 })
-                .await?
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             let v: Value = serde_json::from_slice(&r.json).map_err(ApiError::internal)?;
             ctx.crds.invalidate(&tenant, &crd_name(&v));
@@ -134,7 +136,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     tenant,
                     name: i.name.clone(),
                 })
-                .await?
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             one(req, StatusCode::OK, r.json)
         }
@@ -159,7 +162,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     label_selector: label,
                     field_selector: field,
                 })
-                .await?
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             let rv = match opts.rv {
                 crate::strategy::ListRv::Exact(n) if opts.continuing => n,
@@ -238,7 +242,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 reg.update_crd_status(w).await
             } else {
                 reg.update_crd(w).await
-            }?
+            }
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
             ctx.crds.invalidate(&tenant, &i.name);
             Ok(with_warnings(
@@ -260,7 +265,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         tenant: tenant.clone(),
                         name: i.name.clone(),
                     })
-                    .await?
+                    .await
+                    .map_err(crdplane_proto::status::from_grpc)?
                     .into_inner();
                 let old: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
                 // Built-in type: strategic merge patch accepted (crate::strategic).
@@ -312,7 +318,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         tenant: tenant.clone(),
                         name: i.name.clone(),
                     })
-                    .await?
+                    .await
+                    .map_err(crdplane_proto::status::from_grpc)?
                     .into_inner();
                 let v: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
                 let uid = v
@@ -341,7 +348,12 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 })
                 .await;
             ctx.crds.invalidate(&tenant, &i.name);
-            Ok(json_response(StatusCode::OK, r?.into_inner().json))
+            Ok(json_response(
+                StatusCode::OK,
+                r.map_err(crdplane_proto::status::from_grpc)?
+                    .into_inner()
+                    .json,
+            ))
         }
         "deletecollection" if !status => {
             let (label, field) = selectors(req)?;
@@ -352,7 +364,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     field_selector: field,
                     ..Default::default()
                 })
-                .await?
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             let mut deleted = Vec::new();
             for item in r.items {
@@ -369,7 +382,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 {
                     Ok(d) => deleted.push(d.into_inner().json),
                     Err(s) if s.code() == tonic::Code::NotFound => {}
-                    Err(s) => return Err(s.into()),
+                    Err(s) => return Err(ApiError::from_grpc(&s)),
                 }
                 ctx.crds.invalidate(&tenant, &name);
             }

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use crdplane_core::field::{FieldError, FieldErrorType};
 use crdplane_core::selector::{CustomResourceFieldLabels, FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, rvslot};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::validation_client::ValidationClient;
 use http::{HeaderValue, Response, StatusCode};
@@ -355,7 +356,8 @@ async fn load_schema_with(
             schema: Some(schema_ref(crd, tenant, version)),
             crd_json: crd_json.into(),
         })
-        .await?;
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?;
     Ok(())
 }
 
@@ -394,7 +396,10 @@ pub async fn admit(
         Ok(r) => r,
         Err(s) if s.code() == tonic::Code::NotFound => {
             load_schema(ctx, crd, tenant, &ver.name).await?;
-            ctx.admits.call(mk()).await?
+            ctx.admits
+                .call(mk())
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
         }
         Err(s) => return Err(ApiError::from_grpc(&s)),
     };
@@ -494,7 +499,12 @@ async fn normalize_with(
         Ok(r) => r.into_inner(),
         Err(s) if s.code() == tonic::Code::NotFound => {
             load_schema_with(validation.clone(), crd, tenant, version).await?;
-            validation.clone().normalize(mk()).await?.into_inner()
+            validation
+                .clone()
+                .normalize(mk())
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
+                .into_inner()
         }
         Err(s) => return Err(ApiError::from_grpc(&s)),
     };
@@ -629,7 +639,8 @@ async fn get(
     let s = ctx
         .gets
         .call(key(crd, &i.tenant, &i.namespace, &i.name))
-        .await?;
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?;
     if !s.found {
         return Err(ApiError::not_found(&crd.gr(), &i.name));
     }
@@ -864,7 +875,8 @@ async fn create(
             object: Some(storage_write(crd, obj)?),
             dry_run: dry,
         })
-        .await?;
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?;
     if !dry {
         crate::gc::verify_added_refs(&ctx.storage, &i.tenant, &s.json, None).await;
     }
@@ -975,7 +987,8 @@ pub(crate) async fn store_existing(
             expected_resource_version: old_rv,
             dry_run: dry,
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     if !dry {
         crate::gc::verify_added_refs(&ctx.storage, &i.tenant, &s.json, Some(old)).await;
@@ -1000,7 +1013,8 @@ pub(crate) async fn current(
         .get(pb::GetRequest {
             key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     let b = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
         .await?
@@ -1241,7 +1255,8 @@ async fn delete_one(
                     .get(pb::GetRequest {
                         key: Some(k.clone()),
                     })
-                    .await?
+                    .await
+                    .map_err(crdplane_proto::status::from_grpc)?
                     .into_inner(),
             };
             let obj = parse_object(&cur.json)?;
@@ -1373,7 +1388,8 @@ async fn delete_collection(
                 field_selector: field.clone(),
                 ..Default::default()
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         if list_rv == 0 {
             list_rv = r.resource_version;

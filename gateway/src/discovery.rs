@@ -7,6 +7,7 @@
 use crate::api::{Ctx, Req};
 use crate::http::{Body, full, json_response, parse_accept, text_response};
 use crdplane_core::ApiError;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -86,7 +87,8 @@ async fn tenant_discovery(ctx: &Ctx, tenant: &str) -> Result<pb::DiscoveryRespon
         .discovery(pb::DiscoveryRequest {
             tenant: tenant.into(),
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner())
 }
 
@@ -287,7 +289,8 @@ async fn openapi_v2(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             tenant: req.info.tenant.clone(),
             path: String::new(),
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     let accept = parse_accept(req.header("accept"));
     let proto = accept
@@ -333,7 +336,8 @@ async fn openapi_v3(ctx: &Ctx, req: &Req, path: &str) -> Result<Response<Body>, 
             tenant: req.info.tenant.clone(),
             path: path.into(),
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     if !d.found {
         return Err(ApiError::path_not_found());

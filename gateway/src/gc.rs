@@ -17,6 +17,7 @@
 //! lose the work.
 use crdplane_core::ApiError;
 use crdplane_core::gcqueue::{self, Owner};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_transport::Channel;

@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod config;
 pub mod crd;
 pub mod crds;
 pub mod crs;

@@ -18,6 +18,7 @@ use crdplane_apiserver::handlers;
 use crdplane_core::field::FieldError;
 use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource, rvslot};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -97,7 +98,8 @@ pub async fn require_namespace_for(
         .get(pb::GetRequest {
             key: Some(key(tenant, ns)),
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     let v: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
     if v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
@@ -171,7 +173,8 @@ pub async fn create_namespace(
             }),
             dry_run: dry,
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     serde_json::from_slice(&s.json).map_err(ApiError::internal)
 }
@@ -219,7 +222,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 .get(pb::GetRequest {
                     key: Some(key(tenant, &i.name)),
                 })
-                .await?
+                .await
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             match negotiate_output(req.header("accept"))? {
                 Output::Json => Ok(json_response(StatusCode::OK, s.json)),
@@ -416,7 +420,8 @@ async fn enqueue_deletion(ctx: &Ctx, tenant: &str, name: &str) -> Result<(), Api
             tenant: tenant.into(),
             name: name.into(),
         })
-        .await?;
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?;
     Ok(())
 }
 
@@ -436,7 +441,8 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         .get(pb::GetRequest {
             key: Some(key(&i.tenant, &i.name)),
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     if crate::api::DEFAULT_NAMESPACES.contains(&i.name.as_str()) {
         return Err(ApiError::forbidden(
@@ -486,7 +492,8 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
                 expected_resource_version: s.resource_version,
                 dry_run: false,
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         return Ok(json_response(StatusCode::OK, d.json));
     }
@@ -512,7 +519,8 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
             expected_resource_version: s.resource_version,
             dry_run: false,
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     // Re-recorded after the mark, so a controller that just removed the entry looks again.
     enqueue_deletion(ctx, &i.tenant, &i.name).await?;

@@ -17,7 +17,8 @@ use crate::api::{Ctx, Req};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, json_response};
 use crate::retry::{Failure, guaranteed_update, write_failed};
-use crdplane_core::field::{FieldError, go_float, go_quote};
+use crdplane_core::field::{FieldError, go_quote};
+use crdplane_core::gofmt::{go_sprint as go_plain, go_type};
 use crdplane_core::{ApiError, Reason};
 use http::{Response, StatusCode};
 use serde::Serialize;
@@ -57,45 +58,6 @@ pub fn split_path(path: &str) -> Vec<&str> {
 
 fn json_path(fields: &[&str]) -> String {
     format!(".{}", fields.join("."))
-}
-
-/// Go's `%T` of a value decoded into `interface{}` by the unstructured JSON decoder.
-fn go_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_i64() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    }
-}
-
-/// Go's `%v` of such a value (maps with sorted keys, as fmt prints them).
-fn go_plain(v: &Value) -> String {
-    match v {
-        Value::Null => "<nil>".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => i.to_string(),
-            None => go_float(n.as_f64().unwrap_or(0.0)),
-        },
-        Value::String(s) => s.clone(),
-        Value::Array(a) => {
-            let parts: Vec<String> = a.iter().map(go_plain).collect();
-            format!("[{}]", parts.join(" "))
-        }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            let parts: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{k}:{}", go_plain(&m[k])))
-                .collect();
-            format!("map[{}]", parts.join(" "))
-        }
-    }
 }
 
 /// `NestedFieldNoCopy`: the value at `fields` (`None` when absent or under a null), or the

@@ -23,6 +23,7 @@ use crate::table::{IncludeObject, ListMeta};
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use crdplane_core::field::FieldError;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, StreamBody};
@@ -272,7 +273,8 @@ async fn current_revision(ctx: &Ctx, r: &pb::ResourceRef) -> Result<u64, ApiErro
             limit: 1,
             ..Default::default()
         })
-        .await?
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
     Ok(l.resource_version)
 }
@@ -545,7 +547,8 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
                 field_selector: t.field_selector.clone(),
                 ..Default::default()
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         let rv = list.resource_version;
         pending.extend(list.items.into_iter().map(|o| spec.item(b'A', o, rv)));
@@ -580,7 +583,14 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
                 field_selector: t.field_selector.clone(),
                 name: t.name.clone(),
             };
-            Source::Direct(ctx.storage.clone().watch(wreq).await?.into_inner())
+            Source::Direct(
+                ctx.storage
+                    .clone()
+                    .watch(wreq)
+                    .await
+                    .map_err(crdplane_proto::status::from_grpc)?
+                    .into_inner(),
+            )
         }
     };
     let crd_changes = t.crd.is_some().then(|| ctx.crd_changes.subscribe());

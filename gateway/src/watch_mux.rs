@@ -47,6 +47,7 @@ use crate::api::Channel;
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use crdplane_core::filter::{ObjectFilter, Transition, transition};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use futures::FutureExt;

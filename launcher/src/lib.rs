@@ -15,6 +15,8 @@
 //! stay valid — with a delay of 0.5 s doubling to 30 s while it keeps crashing, as a kubelet
 //! restarts a crashed static-pod apiserver; nothing else is stopped.
 
+pub mod config;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use crdplane_core::ApiError;
 use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_proto::v1::validation_client::ValidationClient;
 use crdplane_proto::v1::{
@@ -27,7 +26,7 @@ use crate::objects::{self, CronTabSpec};
 /// status details carry a Status (`grpc Aborted Conflict`).
 pub fn grpc_key(s: &tonic::Status) -> String {
     let code = format!("{:?}", s.code());
-    match ApiError::from_json(s.details()) {
+    match crdplane_proto::status::decode_details(s.details()) {
         Some(e) if e.reason.as_str() != code => format!("grpc {code} {}", e.reason.as_str()),
         _ => format!("grpc {code}"),
     }
@@ -312,7 +311,8 @@ impl GrpcTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crdplane_core::GroupResource;
+    use crdplane_core::{ApiError, GroupResource};
+    use crdplane_proto::GrpcStatusExt;
 
     #[test]
     fn grpc_keys() {

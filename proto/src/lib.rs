@@ -1,11 +1,15 @@
 //! gRPC contracts between the crdplane gateway and its services (storage, validation,
-//! registry). Generated from `proto/crdplane/v1/*.proto` at build time.
+//! registry). Generated from `proto/crdplane/v1/*.proto` at build time, plus the one
+//! conversion per wire type: [`status`] (Kubernetes Status ⇄ gRPC status).
 #![allow(clippy::all, missing_docs)]
 
 pub mod v1 {
     tonic::include_proto!("crdplane.v1");
 }
 pub use v1::*;
+
+pub mod status;
+pub use status::GrpcStatusExt;
 
 impl From<&tonic::Status> for v1::ItemStatus {
     /// One failed item of a batched call, as the status it would have got on its own.

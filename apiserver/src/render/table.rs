@@ -481,82 +481,8 @@ fn print_jsonpath_value(v: &Value) -> String {
     }
 }
 
-/// Go's `encoding/json.Marshal` of decoded unstructured JSON, as a string (see
-/// [`go_json_into`]).
-pub fn go_json(v: &Value) -> String {
-    let mut out = String::new();
-    go_json_into(v, &mut out);
-    out
-}
-
-/// Go's `encoding/json.Marshal` of decoded unstructured JSON: sorted keys, HTML-safe string
-/// escaping, Go's float format.
-fn go_json_into(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) if n.is_i64() || n.is_u64() => out.push_str(&n.to_string()),
-        Value::Number(n) => out.push_str(&go_json_float(n.as_f64().unwrap_or(0.0))),
-        Value::String(s) => go_json_string(s, out),
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                go_json_into(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                go_json_string(k, out);
-                out.push(':');
-                go_json_into(&m[k.as_str()], out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn go_json_string(s: &str, out: &mut String) {
-    let quoted = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    for c in quoted.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Go encoding/json float64: `'f'` format unless |f| < 1e-6 or ≥ 1e21, then `'e'` with
-/// `e-09` shortened to `e-9`.
-fn go_json_float(f: f64) -> String {
-    if !f.is_finite() {
-        return "null".into();
-    }
-    let abs = f.abs();
-    if abs == 0.0 || (1e-6..1e21).contains(&abs) {
-        return format!("{f}");
-    }
-    let s = format!("{f:e}");
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    match exp.strip_prefix('-') {
-        Some(d) => format!("{mant}e-{d}"),
-        None if exp.len() < 2 => format!("{mant}e+0{exp}"),
-        None => format!("{mant}e+{exp}"),
-    }
-}
+pub use crdplane_core::gofmt::go_json;
+use crdplane_core::gofmt::go_json_into;
 
 /// `PartialObjectMetadata` of an object (`meta.AsPartialObjectMetadata`): the ObjectMeta fields
 /// with Go's JSON omission rules (`creationTimestamp` is always present, `null` when unset).
@@ -1272,21 +1198,5 @@ mod tests {
         // Compile-time check: the CRD cache shares one convertor between request tasks.
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<TableConvertor>();
-    }
-
-    #[test]
-    fn go_json_float_format() {
-        let cases = [
-            (1.5, "1.5"),
-            (1e20, "100000000000000000000"),
-            (1e21, "1e+21"),
-            (1.5e-7, "1.5e-7"),
-            (1e-10, "1e-10"),
-            (0.000001, "0.000001"),
-            (-2.5e22, "-2.5e+22"),
-        ];
-        for (f, want) in cases {
-            assert_eq!(go_json_float(f), want, "{f}");
-        }
     }
 }

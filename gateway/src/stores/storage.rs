@@ -64,7 +64,8 @@ impl Store for StorageStore<'_> {
             .get(pb::GetRequest {
                 key: Some(self.key(namespace, name)),
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         parse(&s.json)
     }
@@ -82,7 +83,8 @@ impl Store for StorageStore<'_> {
                 field_selector: opts.field_selector.clone(),
                 ..Default::default()
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         Ok(ListResult {
             items: r.items.iter().map(|b| parse(b)).collect::<Result<_, _>>()?,
@@ -101,7 +103,8 @@ impl Store for StorageStore<'_> {
                 object: Some(write(&obj)?),
                 dry_run,
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         parse(&s.json)
     }
@@ -116,7 +119,8 @@ impl Store for StorageStore<'_> {
                 expected_resource_version: expected_rv,
                 dry_run,
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         parse(&w.json)
     }
@@ -150,7 +154,8 @@ impl Store for StorageStore<'_> {
                 expected_resource_version: expected_rv,
                 dry_run,
             })
-            .await?
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         parse(&d.json)
     }

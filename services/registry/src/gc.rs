@@ -57,6 +57,7 @@ use crate::lifecycle::get_opt;
 use crate::service::RegistryService;
 use crdplane_core::ApiError;
 use crdplane_core::gcqueue::{self, Owner};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use futures::StreamExt;
 use serde_json::{Value, json};

@@ -19,6 +19,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cache;
+pub mod config;
 pub mod crd;
 pub mod discovery;
 pub mod gc;

@@ -40,6 +40,7 @@ use crate::naming;
 use crate::service::RegistryService;
 use crdplane_core::ApiError;
 use crdplane_core::names::now_timestamp;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};

@@ -18,6 +18,7 @@ use crate::{discovery, naming, openapi, validate};
 use crdplane_core::field::FieldErrorType;
 use crdplane_core::names::now_timestamp;
 use crdplane_core::{ApiError, FieldError};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::registry_server::Registry;
 use crdplane_proto::v1::storage_client::StorageClient;
@@ -264,7 +265,7 @@ impl RegistryService {
                 key: Some(crd_key(tenant, name)),
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         Ok((parse_json(&o.json)?, o.resource_version))
     }
@@ -283,7 +284,7 @@ impl RegistryService {
                     ..Default::default()
                 })
                 .await
-                .map_err(ApiError::from)?
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             for item in &r.items {
                 out.push(parse_json(item)?);
@@ -323,7 +324,7 @@ impl RegistryService {
                     .into(),
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         Ok(r.errors.iter().map(field_error_from_proto).collect())
     }
@@ -433,7 +434,7 @@ impl RegistryService {
                 dry_run: req.dry_run,
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         if !req.dry_run {
             self.inner.cache.invalidate(&req.tenant);
@@ -509,7 +510,7 @@ impl RegistryService {
                 dry_run,
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         if !dry_run {
             self.inner.cache.invalidate(tenant);
@@ -608,7 +609,7 @@ impl RegistryService {
                     dry_run: false,
                 })
                 .await
-                .map_err(ApiError::from)?
+                .map_err(crdplane_proto::status::from_grpc)?
                 .into_inner();
             self.inner.cache.invalidate(&req.tenant);
             self.reconcile_group(&req.tenant, &view.spec.group).await;
@@ -741,7 +742,7 @@ impl RegistryService {
                 dry_run: false,
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         self.inner.cache.invalidate(&req.tenant);
         self.reconcile_group(&req.tenant, &view.spec.group).await;
@@ -755,7 +756,7 @@ impl RegistryService {
                 key: Some(crd_key(&req.tenant, &req.name)),
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         Ok(crd_object(o))
     }
@@ -774,7 +775,7 @@ impl RegistryService {
                 ..Default::default()
             })
             .await
-            .map_err(ApiError::from)?
+            .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         Ok(pb::CrdListResponse {
             items: r.items,

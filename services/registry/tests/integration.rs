@@ -2,6 +2,7 @@
 //! all in-process except redis, talking gRPC over loopback.
 
 use crdplane_core::ApiError;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::registry_client::RegistryClient;
 use crdplane_proto::v1::storage_client::StorageClient;

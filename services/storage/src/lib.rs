@@ -7,6 +7,7 @@
 //! pub/sub into [`watch::Hub`] and out to gRPC watch streams. Key layout: [`keys`].
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 
+pub mod config;
 pub mod durability;
 pub mod filter;
 pub mod keys;

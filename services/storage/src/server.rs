@@ -6,6 +6,7 @@ use crate::store::{AtRevision, NewObject, Store, Stored};
 use crate::watch::{Hub, is_resubscribed, parse_event};
 use bytes::Bytes;
 use crdplane_core::ApiError;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_server::Storage;
 use std::pin::Pin;
@@ -32,20 +33,20 @@ pub const MAX_CREATE_MANY: usize = 1024;
 fn ks(r: &Option<pb::ResourceRef>) -> Result<Keyspace, Status> {
     let r = r
         .as_ref()
-        .ok_or_else(|| Status::from(ApiError::bad_request("missing resource")))?;
-    Keyspace::new(r).map_err(Status::from)
+        .ok_or_else(|| ApiError::bad_request("missing resource").to_grpc())?;
+    Keyspace::new(r).map_err(crdplane_proto::status::to_grpc)
 }
 
 fn key_parts(k: &Option<pb::ObjectKey>) -> Result<(Keyspace, String, String), Status> {
     let k = k
         .as_ref()
-        .ok_or_else(|| Status::from(ApiError::bad_request("missing key")))?;
+        .ok_or_else(|| ApiError::bad_request("missing key").to_grpc())?;
     if k.name.is_empty() || k.name.contains('/') || k.namespace.contains('/') {
         return Err(ApiError::bad_request(format!(
             "invalid object key {:?}/{:?}",
             k.namespace, k.name
         ))
-        .into());
+        .to_grpc());
     }
     Ok((ks(&k.resource)?, k.namespace.clone(), k.name.clone()))
 }
@@ -70,11 +71,11 @@ pub fn request_too_large() -> ApiError {
 fn write_parts(w: &Option<pb::ObjectWrite>) -> Result<(&[u8], &[u8]), Status> {
     let w = w
         .as_ref()
-        .ok_or_else(|| Status::from(ApiError::bad_request("missing object")))?;
+        .ok_or_else(|| ApiError::bad_request("missing object").to_grpc())?;
 
     if !w.head.ends_with(b"\"resourceVersion\":\"") || !w.tail.starts_with(b"\"") {
         return Err(
-            ApiError::bad_request("object is not split at the resourceVersion slot").into(),
+            ApiError::bad_request("object is not split at the resourceVersion slot").to_grpc(),
         );
     }
     Ok((&w.head, &w.tail))
@@ -84,7 +85,7 @@ fn write_parts(w: &Option<pb::ObjectWrite>) -> Result<(&[u8], &[u8]), Status> {
 /// reaches etcd upstream, so it is not checked.
 fn check_size(head: &[u8], tail: &[u8]) -> Result<(), Status> {
     if head.len() + tail.len() > MAX_OBJECT_BYTES {
-        return Err(request_too_large().into());
+        return Err(request_too_large().to_grpc());
     }
     Ok(())
 }
@@ -506,7 +507,11 @@ impl Storage for StorageService {
         req: Request<pb::GetRequest>,
     ) -> Result<Response<pb::StoredObject>, Status> {
         let (ks, ns, name) = key_parts(&req.get_ref().key)?;
-        Ok(out(self.store.get(&ks, &ns, &name).await?))
+        Ok(out(self
+            .store
+            .get(&ks, &ns, &name)
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?))
     }
 
     async fn get_many(
@@ -516,7 +521,7 @@ impl Storage for StorageService {
         let r = req.into_inner();
         if r.keys.len() > MAX_GET_MANY {
             return Err(
-                ApiError::bad_request(format!("at most {MAX_GET_MANY} keys per GetMany")).into(),
+                ApiError::bad_request(format!("at most {MAX_GET_MANY} keys per GetMany")).to_grpc(),
             );
         }
         let keys = r
@@ -527,7 +532,8 @@ impl Storage for StorageService {
         let results = self
             .store
             .get_many(&keys)
-            .await?
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?
             .into_iter()
             .map(|s| match s {
                 Some(s) => pb::GetResult {
@@ -549,13 +555,23 @@ impl Storage for StorageService {
         let (ks, ns, name) = key_parts(&r.key)?;
         let (head, tail) = write_parts(&r.object)?;
         if r.dry_run {
-            if self.store.exists(&ks, &ns, &name).await?.is_some() {
-                return Err(ApiError::already_exists(&ks.gr, &name).into());
+            if self
+                .store
+                .exists(&ks, &ns, &name)
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?
+                .is_some()
+            {
+                return Err(ApiError::already_exists(&ks.gr, &name).to_grpc());
             }
             return Ok(dry(head, tail, 0));
         }
         check_size(head, tail)?;
-        Ok(out(self.store.create(&ks, &ns, &name, head, tail).await?))
+        Ok(out(self
+            .store
+            .create(&ks, &ns, &name, head, tail)
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?))
     }
 
     async fn create_many(
@@ -567,7 +583,7 @@ impl Storage for StorageService {
             return Err(ApiError::bad_request(format!(
                 "at most {MAX_CREATE_MANY} requests per CreateMany"
             ))
-            .into());
+            .to_grpc());
         }
         // Each item is checked as `create` checks it; the valid, non-dry-run ones go to Redis
         // together, the others are answered on their own.
@@ -595,15 +611,15 @@ impl Storage for StorageService {
                 Err(e) => Err(e.clone()),
                 Ok(((ks, ns, name), (head, tail))) if r.dry_run => {
                     match self.store.exists(ks, ns, name).await {
-                        Ok(Some(_)) => Err(ApiError::already_exists(&ks.gr, name).into()),
+                        Ok(Some(_)) => Err(ApiError::already_exists(&ks.gr, name).to_grpc()),
                         Ok(None) => Ok(dry(head, tail, 0).into_inner()),
-                        Err(e) => Err(e.into()),
+                        Err(e) => Err(e.to_grpc()),
                     }
                 }
                 Ok(_) => match stored.next() {
                     Some(Ok(s)) => Ok(out(s).into_inner()),
-                    Some(Err(e)) => Err(e.into()),
-                    None => Err(ApiError::internal("storage lost a batched create").into()),
+                    Some(Err(e)) => Err(e.to_grpc()),
+                    None => Err(ApiError::internal("storage lost a batched create").to_grpc()),
                 },
             };
             results.push(match res {
@@ -628,9 +644,13 @@ impl Storage for StorageService {
         let (ks, ns, name) = key_parts(&r.key)?;
         let (head, tail) = write_parts(&r.object)?;
         if r.dry_run {
-            let cur = self.store.get(&ks, &ns, &name).await?;
+            let cur = self
+                .store
+                .get(&ks, &ns, &name)
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?;
             if r.expected_resource_version != 0 && r.expected_resource_version != cur.rv {
-                return Err(ApiError::stale(&ks.gr, &name).into());
+                return Err(ApiError::stale(&ks.gr, &name).to_grpc());
             }
             return Ok(dry(head, tail, cur.rv));
         }
@@ -638,7 +658,8 @@ impl Storage for StorageService {
         Ok(out(self
             .store
             .update(&ks, &ns, &name, head, tail, r.expected_resource_version)
-            .await?))
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?))
     }
 
     async fn delete(
@@ -648,12 +669,17 @@ impl Storage for StorageService {
         let r = req.get_ref();
         let (ks, ns, name) = key_parts(&r.key)?;
         if r.dry_run {
-            return Ok(out(self.store.get(&ks, &ns, &name).await?));
+            return Ok(out(self
+                .store
+                .get(&ks, &ns, &name)
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?));
         }
         Ok(out(self
             .store
             .delete(&ks, &ns, &name, r.expected_resource_version)
-            .await?))
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?))
     }
 
     async fn list(
@@ -662,7 +688,8 @@ impl Storage for StorageService {
     ) -> Result<Response<pb::ListResponse>, Status> {
         let r = req.get_ref();
         let ks = ks(&r.resource)?;
-        let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
+        let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)
+            .map_err(crdplane_proto::status::to_grpc)?;
         let at = if r.continue_resource_version > 0 {
             ReadAt::Continue(r.continue_resource_version)
         } else if r.exact_resource_version > 0 {
@@ -672,11 +699,14 @@ impl Storage for StorageService {
         };
         let target = r.min_resource_version.max(r.exact_resource_version);
         if target > 0 {
-            self.wait_fresh(&ks, target).await?;
+            self.wait_fresh(&ks, target)
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?;
         }
         Ok(Response::new(
             self.list_filtered(&ks, &filter, r.limit as usize, &r.start_after, at)
-                .await?,
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?,
         ))
     }
 
@@ -685,7 +715,12 @@ impl Storage for StorageService {
         _req: Request<pb::ContinueKeyRequest>,
     ) -> Result<Response<pb::ContinueKeyResponse>, Status> {
         Ok(Response::new(pb::ContinueKeyResponse {
-            key: self.store.shared_secret(CONTINUE_KEY).await?.into(),
+            key: self
+                .store
+                .shared_secret(CONTINUE_KEY)
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?
+                .into(),
         }))
     }
 
@@ -699,7 +734,7 @@ impl Storage for StorageService {
             return Err(ApiError::bad_request(format!(
                 "at most {MAX_GET_MANY} owner uids per ListDependents"
             ))
-            .into());
+            .to_grpc());
         }
         let limit = match r.limit {
             0 => 500,
@@ -708,7 +743,8 @@ impl Storage for StorageService {
         let items = self
             .store
             .dependents(&ks, &r.owner_uids, limit, &r.start_after)
-            .await?
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?
             .into_iter()
             .map(|(owner_uid, key, s)| pb::Dependent {
                 owner_uid,
@@ -729,7 +765,11 @@ impl Storage for StorageService {
             0 => 100,
             n => n.min(10_000) as usize,
         };
-        let (found, cursor) = self.store.scan_resources(r.cursor, count).await?;
+        let (found, cursor) = self
+            .store
+            .scan_resources(r.cursor, count)
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?;
         let resources = found
             .into_iter()
             .map(|(tenant, group, resource)| pb::ResourceRef {
@@ -754,8 +794,11 @@ impl Storage for StorageService {
             0 => 500,
             n => n.min(5000) as usize,
         };
-        let (found, repaired, examined, next) =
-            self.store.scan_owned(&ks, &r.start_after, limit).await?;
+        let (found, repaired, examined, next) = self
+            .store
+            .scan_owned(&ks, &r.start_after, limit)
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?;
         let items = found
             .into_iter()
             .map(|(key, s)| pb::Dependent {
@@ -779,7 +822,8 @@ impl Storage for StorageService {
     ) -> Result<Response<pb::DeleteCollectionResponse>, Status> {
         let r = req.get_ref();
         let ks = ks(&r.resource)?;
-        let filter = Filter::new(&r.namespace, "", &r.label_selector, &r.field_selector)?;
+        let filter = Filter::new(&r.namespace, "", &r.label_selector, &r.field_selector)
+            .map_err(crdplane_proto::status::to_grpc)?;
         let mut deleted = Vec::new();
         let mut last_rv = 0;
         let mut cursor = String::new();
@@ -787,7 +831,8 @@ impl Storage for StorageService {
             let page = self
                 .store
                 .list_page(&ks, &filter.namespace, &cursor, Some(SCAN_CHUNK))
-                .await?;
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?;
             let n = page.items.len();
             last_rv = last_rv.max(page.revision);
             for (k, s) in page.items {
@@ -806,7 +851,7 @@ impl Storage for StorageService {
                         deleted.push(d.json);
                     }
                     Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(e.to_grpc()),
                 }
             }
             if n == 0 || page.remaining == 0 {
@@ -827,11 +872,12 @@ impl Storage for StorageService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         let r = req.into_inner();
         let ks = ks(&r.resource)?;
-        let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)?;
+        let filter = Filter::new(&r.namespace, &r.name, &r.label_selector, &r.field_selector)
+            .map_err(crdplane_proto::status::to_grpc)?;
         // Subscribe before reading state or history, so nothing falls between the two.
         let mut live = self.hub.subscribe(&ks.channel).await.map_err(|e| {
             tracing::warn!(error = %e, "watch subscription failed");
-            Status::from(crate::store::backend_unavailable())
+            crate::store::backend_unavailable().to_grpc()
         })?;
         let (tx, rx) = mpsc::channel::<Result<pb::WatchEvent, Status>>(256);
         let store = self.store.clone();
@@ -901,7 +947,7 @@ impl Storage for StorageService {
             }
             .await;
             if let Err(e) = result {
-                let _ = tx.send(Err(e.into())).await;
+                let _ = tx.send(Err(e.to_grpc())).await;
             }
             drop(live);
             hub.release(&ks.channel).await;
@@ -919,7 +965,7 @@ impl Storage for StorageService {
         let channel = changes_channel(&r.group, &r.resource);
         let mut live = self.hub.subscribe(&channel).await.map_err(|e| {
             tracing::warn!(error = %e, "watch subscription failed");
-            Status::from(crate::store::backend_unavailable())
+            crate::store::backend_unavailable().to_grpc()
         })?;
         let (tx, rx) = mpsc::channel(1024);
         let hub = self.hub.clone();

@@ -2,6 +2,7 @@
 //! paging, tenant isolation, history replay and live watch, 410 for compacted history.
 
 use crdplane_core::rvslot;
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_tests::RedisServer;

@@ -10,6 +10,7 @@
 //! validation as one walk with the same results). Results are data: `crdplane_core::FieldError`s with upstream's
 //! exact paths and texts ([`convert`] maps them to the proto type).
 pub mod admit;
+pub mod config;
 pub mod convert;
 pub mod crd_schema;
 pub mod decode;

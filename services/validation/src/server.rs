@@ -13,6 +13,7 @@ use crate::convert::to_proto_list;
 use crate::crd_schema;
 use crate::structural::{self, Schema};
 use crdplane_core::{ApiError, Reason};
+use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::validation_server::{Validation, ValidationServer};
 use sha2::{Digest, Sha256};

@@ -1,0 +1,118 @@
+//! The `crdplane` command line (clap): `crdplane up` with environment names
+//! `CRDPLANE_UP_<FLAG>`, the gateway's default address from [`crdplane_core::ports`], and
+//! [`Up::validate`], called before anything is started. Not on the request path.
+
+use clap::{Parser, Subcommand};
+use crdplane_core::ports;
+use std::path::PathBuf;
+
+/// `crdplane` and its subcommands.
+#[derive(Parser, Debug)]
+#[command(
+    name = "crdplane",
+    about = "Kubernetes-compatible API server for CRDs and custom resources"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Start the whole stack (Redis, storage, validation, registry, gateway) on this machine.
+    Up(Up),
+}
+
+/// `crdplane up` flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Up {
+    /// Gateway address.
+    #[arg(long, env = "CRDPLANE_UP_LISTEN", default_value = ports::GATEWAY_LISTEN)]
+    pub listen: String,
+    /// Where Redis data (AOF), logs and the kubeconfig live.
+    #[arg(long, env = "CRDPLANE_UP_DATA_DIR", default_value = ".crdplane")]
+    pub data_dir: PathBuf,
+    /// Where to write the kubeconfig (default: <data-dir>/kubeconfig).
+    #[arg(long, env = "CRDPLANE_UP_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Use this Redis instead of starting one (redis://host:port or redis+unix:///path).
+    #[arg(long, env = "CRDPLANE_UP_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// Tenant of requests without a /clusters/<tenant> prefix.
+    #[arg(long, env = "CRDPLANE_UP_DEFAULT_TENANT", default_value = "default")]
+    pub default_tenant: String,
+    /// When a write is acknowledged: `fsync` (on disk), `everysec` (a machine crash can
+    /// lose ~2 s of acknowledged writes) or `memory` (Redis without persistence).
+    #[arg(
+        long,
+        env = "CRDPLANE_UP_DURABILITY",
+        default_value = "fsync",
+        value_parser = ["fsync", "everysec", "memory"]
+    )]
+    pub durability: String,
+}
+
+impl Up {
+    /// Checks every flag before anything is started.
+    pub fn validate(&self) -> Result<(), String> {
+        ports::check_listen("--listen", &self.listen)?;
+        if self.default_tenant.is_empty() {
+            return Err("--default-tenant must not be empty".into());
+        }
+        if let Some(u) = &self.redis_url
+            && !u.contains("://")
+        {
+            return Err(format!("--redis-url: {u:?} is not a URL"));
+        }
+        Ok(())
+    }
+
+    /// The launcher's configuration.
+    pub fn config(self) -> crate::UpConfig {
+        crate::UpConfig {
+            listen: self.listen,
+            data_dir: self.data_dir,
+            kubeconfig: self.kubeconfig,
+            redis_url: self.redis_url,
+            default_tenant: self.default_tenant,
+            durability: self.durability,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_table() {
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (&[], None),
+            (&["--listen", "127.0.0.1:0", "--durability", "memory"], None),
+            (&["--redis-url", "redis+unix:///tmp/r.sock"], None),
+            (
+                &["--listen", "6443"],
+                Some("--listen: \"6443\" is not HOST:PORT"),
+            ),
+            (
+                &["--default-tenant", ""],
+                Some("--default-tenant must not be empty"),
+            ),
+            (
+                &["--redis-url", "localhost:6379"],
+                Some("--redis-url: \"localhost:6379\" is not a URL"),
+            ),
+        ];
+        for (flags, want) in cases {
+            let cli =
+                Cli::try_parse_from(["crdplane", "up"].into_iter().chain(flags.iter().copied()))
+                    .unwrap();
+            let Cmd::Up(up) = cli.cmd;
+            assert_eq!(up.validate().err().as_deref(), *want, "{flags:?}");
+        }
+        assert!(Cli::try_parse_from(["crdplane", "up", "--durability", "never"]).is_err());
+        let Cmd::Up(up) = Cli::try_parse_from(["crdplane", "up"]).unwrap().cmd;
+        assert_eq!(up.listen, ports::GATEWAY_LISTEN);
+    }
+}
