@@ -335,30 +335,11 @@ fn schema_ref(crd: &CrdInfo, tenant: &str, version: &str) -> pb::SchemaRef {
     }
 }
 
-async fn load_schema(
-    ctx: &Ctx,
-    crd: &CrdInfo,
-    tenant: &str,
-    version: &str,
-) -> Result<(), ApiError> {
-    load_schema_with(ctx.validation.clone(), crd, tenant, version).await
-}
-
-async fn load_schema_with(
-    mut validation: ValidationClient<Channel>,
-    crd: &CrdInfo,
-    tenant: &str,
-    version: &str,
-) -> Result<(), ApiError> {
-    let crd_json = serde_json::to_vec(&crd.json).map_err(ApiError::internal)?;
-    validation
-        .load_schema(pb::LoadSchemaRequest {
-            schema: Some(schema_ref(crd, tenant, version)),
-            crd_json: crd_json.into(),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?;
-    Ok(())
+/// The CRD as the validation service compiles it (LoadSchema, or a retry's `crd_json`).
+fn crd_bytes(crd: &CrdInfo) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(&crd.json)
+        .map(Bytes::from)
+        .map_err(ApiError::internal)
 }
 
 /// Admission of a write: returns the pruned + defaulted object and warnings, or the 422.
@@ -391,16 +372,20 @@ pub async fn admit(
         api_version: format!("{}/{}", crd.group, ver.name),
         kind: crd.kind.clone(),
         namespaced: crd.namespaced,
+        crd_json: Bytes::new(),
     };
     let resp = match ctx.admits.call(mk()).await {
         Ok(r) => r,
-        Err(s) if s.code() == tonic::Code::NotFound => {
-            load_schema(ctx, crd, tenant, &ver.name).await?;
-            ctx.admits
-                .call(mk())
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-        }
+        // The replica that answered has not compiled this schema: send the CRD along, so
+        // the replica that takes the retry compiles it first, whichever one that is.
+        Err(s) if s.code() == tonic::Code::NotFound => ctx
+            .admits
+            .call(pb::AdmitRequest {
+                crd_json: crd_bytes(crd)?,
+                ..mk()
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?,
         Err(s) => return Err(ApiError::from_grpc(&s)),
     };
     let name = obj
@@ -494,18 +479,20 @@ async fn normalize_with(
     let mk = || pb::NormalizeRequest {
         schema: Some(schema_ref(crd, tenant, version)),
         objects: objs.clone(),
+        crd_json: Bytes::new(),
     };
     let r = match validation.clone().normalize(mk()).await {
         Ok(r) => r.into_inner(),
-        Err(s) if s.code() == tonic::Code::NotFound => {
-            load_schema_with(validation.clone(), crd, tenant, version).await?;
-            validation
-                .clone()
-                .normalize(mk())
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner()
-        }
+        // As in `admit`: the retry carries the CRD for a replica without the schema.
+        Err(s) if s.code() == tonic::Code::NotFound => validation
+            .clone()
+            .normalize(pb::NormalizeRequest {
+                crd_json: crd_bytes(crd)?,
+                ..mk()
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner(),
         Err(s) => return Err(ApiError::from_grpc(&s)),
     };
     Ok(r.objects)

@@ -276,6 +276,7 @@ impl GrpcTarget {
             api_version: format!("{}/{}", objects::GROUP, objects::VERSION),
             kind: objects::KIND.into(),
             namespaced: true,
+            crd_json: Default::default(),
         })
     }
 

@@ -313,6 +313,65 @@ fn not_loaded(r: &pb::SchemaRef) -> Status {
     .to_grpc()
 }
 
+/// Compiles the schema of `r.version` from the whole CRD and caches it (LoadSchema, and the
+/// `crd_json` of an Admit/Normalize retry), on the blocking pool.
+async fn load(
+    cache: Arc<SchemaCache>,
+    r: pb::SchemaRef,
+    crd_json: bytes::Bytes,
+) -> Result<(), Status> {
+    tokio::task::spawn_blocking(move || -> Result<(), Status> {
+        let crd: serde_json::Value = serde_json::from_slice(&crd_json)
+            .map_err(|e| bad_request(format!("invalid CRD JSON: {e}")))?;
+        let empty = serde_json::json!({});
+        // A version without a schema (only possible for legacy CRDs) prunes everything
+        // except apiVersion/kind/metadata, like an empty structural schema upstream.
+        let schema = match structural::crd_version_schema(&crd, &r.version) {
+            Some(s) => s,
+            None => {
+                let has_version = crd
+                    .pointer("/spec/versions")
+                    .and_then(serde_json::Value::as_array)
+                    .is_some_and(|vs| {
+                        vs.iter().any(|v| {
+                            v.get("name").and_then(serde_json::Value::as_str)
+                                == Some(r.version.as_str())
+                        })
+                    });
+                if !has_version {
+                    return Err(bad_request(format!("CRD has no version {:?}", r.version)));
+                }
+                &empty
+            }
+        };
+        cache
+            .load(&r, schema)
+            .map_err(|e| bad_request(format!("cannot compile schema: {e}")))?;
+        Ok(())
+    })
+    .await
+    .map_err(internal)?
+}
+
+impl ValidationService {
+    /// The compiled schema of `r`; when it is not loaded and the request carries the CRD
+    /// (a retry after NOT_FOUND, possibly on another replica), compiles it first.
+    async fn schema_for(
+        &self,
+        r: &pb::SchemaRef,
+        crd_json: &bytes::Bytes,
+    ) -> Result<Arc<Schema>, Status> {
+        if let Some(s) = self.cache.get(r) {
+            return Ok(s);
+        }
+        if crd_json.is_empty() {
+            return Err(not_loaded(r));
+        }
+        load(self.cache.clone(), r.clone(), crd_json.clone()).await?;
+        self.cache.get(r).ok_or_else(|| not_loaded(r))
+    }
+}
+
 #[tonic::async_trait]
 impl Validation for ValidationService {
     async fn validate_crd(
@@ -352,38 +411,7 @@ impl Validation for ValidationService {
         if self.cache.get(&r).is_some() {
             return Ok(Response::new(pb::Empty {}));
         }
-        let cache = self.cache.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), Status> {
-            let crd: serde_json::Value = serde_json::from_slice(&req.crd_json)
-                .map_err(|e| bad_request(format!("invalid CRD JSON: {e}")))?;
-            let empty = serde_json::json!({});
-            // A version without a schema (only possible for legacy CRDs) prunes everything
-            // except apiVersion/kind/metadata, like an empty structural schema upstream.
-            let schema = match structural::crd_version_schema(&crd, &r.version) {
-                Some(s) => s,
-                None => {
-                    let has_version = crd
-                        .pointer("/spec/versions")
-                        .and_then(serde_json::Value::as_array)
-                        .is_some_and(|vs| {
-                            vs.iter().any(|v| {
-                                v.get("name").and_then(serde_json::Value::as_str)
-                                    == Some(r.version.as_str())
-                            })
-                        });
-                    if !has_version {
-                        return Err(bad_request(format!("CRD has no version {:?}", r.version)));
-                    }
-                    &empty
-                }
-            };
-            cache
-                .load(&r, schema)
-                .map_err(|e| bad_request(format!("cannot compile schema: {e}")))?;
-            Ok(())
-        })
-        .await
-        .map_err(internal)??;
+        load(self.cache.clone(), r, req.crd_json).await?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -396,7 +424,7 @@ impl Validation for ValidationService {
             .schema
             .as_ref()
             .ok_or_else(|| bad_request("schema reference is required"))?;
-        let schema = self.cache.get(r).ok_or_else(|| not_loaded(r))?;
+        let schema = self.schema_for(r, &req.crd_json).await?;
         // Small objects are cheaper inline than a hop to the blocking pool.
         let resp = if admit_bytes(&req) < INLINE_ADMIT_BYTES {
             admit_one(&schema, &req)
@@ -417,6 +445,18 @@ impl Validation for ValidationService {
             return Err(bad_request(format!(
                 "at most {MAX_ADMIT_MANY} requests per AdmitMany"
             )));
+        }
+        // Schemas missing here that a request carries the CRD of (retries after NOT_FOUND,
+        // perhaps answered by another replica) are compiled first, once each.
+        let mut loaded: Vec<&pb::SchemaRef> = Vec::new();
+        for req in &reqs {
+            if let Some(r) = req.schema.as_ref()
+                && !req.crd_json.is_empty()
+                && !loaded.contains(&r)
+            {
+                self.schema_for(r, &req.crd_json).await?;
+                loaded.push(r);
+            }
         }
         // Resolve every schema first (a cache lookup each; a batch is mostly one schema).
         let items: Vec<(pb::AdmitRequest, Result<Arc<Schema>, Status>)> = reqs
@@ -462,7 +502,7 @@ impl Validation for ValidationService {
             .schema
             .clone()
             .ok_or_else(|| bad_request("schema reference is required"))?;
-        let schema = self.cache.get(&r).ok_or_else(|| not_loaded(&r))?;
+        let schema = self.schema_for(&r, &req.crd_json).await?;
         let objects = tokio::task::spawn_blocking(move || {
             req.objects
                 .iter()

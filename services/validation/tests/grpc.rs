@@ -47,6 +47,7 @@ fn admit_req(obj: Value, fv: pb::admit_request::FieldValidation) -> pb::AdmitReq
         api_version: "stable.example.com/v1".into(),
         kind: "CronTab".into(),
         namespaced: true,
+        crd_json: Default::default(),
     }
 }
 
@@ -145,6 +146,7 @@ async fn round_trip() {
     let mut req = pb::NormalizeRequest {
         schema: Some(schema_ref("other")),
         objects: vec![serde_json::to_vec(&stored).unwrap().into()],
+        crd_json: Default::default(),
     };
     let r = c.normalize(req.clone()).await.unwrap().into_inner();
     let got: Value = serde_json::from_slice(&r.objects[0]).unwrap();
@@ -244,4 +246,78 @@ async fn admit_many_answers_each_item_as_admit_would() {
         tonic::Code::NotFound
     );
     assert!(many[3].response.as_ref().unwrap().warnings.is_empty());
+}
+
+/// A replica that has not loaded a schema answers NOT_FOUND; the retry carrying the CRD
+/// (what the gateway sends, since the retry may reach any replica) is compiled and answered
+/// in the same call, for Admit, AdmitMany and Normalize alike.
+#[tokio::test]
+async fn a_retry_carrying_the_crd_loads_the_schema_on_any_replica() {
+    let obj = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "a", "namespace": "d"}, "spec": {"replicas": 2, "gone": true}});
+    let crd = bytes::Bytes::from(CRD.as_bytes().to_vec());
+
+    let mut c = start().await;
+    let plain = admit_req(obj.clone(), pb::admit_request::FieldValidation::Ignore);
+    assert_eq!(
+        c.admit(plain.clone()).await.unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+    let r = c
+        .admit(pb::AdmitRequest {
+            crd_json: crd.clone(),
+            ..plain.clone()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let got: Value = serde_json::from_slice(&r.object).unwrap();
+    assert_eq!(got["spec"], json!({"replicas": 2}));
+    // Loaded now: the plain request is answered too.
+    c.admit(plain.clone()).await.unwrap();
+
+    // AdmitMany on another fresh replica: the item carrying the CRD loads it for both.
+    let mut c = start().await;
+    let r = c
+        .admit_many(pb::AdmitManyRequest {
+            requests: vec![
+                plain.clone(),
+                pb::AdmitRequest {
+                    crd_json: crd.clone(),
+                    ..plain.clone()
+                },
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        r.results
+            .iter()
+            .all(|x| x.response.is_some() && x.error.is_none()),
+        "{r:?}"
+    );
+
+    // Normalize on a third.
+    let mut c = start().await;
+    let req = pb::NormalizeRequest {
+        schema: Some(schema_ref("acme")),
+        objects: vec![serde_json::to_vec(&obj).unwrap().into()],
+        crd_json: Default::default(),
+    };
+    assert_eq!(
+        c.normalize(req.clone()).await.unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+    let r = c
+        .normalize(pb::NormalizeRequest {
+            crd_json: crd,
+            ..req
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let got: Value = serde_json::from_slice(&r.objects[0]).unwrap();
+    assert_eq!(got["spec"], json!({"replicas": 2}));
 }
