@@ -1,5 +1,6 @@
 //! Service replicas behind one gateway, with the real binaries: the gateway and the registry
-//! are given two storage endpoints (`--storage a,b`); killing one storage process leaves
+//! are given two storage and two validation endpoints (`--storage a,b`); every write is
+//! admitted whichever validation replica answers; killing one storage process leaves
 //! every request succeeding and the open watches going. Storage reports its readiness over
 //! `grpc.health.v1`: NOT_SERVING while Redis is down, SERVING again once it is back.
 
@@ -72,12 +73,19 @@ fn a_killed_storage_replica_leaves_requests_and_watches_going() {
         })
         .collect();
     let storages = storage.join(",");
-    let validation = spawn_service(
-        &mut kids.0,
-        "crdplane-validation",
-        &["--listen", "127.0.0.1:0"],
-    )
-    .expect("validation");
+    // Two validation replicas too: each compiles a schema the first time a call that
+    // needs it reaches that replica (the retry carries the CRD).
+    let validation = (0..2)
+        .map(|_| {
+            spawn_service(
+                &mut kids.0,
+                "crdplane-validation",
+                &["--listen", "127.0.0.1:0"],
+            )
+            .expect("validation")
+        })
+        .collect::<Vec<_>>()
+        .join(",");
     let registry = spawn_service(
         &mut kids.0,
         "crdplane-registry",
