@@ -63,9 +63,16 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    // A process whose service *is* the health service needs no second one beside it.
+    if S::NAME == HEALTH_SERVICE {
+        return serve_raw(listener, svc, limits).await;
+    }
     let health = health::Health::new(S::NAME, true).await;
     serve_with_health(listener, svc, &health, limits).await
 }
+
+/// The gRPC name of `grpc.health.v1.Health`.
+const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 
 /// Serves `svc` with the given health status beside it (for a service whose readiness
 /// changes, e.g. storage while Redis is unreachable).
@@ -85,7 +92,25 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let svc = health::WithHealth::new(svc, health);
+    serve_raw(listener, health::WithHealth::new(svc, health), limits).await
+}
+
+/// The accept loop: every connection served over HTTP/2 by `svc` alone.
+async fn serve_raw<S>(
+    listener: tokio::net::TcpListener,
+    svc: S,
+    limits: accept::ConnLimits,
+) -> std::io::Result<()>
+where
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     let acceptor = accept::Acceptor::new(listener, limits);
     loop {
         let (sock, _, guard) = acceptor.accept().await;
