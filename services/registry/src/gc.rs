@@ -928,7 +928,12 @@ impl RegistryService {
                         .is_some_and(|k| k.namespaced);
                 let lookup_ns = match kinds.resolve(s(&r, "/apiVersion"), s(&r, "/kind")) {
                     Some(k) if !k.namespaced => String::new(),
-                    _ => dep_ns.clone(),
+                    Some(_) => dep_ns.clone(),
+                    // The owner's kind is no longer served (its CRD is being deleted, which
+                    // is what deleted the owner): the item keyed its owner where it lived,
+                    // "" for a cluster-scoped one.
+                    None if known.contains_key(&(uid.clone(), String::new())) => String::new(),
+                    None => dep_ns.clone(),
                 };
                 let known_key = (uid.clone(), lookup_ns);
                 let state = match known.get(&known_key) {
