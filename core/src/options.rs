@@ -216,10 +216,19 @@ pub fn write_dry_run(kind: &str, values: &[String]) -> Result<bool, ApiError> {
 pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
+    /// Accepted and validated; custom resources have no graceful deletion (upstream: no
+    /// `RESTGracefulDeleteStrategy`), so it changes nothing.
     pub grace_period_seconds: Option<i64>,
     pub orphan_dependents: Option<bool>,
     pub propagation_policy: Option<String>,
     pub dry_run: Vec<String>,
+}
+
+impl DeleteOptions {
+    /// `dryrun.IsDryRun`: any value (validation allows only "All").
+    pub fn is_dry_run(&self) -> bool {
+        !self.dry_run.is_empty()
+    }
 }
 
 /// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,

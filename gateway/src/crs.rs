@@ -290,23 +290,11 @@ fn depth(v: &Value) -> usize {
 
 // ---- validation service -------------------------------------------------------------------
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum FieldValidation {
-    Ignore,
-    Warn,
-    Strict,
-}
+pub use crdplane_core::options::FieldValidation;
 
+/// The request's `fieldValidation` (core's parser, upstream's 400 text).
 pub fn field_validation(req: &Req) -> Result<FieldValidation, ApiError> {
-    match req.query.get("fieldValidation") {
-        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
-        Some("Ignore") => Ok(FieldValidation::Ignore),
-        Some("Strict") => Ok(FieldValidation::Strict),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "fieldValidation: Unsupported value: {}: supported values: \"Ignore\", \"Strict\", \"Warn\"",
-            crdplane_core::field::go_quote(other)
-        ))),
-    }
+    crdplane_core::options::field_validation(req.query.get("fieldValidation"))
 }
 
 pub fn field_error_from_proto(e: &pb::FieldError) -> FieldError {
@@ -1143,27 +1131,17 @@ pub use crdplane_apiserver::rest::delete::{
     validate_delete_options,
 };
 
-/// DeleteOptions from query parameters (the parameter codec: `gracePeriodSeconds`,
-/// `orphanDependents`, `propagationPolicy`, `dryRun`; preconditions only travel in a body).
+/// DeleteOptions from query parameters ([`crdplane_core::options::delete_options_from_query`]).
 pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOptions, ApiError> {
-    let mut o = DeleteOptions::default();
-    if let Some(g) = q.get("gracePeriodSeconds") {
-        o.grace_period_seconds = Some(g.parse().map_err(|_| {
-            ApiError::bad_request(format!(
-                "strconv.ParseInt: parsing {}: invalid syntax",
-                crdplane_core::field::go_quote(g)
-            ))
-        })?);
-    }
-    // `Convert_Slice_string_To_Pointer_bool`: any value parses (http::query_bool).
-    o.orphan_dependents = q.opt_flag("orphanDependents");
-    o.propagation_policy = q.get("propagationPolicy").map(str::to_string);
-    o.dry_run =
-        q.0.iter()
-            .filter(|(k, _)| k == "dryRun")
-            .map(|(_, v)| v.clone())
-            .collect();
-    Ok(o)
+    crdplane_core::options::delete_options_from_query(
+        |k| q.get(k),
+        |k| {
+            q.0.iter()
+                .filter(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .collect()
+        },
+    )
 }
 
 /// The `dryRun` query parameter of a create, update or patch (also of /status and /scale
@@ -1177,20 +1155,12 @@ pub fn write_dry_run(req: &Req) -> Result<bool, ApiError> {
         .filter(|(k, _)| k == "dryRun")
         .map(|(_, v)| v.clone())
         .collect();
-    if values.iter().any(|d| d != "All") {
-        let kind = match req.info.verb.as_str() {
-            "create" => "CreateOptions",
-            "patch" => "PatchOptions",
-            _ => "UpdateOptions",
-        };
-        return Err(ApiError::invalid(
-            kind,
-            "meta.k8s.io",
-            "",
-            &[dry_run_not_supported(&values)],
-        ));
-    }
-    Ok(!values.is_empty())
+    let kind = match req.info.verb.as_str() {
+        "create" => "CreateOptions",
+        "patch" => "PatchOptions",
+        _ => "UpdateOptions",
+    };
+    crdplane_core::options::write_dry_run(kind, &values)
 }
 
 /// The DeleteOptions of a DELETE or deletecollection request, validated (handler

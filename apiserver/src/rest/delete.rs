@@ -18,25 +18,8 @@ use serde_json::{Value, json};
 /// metav1.FinalizerDeleteDependents).
 pub const FINALIZER_ORPHAN: &str = "orphan";
 pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
-/// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeleteOptions {
-    pub precondition_uid: Option<String>,
-    pub precondition_rv: Option<String>,
-    /// Accepted and validated; custom resources have no graceful deletion (upstream: no
-    /// `RESTGracefulDeleteStrategy`), so it changes nothing.
-    pub grace_period_seconds: Option<i64>,
-    pub orphan_dependents: Option<bool>,
-    pub propagation_policy: Option<String>,
-    pub dry_run: Vec<String>,
-}
-
-impl DeleteOptions {
-    /// `dryrun.IsDryRun`: any value (validation allows only "All").
-    pub fn is_dry_run(&self) -> bool {
-        !self.dry_run.is_empty()
-    }
-}
+/// `metav1.DeleteOptions` and their upstream validation live in the pure core.
+pub use crdplane_core::options::{DeleteOptions, dry_run_not_supported, validate_delete_options};
 
 fn cannot_unmarshal(v: &Value, field: &str, go_type: &str) -> ApiError {
     let kind = match v {
@@ -107,52 +90,6 @@ pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
         Some(other) => return Err(cannot_unmarshal(other, "dryRun", "[]string")),
     };
     Ok(o)
-}
-
-/// apimachinery `ValidateDeleteOptions` (meta/v1/validation): the 422 of
-/// `DeleteOptions.meta.k8s.io "" is invalid: …`.
-pub fn validate_delete_options(o: &DeleteOptions) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    if o.orphan_dependents.is_some()
-        && let Some(p) = &o.propagation_policy
-    {
-        errs.push(FieldError::invalid(
-            "propagationPolicy",
-            Value::String(p.clone()),
-            "orphanDependents and deletionPropagation cannot be both set",
-        ));
-    }
-    if let Some(p) = &o.propagation_policy
-        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
-    {
-        errs.push(FieldError::not_supported(
-            "propagationPolicy",
-            Value::String(p.clone()),
-            &["Foreground", "Background", "Orphan", "nil"],
-        ));
-    }
-    if o.dry_run.iter().any(|d| d != "All") {
-        errs.push(dry_run_not_supported(&o.dry_run));
-    }
-    errs
-}
-
-/// apimachinery `ValidateDryRun`'s error: the bad value is the whole `[]string`, printed
-/// with `%#v`.
-pub fn dry_run_not_supported(values: &[String]) -> FieldError {
-    let quoted: Vec<String> = values
-        .iter()
-        .map(|d| crdplane_core::field::go_quote(d))
-        .collect();
-    FieldError::new(
-        crdplane_core::field::FieldErrorType::NotSupported,
-        "dryRun",
-        None,
-        format!(
-            "[]string{{{}}}: supported values: \"All\"",
-            quoted.join(", ")
-        ),
-    )
 }
 
 /// `BeforeDelete`'s precondition checks (rest/delete.go): 409 naming the object's kind.
