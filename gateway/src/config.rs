@@ -99,12 +99,7 @@ fn request_timeout(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| "--request-timeout can not be negative value".to_string())
 }
 
-/// `--grpc-timeout`: seconds, 0 = none.
-fn call_timeout(v: f64) -> Result<Option<std::time::Duration>, String> {
-    std::time::Duration::try_from_secs_f64(v)
-        .map(|d| Some(d).filter(|d| !d.is_zero()))
-        .map_err(|_| format!("--grpc-timeout: {v} is not a number of seconds"))
-}
+use crdplane_transport::deadline::from_flag as call_timeout;
 
 fn seconds(flag: &str, v: f64) -> Result<std::time::Duration, String> {
     match std::time::Duration::try_from_secs_f64(v) {

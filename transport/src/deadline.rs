@@ -21,6 +21,13 @@ pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// Default deadline of a call: kube-apiserver's default request timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The `--grpc-timeout` flag of the binaries that call services: seconds, 0 = no deadline.
+pub fn from_flag(v: f64) -> Result<Option<Duration>, String> {
+    Duration::try_from_secs_f64(v)
+        .map(|d| Some(d).filter(|d| !d.is_zero()))
+        .map_err(|_| format!("--grpc-timeout: {v} is not a number of seconds"))
+}
+
 /// Methods exempt from the deadline: server-streaming watches (and the health watch).
 pub const LONG_RUNNING: &[&str] = &[
     "/crdplane.v1.Storage/Watch",

@@ -31,12 +31,7 @@ pub struct Args {
     pub grpc_timeout: f64,
 }
 
-/// `--grpc-timeout`: seconds, 0 = none.
-fn call_timeout(v: f64) -> Result<Option<std::time::Duration>, String> {
-    std::time::Duration::try_from_secs_f64(v)
-        .map(|d| Some(d).filter(|d| !d.is_zero()))
-        .map_err(|_| format!("--grpc-timeout: {v} is not a number of seconds"))
-}
+use crdplane_transport::deadline::from_flag as call_timeout;
 
 impl Args {
     /// Checks every flag before anything is bound or connected.
