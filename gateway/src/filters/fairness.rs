@@ -19,37 +19,5 @@ super::seam!(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::filters::testing::{echo, read, request};
-    use tower::{Layer, ServiceExt};
-
-    /// The seam hands the request on untouched (extensions included) and answers what the
-    /// inner service answers.
-    #[tokio::test]
-    async fn passes_requests_through() {
-        let inner = echo(|r| {
-            format!(
-                "{} {} {:?}",
-                r.method(),
-                r.uri(),
-                r.extensions()
-                    .get::<crate::request_info::RequestInfo>()
-                    .map(|i| &i.tenant)
-            )
-        });
-        let mut req = request("DELETE", "/api/v1/namespaces/a");
-        req.extensions_mut()
-            .insert(crate::request_info::RequestInfo {
-                tenant: "acme".into(),
-                ..Default::default()
-            });
-        let resp = FairnessLayer.layer(inner).oneshot(req).await.unwrap();
-        assert_eq!(
-            read(resp).await,
-            (
-                http::StatusCode::OK,
-                "DELETE /api/v1/namespaces/a Some(\"acme\")".into()
-            )
-        );
-    }
+    super::super::seam_test!(super::FairnessLayer);
 }

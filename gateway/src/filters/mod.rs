@@ -60,6 +60,45 @@ macro_rules! seam {
 }
 pub(crate) use seam;
 
+/// The one test every pass-through seam has: the request reaches the inner service untouched
+/// (extensions included) and its answer comes back.
+#[cfg(test)]
+macro_rules! seam_test {
+    ($layer:path) => {
+        #[tokio::test]
+        async fn passes_requests_through() {
+            use crate::filters::testing::{echo, read, request};
+            use tower::{Layer, ServiceExt};
+            let inner = echo(|r| {
+                format!(
+                    "{} {} {:?}",
+                    r.method(),
+                    r.uri(),
+                    r.extensions()
+                        .get::<crate::request_info::RequestInfo>()
+                        .map(|i| &i.tenant)
+                )
+            });
+            let mut req = request("DELETE", "/api/v1/namespaces/a");
+            req.extensions_mut()
+                .insert(crate::request_info::RequestInfo {
+                    tenant: "acme".into(),
+                    ..Default::default()
+                });
+            let resp = $layer.layer(inner).oneshot(req).await.unwrap();
+            assert_eq!(
+                read(resp).await,
+                (
+                    http::StatusCode::OK,
+                    "DELETE /api/v1/namespaces/a Some(\"acme\")".into()
+                )
+            );
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use seam_test;
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Stub inner services for the layers' tests.
