@@ -10,6 +10,7 @@
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
+//! - [`builtin`]: the built-in resource types (ConfigMap, Secret, …) as one table of facts;
 //! - [`names`]: group/resource/kind naming helpers and timestamps;
 //! - [`continue_token`]: signed continue tokens of paginated lists (HMAC-SHA256);
 //! - [`ports`]: the default addresses of every component, written once;
@@ -18,6 +19,7 @@
 //! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
+pub mod builtin;
 pub mod continue_token;
 pub mod decode;
 pub mod field;

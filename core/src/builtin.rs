@@ -1,0 +1,190 @@
+//! The built-in resource types crdplane serves besides CRDs and custom resources, as data:
+//! names, scope, verbs and discovery facts. One table, read by the gateway (routing and
+//! discovery), the registry (OpenAPI) and the storage service (which resources expire).
+//!
+//! Facts follow upstream's registrations (k8s.io/kubernetes pkg/registry/core/*/storage,
+//! pkg/registry/events, pkg/registry/coordination) and
+//! test/integration/etcd/data: `GVRToStorageVersionHash` of storageversionhashdata for the
+//! hashes. `events.k8s.io/v1` events are the same stored objects as core `v1` events
+//! (upstream stores both under the `events` resource of the core group), so they share a
+//! storage resource.
+
+/// One served group/version/resource of a built-in type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinResource {
+    /// API group ("" for the core group, served under `/api`).
+    pub group: &'static str,
+    pub version: &'static str,
+    /// Plural resource name in URLs.
+    pub resource: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub list_kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    /// Discovery's `storageVersionHash`.
+    pub storage_version_hash: &'static str,
+    /// Where the objects are stored: (group, resource) of the storage triple.
+    pub storage: (&'static str, &'static str),
+    /// Whether stored objects expire (upstream's `--event-ttl` for events).
+    pub expires: bool,
+}
+
+impl BuiltinResource {
+    /// `apiVersion` of the objects (`v1`, `events.k8s.io/v1`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// Every verb of a fully served resource, in discovery's order.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The built-in types served through the generic machinery.
+pub const BUILTIN: &[BuiltinResource] = &[
+    BuiltinResource {
+        group: "",
+        version: "v1",
+        resource: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        list_kind: "ConfigMapList",
+        namespaced: true,
+        short_names: &["cm"],
+        verbs: ALL_VERBS,
+        storage_version_hash: "qFsyl6wFWjQ=",
+        storage: ("", "configmaps"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "",
+        version: "v1",
+        resource: "events",
+        singular: "event",
+        kind: "Event",
+        list_kind: "EventList",
+        namespaced: true,
+        short_names: &["ev"],
+        verbs: ALL_VERBS,
+        storage_version_hash: "r2yiGXH7wu8=",
+        storage: ("", "events"),
+        expires: true,
+    },
+    BuiltinResource {
+        group: "",
+        version: "v1",
+        resource: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        list_kind: "SecretList",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        storage_version_hash: "S6u1pOWzb84=",
+        storage: ("", "secrets"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "",
+        version: "v1",
+        resource: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        list_kind: "ServiceAccountList",
+        namespaced: true,
+        short_names: &["sa"],
+        verbs: ALL_VERBS,
+        storage_version_hash: "pbx9ZvyFpBE=",
+        storage: ("", "serviceaccounts"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        resource: "leases",
+        singular: "lease",
+        kind: "Lease",
+        list_kind: "LeaseList",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        storage_version_hash: "gqkMMb/YqFM=",
+        storage: ("coordination.k8s.io", "leases"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "events.k8s.io",
+        version: "v1",
+        resource: "events",
+        singular: "event",
+        kind: "Event",
+        list_kind: "EventList",
+        namespaced: true,
+        short_names: &["ev"],
+        verbs: ALL_VERBS,
+        storage_version_hash: "r2yiGXH7wu8=",
+        storage: ("", "events"),
+        expires: true,
+    },
+];
+
+/// The built-in resource served at (group, version, resource).
+pub fn lookup(group: &str, version: &str, resource: &str) -> Option<&'static BuiltinResource> {
+    BUILTIN
+        .iter()
+        .find(|b| b.group == group && b.version == version && b.resource == resource)
+}
+
+/// The API groups (other than core) of built-in types, in discovery order.
+pub fn groups() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for b in BUILTIN {
+        if !b.group.is_empty() && !out.contains(&b.group) {
+            out.push(b.group);
+        }
+    }
+    out
+}
+
+/// Whether objects of the storage triple (group, resource) expire.
+pub fn storage_expires(group: &str, resource: &str) -> bool {
+    BUILTIN
+        .iter()
+        .any(|b| b.expires && b.storage == (group, resource))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        assert_eq!(lookup("", "v1", "configmaps").unwrap().kind, "ConfigMap");
+        assert_eq!(
+            lookup("events.k8s.io", "v1", "events").unwrap().api_version(),
+            "events.k8s.io/v1"
+        );
+        assert!(lookup("", "v1", "pods").is_none());
+        assert_eq!(groups(), vec!["coordination.k8s.io", "events.k8s.io"]);
+        assert!(storage_expires("", "events"));
+        assert!(!storage_expires("", "configmaps"));
+        for b in BUILTIN {
+            assert_eq!(b.list_kind, format!("{}List", b.kind));
+            assert_eq!(b.singular, b.kind.to_lowercase());
+        }
+    }
+}
