@@ -11,6 +11,7 @@
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
 //! - [`builtin`]: the built-in resource types (ConfigMap, Secret, …) as one table of facts;
+//! - [`objectmeta`]: ObjectMeta/TypeMeta validation with upstream's texts;
 //! - [`names`]: group/resource/kind naming helpers and timestamps;
 //! - [`continue_token`]: signed continue tokens of paginated lists (HMAC-SHA256);
 //! - [`ports`]: the default addresses of every component, written once;
@@ -28,6 +29,7 @@ pub mod gcqueue;
 pub mod gofmt;
 pub mod meta;
 pub mod names;
+pub mod objectmeta;
 pub mod options;
 pub mod ports;
 pub mod rvslot;
