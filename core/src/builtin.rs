@@ -175,7 +175,9 @@ mod tests {
     fn table_is_consistent() {
         assert_eq!(lookup("", "v1", "configmaps").unwrap().kind, "ConfigMap");
         assert_eq!(
-            lookup("events.k8s.io", "v1", "events").unwrap().api_version(),
+            lookup("events.k8s.io", "v1", "events")
+                .unwrap()
+                .api_version(),
             "events.k8s.io/v1"
         );
         assert!(lookup("", "v1", "pods").is_none());

@@ -327,4 +327,3 @@ pub fn validate_type_meta(obj: &Value, api_version: &str, kind: &str) -> Vec<Fie
     }
     errs
 }
-

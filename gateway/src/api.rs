@@ -439,6 +439,10 @@ async fn resource(ctx: &Arc<Ctx>, req: &Req) -> Result<Response<Body>, ApiError>
         i.resource.as_str(),
     ) {
         ("api", "", "v1", "namespaces") => crate::namespaces::serve(ctx, req).await,
+        ("api" | "apis", g, v, r) if crdplane_core::builtin::lookup(g, v, r).is_some() => {
+            let b = crdplane_core::builtin::lookup(g, v, r).expect("just found");
+            crate::builtin::serve(ctx, req, b).await
+        }
         ("api", "", "v1", r) if empty_core_kind(r).is_some() => empty_core(req),
         ("api", _, _, _) => Err(ApiError::path_not_found()),
         ("apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions") => {

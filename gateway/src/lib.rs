@@ -7,7 +7,8 @@
 //! metrics → limits and timeouts → authentication → tenant access → fairness →
 //! authorization) → the router, [`api::Router`] → non-resource endpoints ([`discovery`]:
 //! health, version, discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]),
-//! CRDs ([`crds`] → registry), custom resources ([`crs`] → validation + storage; [`watch`]
+//! built-in types ([`builtin`]: ConfigMap, Secret, ServiceAccount, Events, Lease → the
+//! generic machinery over storage), CRDs ([`crds`] → registry), custom resources ([`crs`] → validation + storage; [`watch`]
 //! for streams, [`batch`] coalescing concurrent GETs into storage GetMany calls).
 //! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
 //! [`partial`]; strategic merge patch of built-in types is [`strategic`].
@@ -15,6 +16,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod builtin;
 pub mod config;
 pub mod crd;
 pub mod crds;

@@ -154,8 +154,15 @@ pub struct TableConvertor {
     headers: Vec<ColumnDefinition>,
     headers_json: Value,
     columns: Vec<Column>,
+    /// A built-in type's printer, which makes every cell (instead of `columns`).
+    printer: Option<Printer>,
     warning: Option<String>,
 }
+
+/// The cells of one object of a built-in type, as upstream's printers make them
+/// (k8s.io/kubernetes pkg/printers/internalversion/printers.go, run server-side with
+/// `Wide: true`): one per column definition, in order.
+pub type Printer = fn(&Value, DateTime<Utc>) -> Vec<Value>;
 
 impl TableConvertor {
     /// From the version's `additionalPrinterColumns` (a JSON array; absent, `null` or empty
@@ -226,7 +233,20 @@ impl TableConvertor {
             headers,
             headers_json,
             columns,
+            printer: None,
             warning,
+        }
+    }
+
+    /// The Table of a built-in type: its column definitions and its printer.
+    pub fn printed(headers: Vec<ColumnDefinition>, printer: Printer) -> Self {
+        let headers_json = Value::Array(headers.iter().map(ColumnDefinition::to_json).collect());
+        Self {
+            headers,
+            headers_json,
+            columns: Vec::new(),
+            printer: Some(printer),
+            warning: None,
         }
     }
 
@@ -330,6 +350,9 @@ impl TableConvertor {
 
     /// The cells of one object: its name, then one per printer column.
     pub fn cells(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+        if let Some(p) = self.printer {
+            return p(obj, now);
+        }
         let name = obj
             .get("metadata")
             .and_then(|m| m.get("name"))
@@ -376,8 +399,9 @@ fn float_cell(f: f64) -> Value {
     }
 }
 
-/// Upstream `metav1.Time.UnmarshalQueryParameter` + `ConvertToHumanReadableDateType`.
-fn date_cell(s: &str, now: DateTime<Utc>) -> String {
+/// Upstream `metav1.Time.UnmarshalQueryParameter` + `ConvertToHumanReadableDateType`; also
+/// the printers' `translateTimestampSince` (`<unknown>` for an absent or zero time).
+pub fn date_cell(s: &str, now: DateTime<Utc>) -> String {
     if s.is_empty() || s == "null" {
         return "<unknown>".into();
     }

@@ -1,6 +1,8 @@
 //! Concrete stores and strategies of the resource families served through the generic
 //! machinery (`crdplane_apiserver`): [`storage::StorageStore`] (the storage gRPC service as a
-//! `Store`) and the namespace strategies ([`namespaces`]).
+//! `Store`), the namespace strategies ([`namespaces`]) and the built-in types' strategies
+//! ([`builtin`]).
 
+pub mod builtin;
 pub mod namespaces;
 pub mod storage;

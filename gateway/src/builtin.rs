@@ -1,0 +1,559 @@
+//! The built-in types (`crdplane_core::builtin::BUILTIN`: ConfigMap, Secret, ServiceAccount,
+//! the two Event APIs, Lease), served per tenant through the generic machinery: every
+//! write verb is a generic handler of `crdplane_apiserver` over [`BuiltinStore`] (the storage
+//! service, with the version conversion and expiry of the type) and the type's strategy
+//! (`crate::stores::builtin`); reads render JSON or Table; watches are the shared watch
+//! streams of [`crate::watch`].
+//!
+//! Where it sits: the router ([`crate::api`]) sends `/api/v1/…/{configmaps,secrets,
+//! serviceaccounts,events}` and `/apis/{events.k8s.io,coordination.k8s.io}/v1/…` here.
+//! Follows k8s.io/apiserver pkg/endpoints/handlers (verbs) over
+//! pkg/registry/generic/registry/store.go, with upstream's per-type registries for the
+//! rules (see the strategies).
+
+use crate::api::{Ctx, Req};
+use crate::crs::{
+    decode_body, field_validation, include_object, list_failure, record_patch_findings,
+    request_delete_options, strict_decoding_error, table_api_version, with_warnings, write_dry_run,
+};
+use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::stores::builtin::{BuiltinStrategy, BuiltinType, protobuf, type_of};
+use crate::stores::storage::StorageStore;
+use crate::table::{ListMeta, RenderOptions};
+use crdplane_apiserver::admission::{Admission, Attributes, Chain, Operation};
+use crdplane_apiserver::handlers::{self, Written};
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
+use crdplane_core::builtin::BuiltinResource;
+use crdplane_core::options::FieldValidation;
+use crdplane_core::selector::{FieldSelector, LabelSelector};
+use crdplane_core::{ApiError, GroupResource};
+use crdplane_proto::v1 as pb;
+use futures::future::BoxFuture;
+use http::{Response, StatusCode};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Serves one request for the built-in resource `r`.
+pub async fn serve(
+    ctx: &Arc<Ctx>,
+    req: &Req,
+    r: &'static BuiltinResource,
+) -> Result<Response<Body>, ApiError> {
+    let i = &req.info;
+    let ty = type_of(r);
+    // Namespaced types answer list and watch across namespaces; everything else needs the
+    // namespace (go-restful has no such route otherwise). No subresource is served.
+    if i.namespace.is_empty() && !matches!(i.verb.as_str(), "list" | "watch") {
+        return Ok(crate::http::page_not_found());
+    }
+    if !i.subresource.is_empty() {
+        return Ok(crate::http::page_not_found());
+    }
+    let strategy = BuiltinStrategy::new(ty);
+    let store = BuiltinStore::new(ctx, &i.tenant, ty);
+    let lifecycle = NamespaceExists {
+        ctx: ctx.clone(),
+        tenant: i.tenant.clone(),
+    };
+    let admission = Chain(vec![Box::new(lifecycle)]);
+    match i.verb.as_str() {
+        "get" => {
+            let obj = store.get(&i.namespace, &i.name).await?;
+            render_one(req, ty, StatusCode::OK, &obj, &[])
+        }
+        "list" => list(ctx, req, ty).await,
+        "watch" => watch(ctx, req, ty).await,
+        "create" => {
+            let dry = write_dry_run(req)?;
+            let obj = request_object(req, ty)?;
+            let warnings = strictness(req, ty, &obj)?;
+            let w = handlers::create(&store, &strategy, &admission, &i.namespace, obj, dry).await?;
+            written(req, ty, w, &warnings)
+        }
+        "update" => {
+            let dry = write_dry_run(req)?;
+            let obj = request_object(req, ty)?;
+            let warnings = strictness(req, ty, &obj)?;
+            let w = handlers::update(
+                &store,
+                &strategy,
+                &admission,
+                "",
+                &i.namespace,
+                &i.name,
+                obj,
+                dry,
+            )
+            .await?;
+            written(req, ty, w, &warnings)
+        }
+        "patch" => {
+            let dry = write_dry_run(req)?;
+            record_patch_findings(req);
+            let warnings = findings_under_policy(req, ty, crate::crs::body_findings(req).to_vec())?;
+            let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+            let w = handlers::patch(
+                &store,
+                &strategy,
+                &admission,
+                "",
+                &i.namespace,
+                &i.name,
+                &mime,
+                &req.body,
+                dry,
+            )
+            .await?;
+            written(req, ty, w, &warnings)
+        }
+        "delete" => {
+            let o = request_delete_options(req)?;
+            let w =
+                handlers::delete(&store, &strategy, &admission, &i.namespace, &i.name, &o).await?;
+            written(req, ty, w, &[])
+        }
+        "deletecollection" => {
+            let o = request_delete_options(req)?;
+            let opts = ListOptions {
+                label_selector: selectors(req, ty)?.0,
+                field_selector: stored_field_selector(ty, &selectors(req, ty)?.1)?,
+                limit: crate::crs::parse_limit(req)?,
+                continue_token: String::new(),
+            };
+            let all =
+                handlers::delete_collection(&store, &strategy, &admission, &i.namespace, &opts, &o)
+                    .await?;
+            let r = ty.resource();
+            let items: Vec<bytes::Bytes> = all
+                .items
+                .iter()
+                .map(|v| serde_json::to_vec(v).expect("json").into())
+                .collect();
+            Ok(json_response(
+                StatusCode::OK,
+                crate::strategy::list_json(
+                    &r.api_version(),
+                    r.list_kind,
+                    &items,
+                    all.resource_version,
+                    "",
+                    None,
+                ),
+            ))
+        }
+        verb => Err(ApiError::method_not_supported(&gr(r), verb)),
+    }
+}
+
+fn gr(r: &BuiltinResource) -> GroupResource {
+    GroupResource::new(r.group, r.resource)
+}
+
+/// The request body as an object of the type: JSON or YAML, or protobuf for the kinds
+/// kubectl sends that way.
+fn request_object(req: &Req, ty: &dyn BuiltinType) -> Result<Value, ApiError> {
+    if protobuf::is_protobuf(req.header("content-type")) {
+        return match protobuf::decode(ty.resource().kind, &req.body) {
+            Some(r) => r,
+            None => Err(ApiError::unsupported_media_type(&[
+                "application/json",
+                "application/yaml",
+            ])),
+        };
+    }
+    decode_body(req)
+}
+
+/// The strict-decoding findings of a create/update body (duplicate keys, unknown fields)
+/// under the request's `fieldValidation`: the warnings to send, or the Strict 400.
+fn strictness(req: &Req, ty: &dyn BuiltinType, obj: &Value) -> Result<Vec<String>, ApiError> {
+    let mut found = crate::crs::body_findings(req).to_vec();
+    if field_validation(req)? != FieldValidation::Ignore {
+        found.extend(crate::stores::builtin::unknown_field_findings(ty, obj));
+    }
+    findings_under_policy(req, ty, found)
+}
+
+fn findings_under_policy(
+    req: &Req,
+    ty: &dyn BuiltinType,
+    found: Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    let r = ty.resource();
+    match field_validation(req)? {
+        FieldValidation::Ignore => Ok(Vec::new()),
+        FieldValidation::Warn => Ok(found),
+        FieldValidation::Strict if found.is_empty() => Ok(Vec::new()),
+        FieldValidation::Strict => Err(ApiError::bad_request(strict_decoding_error(
+            &req.info.verb,
+            r.kind,
+            r.version,
+            &found,
+        ))),
+    }
+}
+
+/// A write's answer: its code, the object (or Status) as JSON or Table, warnings.
+fn written(
+    req: &Req,
+    ty: &dyn BuiltinType,
+    w: Written,
+    extra: &[String],
+) -> Result<Response<Body>, ApiError> {
+    let mut warnings = extra.to_vec();
+    warnings.extend(w.warnings);
+    let code = StatusCode::from_u16(w.code).unwrap_or(StatusCode::OK);
+    if w.object.get("kind").and_then(Value::as_str) == Some("Status") {
+        let resp = json_response(code, serde_json::to_vec(&w.object).expect("json"));
+        return Ok(with_warnings(resp, &warnings));
+    }
+    render_one(req, ty, code, &w.object, &warnings)
+}
+
+/// One object as JSON or as a one-row Table.
+fn render_one(
+    req: &Req,
+    ty: &dyn BuiltinType,
+    code: StatusCode,
+    obj: &Value,
+    warnings: &[String],
+) -> Result<Response<Body>, ApiError> {
+    let resp = match negotiate_output(req.header("accept"))? {
+        Output::Json => json_response(code, serde_json::to_vec(obj).expect("json")),
+        Output::Table(v) => {
+            let opts = RenderOptions {
+                include_object: include_object(req)?,
+                with_columns: true,
+                api_version: table_api_version(v),
+                now: chrono::Utc::now(),
+            };
+            let t = ty.table().object_to_table(obj, &opts);
+            json_response(code, serde_json::to_vec(&t).expect("json"))
+        }
+    };
+    Ok(with_warnings(resp, warnings))
+}
+
+/// The request's selectors, checked: label selector syntax, field selector syntax and
+/// labels (`metadata.name`, `metadata.namespace` and the type's own; upstream's
+/// `field label not supported: x` otherwise).
+fn selectors(req: &Req, ty: &dyn BuiltinType) -> Result<(String, String), ApiError> {
+    let label = req.query.get("labelSelector").unwrap_or("").to_string();
+    let field = req.query.get("fieldSelector").unwrap_or("").to_string();
+    if !label.is_empty() {
+        LabelSelector::parse(&label).map_err(ApiError::bad_request)?;
+    }
+    if !field.is_empty() {
+        let f = FieldSelector::parse(&field).map_err(ApiError::bad_request)?;
+        for r in f.requirements() {
+            let known = matches!(r.field.as_str(), "metadata.name" | "metadata.namespace")
+                || ty.field_labels().contains(&r.field.as_str());
+            if !known {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {}",
+                    r.field
+                )));
+            }
+        }
+    }
+    Ok((label, field))
+}
+
+/// A field selector of the served version as paths of the stored objects.
+fn stored_field_selector(ty: &dyn BuiltinType, field: &str) -> Result<String, ApiError> {
+    if field.is_empty() {
+        return Ok(String::new());
+    }
+    let f = FieldSelector::parse(field).map_err(ApiError::bad_request)?;
+    let parts: Vec<String> = f
+        .requirements()
+        .iter()
+        .map(|r| {
+            let label = ty.stored_field_label(&r.field);
+            let op = match r.operator {
+                crdplane_core::selector::FieldOperator::Equals => "=",
+                crdplane_core::selector::FieldOperator::NotEquals => "!=",
+            };
+            format!(
+                "{label}{op}{}",
+                crdplane_core::selector::escape_field_value(&r.value)
+            )
+        })
+        .collect();
+    Ok(parts.join(","))
+}
+
+/// LIST (handlers/get.go `ListResource` with upstream's resourceVersion semantics and
+/// signed continue tokens, as the other families).
+async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Body>, ApiError> {
+    let i = &req.info;
+    let r = ty.resource();
+    let output = negotiate_output(req.header("accept"))?;
+    let (label, field) = selectors(req, ty)?;
+    let field = stored_field_selector(ty, &field)?;
+    let key = crate::strategy::continue_key(&ctx.storage).await?;
+    let scope = crate::strategy::token_scope(&i.tenant, r.group, r.resource, &i.namespace);
+    let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
+    let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
+    let res = ctx
+        .storage
+        .clone()
+        .list(pb::ListRequest {
+            resource: Some(storage_ref(&i.tenant, r)),
+            namespace: i.namespace.clone(),
+            limit: opts.limit,
+            start_after: opts.start_after.clone(),
+            name: String::new(),
+            label_selector: label,
+            field_selector: field,
+            min_resource_version: min_rv,
+            exact_resource_version: exact_rv,
+            continue_resource_version: continue_rv,
+        })
+        .await;
+    let res = match res {
+        Ok(res) => res.into_inner(),
+        Err(s) => return list_failure(crdplane_proto::status::from_grpc(s), &opts, &key, &scope),
+    };
+    let rv = res.resource_version;
+    let cont = if res.next_start_after.is_empty() {
+        String::new()
+    } else {
+        crate::strategy::encode_continue(&key, &scope, &res.next_start_after, rv as i64)
+    };
+    let remaining = res
+        .has_remaining_item_count
+        .then_some(res.remaining_item_count);
+    let converts = r.storage != (r.group, r.resource);
+    match output {
+        Output::Json if !converts => Ok(json_response(
+            StatusCode::OK,
+            crate::strategy::list_json(
+                &r.api_version(),
+                r.list_kind,
+                &res.items,
+                rv,
+                &cont,
+                remaining,
+            ),
+        )),
+        output => {
+            let objs: Vec<Value> = res
+                .items
+                .iter()
+                .map(|b| crate::crs::parse_object(b).map(|v| ty.served_form(v)))
+                .collect::<Result<_, _>>()?;
+            match output {
+                Output::Json => {
+                    let items: Vec<bytes::Bytes> = objs
+                        .iter()
+                        .map(|v| serde_json::to_vec(v).expect("json").into())
+                        .collect();
+                    Ok(json_response(
+                        StatusCode::OK,
+                        crate::strategy::list_json(
+                            &r.api_version(),
+                            r.list_kind,
+                            &items,
+                            rv,
+                            &cont,
+                            remaining,
+                        ),
+                    ))
+                }
+                Output::Table(v) => {
+                    let meta = ListMeta {
+                        resource_version: rv.to_string(),
+                        continue_token: cont,
+                        remaining_item_count: remaining.map(|r| r as i64),
+                    };
+                    let opts = RenderOptions {
+                        include_object: include_object(req)?,
+                        with_columns: true,
+                        api_version: table_api_version(v),
+                        now: chrono::Utc::now(),
+                    };
+                    let t = ty.table().render(&objs, &meta, &opts);
+                    Ok(json_response(
+                        StatusCode::OK,
+                        serde_json::to_vec(&t).expect("json"),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// WATCH through the shared streams of the storage triple.
+async fn watch(
+    ctx: &Ctx,
+    req: &Req,
+    ty: &'static dyn BuiltinType,
+) -> Result<Response<Body>, ApiError> {
+    let i = &req.info;
+    let r = ty.resource();
+    let (label, field) = selectors(req, ty)?;
+    let field = stored_field_selector(ty, &field)?;
+    let table: crate::watch::TableFn = Arc::new(move |objs, with_cols, include| {
+        ty.table().to_table_with(
+            objs,
+            include,
+            &ListMeta::default(),
+            chrono::Utc::now(),
+            with_cols,
+        )
+    });
+    let transform: Option<crate::watch_mux::Transform> =
+        (r.storage != (r.group, r.resource)).then(|| {
+            let f: crate::watch_mux::Transform =
+                Arc::new(
+                    move |b: bytes::Bytes| match serde_json::from_slice::<Value>(&b) {
+                        Ok(v) => serde_json::to_vec(&ty.served_form(v)).expect("json").into(),
+                        Err(_) => b,
+                    },
+                );
+            f
+        });
+    let t = crate::watch::Target {
+        resource: storage_ref(&i.tenant, r),
+        namespace: i.namespace.clone(),
+        name: i.name.clone(),
+        api_version: r.api_version(),
+        kind: r.kind.into(),
+        table,
+        label_selector: label,
+        field_selector: field,
+        transform,
+        normalize: None,
+        crd: None,
+    };
+    crate::watch::serve(ctx, req, t).await
+}
+
+/// The storage triple of a built-in resource of `tenant`.
+pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> pb::ResourceRef {
+    pb::ResourceRef {
+        tenant: tenant.into(),
+        group: r.storage.0.into(),
+        resource: r.storage.1.into(),
+    }
+}
+
+/// NamespaceLifecycle for the built-in types over the gateway's namespace cache
+/// (`crate::namespaces::require_namespace_for`): a create needs an existing namespace that
+/// is not Terminating.
+struct NamespaceExists {
+    ctx: Arc<Ctx>,
+    tenant: String,
+}
+
+impl Admission for NamespaceExists {
+    fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if a.operation != Operation::Create || a.namespace.is_empty() {
+                return Ok(());
+            }
+            crate::namespaces::require_namespace_for(
+                &self.ctx,
+                &self.tenant,
+                a.namespace,
+                a.resource,
+                a.name,
+            )
+            .await
+        })
+    }
+}
+
+/// The storage service as the `Store` of one built-in resource: objects converted between
+/// the served version and the stored one, expiring writes for the types that expire.
+pub struct BuiltinStore<'a> {
+    inner: StorageStore<'a>,
+    ty: &'static dyn BuiltinType,
+}
+
+impl<'a> BuiltinStore<'a> {
+    pub fn new(ctx: &'a Ctx, tenant: &'a str, ty: &'static dyn BuiltinType) -> Self {
+        let r = ty.resource();
+        Self {
+            inner: StorageStore {
+                storage: &ctx.storage,
+                tenant,
+                gr: GroupResource::new(r.storage.0, r.storage.1),
+            },
+            ty,
+        }
+    }
+}
+
+impl Store for BuiltinStore<'_> {
+    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        match self.inner.get(namespace, name).await {
+            Ok(v) => Ok(self.ty.served_form(v)),
+            // The stored triple may be shared (events): name the served resource.
+            Err(e) if e.code == 404 => Err(ApiError::not_found(&gr(self.ty.resource()), name)),
+            Err(e) => Err(e),
+        }
+    }
+    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        let mut l = self.inner.list(namespace, opts).await?;
+        l.items = l
+            .items
+            .into_iter()
+            .map(|v| self.ty.served_form(v))
+            .collect();
+        Ok(l)
+    }
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+        let v = self
+            .inner
+            .create(self.ty.stored_form(obj), dry_run)
+            .await
+            .map_err(|e| rename_conflict(e, self.ty))?;
+        Ok(self.ty.served_form(v))
+    }
+    async fn update(&self, obj: Value, expected_rv: u64, dry_run: bool) -> Result<Value, ApiError> {
+        let v = self
+            .inner
+            .update(self.ty.stored_form(obj), expected_rv, dry_run)
+            .await
+            .map_err(|e| rename_conflict(e, self.ty))?;
+        Ok(self.ty.served_form(v))
+    }
+    async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
+        self.inner
+            .before_delete(&self.ty.stored_form(obj.clone()), dry_run)
+            .await
+    }
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let v = self
+            .inner
+            .delete(namespace, name, expected_rv, dry_run)
+            .await
+            .map_err(|e| rename_conflict(e, self.ty))?;
+        Ok(self.ty.served_form(v))
+    }
+}
+
+/// Storage errors name the stored triple; for a served version stored under another
+/// (events.k8s.io events) the client must see its own resource.
+fn rename_conflict(e: ApiError, ty: &dyn BuiltinType) -> ApiError {
+    let r = ty.resource();
+    if r.storage == (r.group, r.resource) {
+        return e;
+    }
+    let stored = format!("{}", GroupResource::new(r.storage.0, r.storage.1));
+    let served = format!("{}", gr(r));
+    let mut e = e;
+    e.message = e.message.replacen(&stored, &served, 1);
+    if let Some(d) = e.details.as_mut() {
+        d.group = r.group.into();
+    }
+    e
+}

@@ -1,0 +1,479 @@
+//! The built-in types served through the generic machinery (ConfigMap, Secret,
+//! ServiceAccount, core and events.k8s.io Events, Lease), with the real clients that use
+//! them: kubectl 1.20 and 1.33 (`create configmap|secret|serviceaccount`, which send
+//! protobuf; `get`, `get events`, `events`, `describe`), kube-rs `events::Recorder`, and
+//! plain REST for upstream's validation texts, field selectors and watches.
+
+use crdplane_tests::{Stack, WatchStream, http_request, kubeconfig_yaml, kubectls};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"crontabs.stable.example.com"},
+ "spec":{"group":"stable.example.com","scope":"Namespaced",
+  "names":{"plural":"crontabs","singular":"crontab","kind":"CronTab","shortNames":["ct"]},
+  "versions":[{"name":"v1","served":true,"storage":true,
+   "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object",
+     "properties":{"n":{"type":"integer"}}}}}}}]}}"#;
+
+fn req(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let b = body.map(|b| b.to_string());
+    let (code, text) =
+        http_request(method, url, Some("application/json"), b.as_deref()).expect("request");
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn kubectl_creates_and_reads_configmaps_secrets_serviceaccounts() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let g = &stack.gateway;
+    for (n, k) in kubectls().iter().enumerate() {
+        let ns = format!("k{n}");
+        let ok = |args: &[&str]| {
+            let o = stack.kubectl(k, args);
+            assert!(o.ok, "kubectl {args:?} failed: {}{}", o.stdout, o.stderr);
+            o.stdout
+        };
+        ok(&["create", "namespace", &ns]);
+        ok(&[
+            "-n",
+            &ns,
+            "create",
+            "configmap",
+            "c1",
+            "--from-literal=a=b",
+            "--from-literal=x=y",
+        ]);
+        ok(&[
+            "-n",
+            &ns,
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "--from-literal=user=me",
+        ]);
+        ok(&["-n", &ns, "create", "serviceaccount", "sa1"]);
+        let (code, cm) = req(
+            "GET",
+            &format!("{g}/api/v1/namespaces/{ns}/configmaps/c1"),
+            None,
+        );
+        assert_eq!(code, 200, "{cm}");
+        assert_eq!(cm["data"], json!({"a": "b", "x": "y"}));
+        assert_eq!(cm["metadata"].get("generateName"), None, "{cm}");
+        assert!(cm["metadata"].get("generation").is_none(), "{cm}");
+        let (_, s) = req(
+            "GET",
+            &format!("{g}/api/v1/namespaces/{ns}/secrets/s1"),
+            None,
+        );
+        assert_eq!(s["data"]["user"], "bWU=", "{s}");
+        assert_eq!(s["type"], "Opaque");
+        // Reads through discovery: get, the data column, jsonpath.
+        let out = ok(&[
+            "-n",
+            &ns,
+            "get",
+            "configmap",
+            "c1",
+            "-o",
+            "jsonpath={.data.x}",
+        ]);
+        assert_eq!(out, "y");
+        let out = ok(&["-n", &ns, "get", "configmaps"]);
+        assert!(
+            out.contains("NAME") && out.contains("DATA") && out.contains("c1"),
+            "{out}"
+        );
+        let out = ok(&["-n", &ns, "get", "secrets"]);
+        assert!(out.contains("TYPE") && out.contains("Opaque"), "{out}");
+        let out = ok(&["-n", &ns, "get", "sa"]);
+        assert!(out.contains("sa1"), "{out}");
+        // Upstream's refusal of a bad key, as kubectl prints it.
+        let o = stack.kubectl(
+            k,
+            &[
+                "-n",
+                &ns,
+                "create",
+                "configmap",
+                "bad",
+                "--from-literal=a/b=c",
+            ],
+        );
+        assert!(!o.ok);
+        assert!(
+            o.stderr.contains("ConfigMap \"bad\" is invalid: data[a/b]: Invalid value: \"a/b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'"),
+            "{}",
+            o.stderr
+        );
+        // An existing name is AlreadyExists.
+        let o = stack.kubectl(
+            k,
+            &["-n", &ns, "create", "configmap", "c1", "--from-literal=a=b"],
+        );
+        assert!(
+            o.stderr.contains("configmaps \"c1\" already exists"),
+            "{}",
+            o.stderr
+        );
+        ok(&["-n", &ns, "delete", "configmap", "c1"]);
+        assert_eq!(
+            req(
+                "GET",
+                &format!("{g}/api/v1/namespaces/{ns}/configmaps/c1"),
+                None
+            )
+            .0,
+            404
+        );
+    }
+}
+
+#[test]
+fn validation_and_immutability_follow_upstream() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let cms = format!("{}/api/v1/namespaces/default/configmaps", stack.gateway);
+    let (code, v) = req(
+        "POST",
+        &cms,
+        Some(json!({"metadata": {"name": "im"}, "immutable": true, "data": {"a": "1"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let (code, v) = req(
+        "PUT",
+        &format!("{cms}/im"),
+        Some(json!({"metadata": {"name": "im"}, "immutable": true, "data": {"a": "2"}})),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "ConfigMap \"im\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    // Labels may still change.
+    let (code, v) = req(
+        "PUT",
+        &format!("{cms}/im"),
+        Some(
+            json!({"metadata": {"name": "im", "labels": {"x": "y"}}, "immutable": true, "data": {"a": "1"}}),
+        ),
+    );
+    assert_eq!(code, 200, "{v}");
+    // A value of the wrong JSON type is the decoder's 400; an unknown field under Strict too.
+    let (code, v) = req(
+        "POST",
+        &cms,
+        Some(json!({"metadata": {"name": "t"}, "data": {"a": 1}})),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap: ")
+    );
+    let (code, v) = req(
+        "POST",
+        &format!("{cms}?fieldValidation=Strict"),
+        Some(json!({"metadata": {"name": "t"}, "spec": {}})),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"spec\""
+    );
+    // Secrets: stringData merged into data, type-specific keys, immutable type.
+    let secrets = format!("{}/api/v1/namespaces/default/secrets", stack.gateway);
+    let (code, v) = req(
+        "POST",
+        &secrets,
+        Some(json!({"metadata": {"name": "s"}, "stringData": {"p": "hi"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["data"], json!({"p": "aGk="}));
+    assert!(v.get("stringData").is_none());
+    let (code, v) = req(
+        "POST",
+        &secrets,
+        Some(
+            json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls", "data": {"tls.crt": ""}}),
+        ),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Secret \"tls\" is invalid: data[tls.key]: Required value"
+    );
+    // Leases: no unconditional update; create on update; a stale resourceVersion conflicts.
+    let leases = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/default/leases",
+        stack.gateway
+    );
+    let (code, v) = req(
+        "PUT",
+        &format!("{leases}/l"),
+        Some(
+            json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 10}}),
+        ),
+    );
+    assert_eq!(code, 201, "{v}");
+    let rv = v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, v) = req(
+        "PUT",
+        &format!("{leases}/l"),
+        Some(json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "b"}})),
+    );
+    assert_eq!(code, 422, "{v}");
+    let (code, _) = req(
+        "PUT",
+        &format!("{leases}/l"),
+        Some(
+            json!({"metadata": {"name": "l", "resourceVersion": rv}, "spec": {"holderIdentity": "b"}}),
+        ),
+    );
+    assert_eq!(code, 200);
+    let (code, v) = req(
+        "PUT",
+        &format!("{leases}/l"),
+        Some(
+            json!({"metadata": {"name": "l", "resourceVersion": rv}, "spec": {"holderIdentity": "c"}}),
+        ),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(
+        v["message"],
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"l\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    let (code, v) = req(
+        "POST",
+        &leases,
+        Some(json!({"metadata": {"name": "bad"}, "spec": {"leaseDurationSeconds": 0}})),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Lease.coordination.k8s.io \"bad\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
+    );
+    // A namespace that does not exist.
+    let (code, v) = req(
+        "POST",
+        &format!("{}/api/v1/namespaces/nope/configmaps", stack.gateway),
+        Some(json!({"metadata": {"name": "x"}})),
+    );
+    assert_eq!(code, 404, "{v}");
+    assert_eq!(v["message"], "namespaces \"nope\" not found");
+}
+
+#[test]
+fn both_event_apis_share_objects_selectors_and_watches() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let g = &stack.gateway;
+    let core = format!("{g}/api/v1/namespaces/default/events");
+    let v1 = format!("{g}/apis/events.k8s.io/v1/namespaces/default/events");
+    let watch_core = WatchStream::open(
+        &format!(
+            "{g}/api/v1/namespaces/default/events?watch=true&fieldSelector=involvedObject.name=c1"
+        ),
+        None,
+    )
+    .unwrap();
+    let watch_v1 = WatchStream::open(
+        &format!("{g}/apis/events.k8s.io/v1/events?watch=true&fieldSelector=regarding.name=c1"),
+        None,
+    )
+    .unwrap();
+    let ev = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e1"},
+        "eventTime": "2026-11-24T05:00:00.000000Z",
+        "regarding": {"kind": "ConfigMap", "name": "c1", "namespace": "default", "apiVersion": "v1"},
+        "note": "hello", "reason": "Tested", "type": "Normal", "action": "Test",
+        "reportingController": "example.com/ctl", "reportingInstance": "i1"});
+    let (code, v) = req("POST", &v1, Some(ev.clone()));
+    assert_eq!(code, 201, "{v}");
+    let (code, other) = req(
+        "POST",
+        &v1,
+        Some(
+            json!({"metadata": {"name": "e2"}, "eventTime": "2026-11-24T05:00:00.000000Z",
+        "regarding": {"kind": "ConfigMap", "name": "c2", "namespace": "default"}, "reason": "R", "type": "Normal",
+        "action": "A", "reportingController": "example.com/ctl", "reportingInstance": "i1"}),
+        ),
+    );
+    assert_eq!(code, 201, "{other}");
+    // The core view of the same object.
+    let (_, c) = req("GET", &format!("{core}/e1"), None);
+    assert_eq!(c["apiVersion"], "v1");
+    assert_eq!(c["involvedObject"]["name"], "c1");
+    assert_eq!(c["message"], "hello");
+    assert_eq!(c["reportingComponent"], "example.com/ctl");
+    // Field selectors of each version.
+    let (_, l) = req(
+        "GET",
+        &format!("{core}?fieldSelector=involvedObject.name%3Dc1"),
+        None,
+    );
+    assert_eq!(l["items"].as_array().unwrap().len(), 1, "{l}");
+    let (_, l) = req(
+        "GET",
+        &format!("{g}/apis/events.k8s.io/v1/events?fieldSelector=regarding.name%3Dc2"),
+        None,
+    );
+    assert_eq!(l["items"][0]["metadata"]["name"], "e2", "{l}");
+    assert_eq!(l["items"][0]["regarding"]["name"], "c2", "{l}");
+    let (code, l) = req("GET", &format!("{core}?fieldSelector=spec.x%3D1"), None);
+    assert_eq!(code, 400);
+    assert_eq!(l["message"], "field label not supported: spec.x");
+    // Each watcher got only c1's event, in its own version.
+    let e = watch_core
+        .next(Duration::from_secs(10))
+        .expect("core watch event");
+    assert_eq!(e["type"], "ADDED");
+    assert_eq!(e["object"]["involvedObject"]["name"], "c1", "{e}");
+    let e = watch_v1
+        .next(Duration::from_secs(10))
+        .expect("v1 watch event");
+    assert_eq!(e["object"]["apiVersion"], "events.k8s.io/v1", "{e}");
+    assert_eq!(e["object"]["regarding"]["name"], "c1", "{e}");
+    assert!(watch_core.next(Duration::from_millis(300)).is_none());
+    // Strict validation of events.k8s.io/v1.
+    let (code, v) = req(
+        "POST",
+        &v1,
+        Some(
+            json!({"metadata": {"name": "e3"}, "regarding": {"namespace": "default"}, "type": "Odd"}),
+        ),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Event.events.k8s.io \"e3\" is invalid: [eventTime: Required value, type: Invalid value: \"\": has invalid value: Odd]"
+    );
+    // The legacy API's namespace rule.
+    let (code, v) = req(
+        "POST",
+        &core,
+        Some(json!({"metadata": {"name": "e4"}, "involvedObject": {"namespace": "other"}})),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Event \"e4\" is invalid: involvedObject.namespace: Invalid value: \"other\": does not match event.namespace"
+    );
+    // Deleting through one API removes it from both.
+    let (code, _) = req("DELETE", &format!("{v1}/e1"), None);
+    assert_eq!(code, 200);
+    assert_eq!(req("GET", &format!("{core}/e1"), None).0, 404);
+    let (code, v) = req("GET", &format!("{v1}/e1"), None);
+    assert_eq!(code, 404);
+    assert_eq!(v["message"], "events.events.k8s.io \"e1\" not found");
+}
+
+/// kube-rs `events::Recorder` publishes (create, then a series patch), and both kubectls
+/// show the events: `get events`, `describe crontab`, and 1.33's `kubectl events`.
+#[test]
+fn kube_rs_recorder_events_show_in_kubectl() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let g = stack.gateway.clone();
+    let (code, body) = http_request(
+        "POST",
+        &format!("{g}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+        Some("application/json"),
+        Some(CRD),
+    )
+    .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let ct = format!("{g}/apis/stable.example.com/v1/namespaces/default/crontabs");
+    wait_for("the CRD to serve", || req("GET", &ct, None).0 == 200);
+    let (code, obj) = req(
+        "POST",
+        &ct,
+        Some(
+            json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "nightly"}, "spec": {"n": 1}}),
+        ),
+    );
+    assert_eq!(code, 201, "{obj}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+        let kc = kube::config::Kubeconfig::from_yaml(&kubeconfig_yaml(&g, "crdplane")).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(cfg).unwrap();
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: "crontab-controller".into(),
+                instance: Some("replica-1".into()),
+            },
+        );
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("stable.example.com/v1".into()),
+            kind: Some("CronTab".into()),
+            name: Some("nightly".into()),
+            namespace: Some("default".into()),
+            uid: obj["metadata"]["uid"].as_str().map(str::to_string),
+            ..Default::default()
+        };
+        let ev = Event {
+            type_: EventType::Warning,
+            reason: "ScheduleMissed".into(),
+            note: Some("the nightly run was missed".into()),
+            action: "Scheduling".into(),
+            secondary: None,
+        };
+        recorder
+            .publish(&ev, &reference)
+            .await
+            .expect("first publish");
+        // The same event again: kube-rs patches the series.
+        recorder
+            .publish(&ev, &reference)
+            .await
+            .expect("series publish");
+    });
+    let (_, l) = req(
+        "GET",
+        &format!("{g}/apis/events.k8s.io/v1/namespaces/default/events"),
+        None,
+    );
+    let items = l["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{l}");
+    assert_eq!(items[0]["series"]["count"], 2, "{l}");
+    for k in kubectls() {
+        let o = stack.kubectl(&k, &["get", "events"]);
+        assert!(o.ok, "{}", o.stderr);
+        assert!(
+            o.stdout.contains("ScheduleMissed") && o.stdout.contains("crontab/nightly"),
+            "{}",
+            o.stdout
+        );
+        let o = stack.kubectl(&k, &["describe", "crontab", "nightly"]);
+        assert!(o.ok, "{}", o.stderr);
+        let events = o.stdout.split("Events:").nth(1).unwrap_or("");
+        assert!(
+            events.contains("ScheduleMissed") && events.contains("the nightly run was missed"),
+            "describe shows no events:\n{}",
+            o.stdout
+        );
+        if k.to_string_lossy().contains("1.33") {
+            let o = stack.kubectl(&k, &["events", "--for", "crontab/nightly"]);
+            assert!(o.ok, "{}", o.stderr);
+            assert!(o.stdout.contains("ScheduleMissed"), "{}", o.stdout);
+        }
+    }
+}
