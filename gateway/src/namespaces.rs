@@ -10,6 +10,7 @@
 use crate::api::{Ctx, Req};
 use crate::crs::{decode_body, delete_options};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::stores::builtin::protobuf;
 use crate::stores::namespaces::{Endpoint, NamespaceStrategy, finalized};
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
@@ -204,9 +205,11 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     }
     match i.verb.as_str() {
         "create" => {
-            let obj = match req.header("content-type") {
-                Some(ct) if ct.trim().starts_with(PROTOBUF) => namespace_from_protobuf(&req.body)?,
-                _ => decode_body(req)?,
+            // kubectl's `create namespace` sends protobuf.
+            let obj = if protobuf::is_protobuf(req.header("content-type")) {
+                protobuf::namespace(&req.body)?
+            } else {
+                decode_body(req)?
             };
             let warnings = crate::crs::strict_warnings(req, "Namespace", "v1")?;
             let v = create_namespace(ctx, tenant, obj, dry).await?;
@@ -531,167 +534,6 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
     Ok(json_response(StatusCode::OK, marked.json))
 }
 
-/// Built-in types (Namespace) may arrive as Kubernetes protobuf: kubectl ≥ 1.2x sends
-/// `kubectl create namespace` that way.
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// One protobuf field value (wire types 0, 1, 2, 5).
-enum Wire<'a> {
-    Varint,
-    Bytes(&'a [u8]),
-    Fixed,
-}
-
-/// Splits a protobuf message into (field number, value); bounded by the input.
-fn proto_fields(mut b: &[u8]) -> Result<Vec<(u64, Wire<'_>)>, ()> {
-    fn varint(b: &mut &[u8]) -> Result<u64, ()> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let (&c, rest) = b.split_first().ok_or(())?;
-            *b = rest;
-            v |= u64::from(c & 0x7f) << (7 * i);
-            if c & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(())
-    }
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let tag = varint(&mut b)?;
-        let value = match tag & 7 {
-            0 => {
-                varint(&mut b)?;
-                Wire::Varint
-            }
-            1 | 5 => {
-                let n = if tag & 7 == 1 { 8 } else { 4 };
-                if b.len() < n {
-                    return Err(());
-                }
-                b = &b[n..];
-                Wire::Fixed
-            }
-            2 => {
-                let n = usize::try_from(varint(&mut b)?).map_err(|_| ())?;
-                if b.len() < n {
-                    return Err(());
-                }
-                let (v, rest) = b.split_at(n);
-                b = rest;
-                Wire::Bytes(v)
-            }
-            _ => return Err(()),
-        };
-        out.push((tag >> 3, value));
-    }
-    Ok(out)
-}
-
-fn proto_str(v: &Wire<'_>) -> Option<String> {
-    match v {
-        Wire::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_string),
-        _ => None,
-    }
-}
-
-fn proto_map_entry(v: &Wire<'_>) -> Option<(String, String)> {
-    let Wire::Bytes(b) = v else { return None };
-    let f = proto_fields(b).ok()?;
-    let get = |n| {
-        f.iter()
-            .find(|(k, _)| *k == n)
-            .and_then(|(_, v)| proto_str(v))
-    };
-    Some((get(1)?, get(2).unwrap_or_default()))
-}
-
-/// Decodes a `k8s.io/api/core/v1.Namespace` in the Kubernetes protobuf envelope (magic
-/// `k8s\0` + runtime.Unknown{typeMeta, raw}) into its JSON form: metadata name,
-/// generateName, labels, annotations, finalizers and spec.finalizers (what a create uses;
-/// generated.proto field numbers).
-pub fn namespace_from_protobuf(body: &[u8]) -> Result<Value, ApiError> {
-    let bad =
-        || ApiError::bad_request("unable to decode the protobuf Namespace in the request body");
-    let unknown = body.strip_prefix(b"k8s\0".as_slice()).ok_or_else(bad)?;
-    let env = proto_fields(unknown).map_err(|_| bad())?;
-    let mut kind = String::new();
-    let mut raw: &[u8] = &[];
-    for (n, v) in &env {
-        match (n, v) {
-            (1, Wire::Bytes(tm)) => {
-                for (k, x) in proto_fields(tm).map_err(|_| bad())? {
-                    if k == 2 {
-                        kind = proto_str(&x).unwrap_or_default();
-                    }
-                }
-            }
-            (2, Wire::Bytes(r)) => raw = r,
-            _ => {}
-        }
-    }
-    if !kind.is_empty() && kind != "Namespace" {
-        return Err(ApiError::bad_request(format!(
-            "the kind in the data ({kind}) does not match the expected kind (Namespace)"
-        )));
-    }
-    let mut meta = serde_json::Map::new();
-    let mut spec_finalizers = Vec::new();
-    for (n, v) in proto_fields(raw).map_err(|_| bad())? {
-        match (n, &v) {
-            (1, Wire::Bytes(m)) => {
-                let mut labels = serde_json::Map::new();
-                let mut annotations = serde_json::Map::new();
-                let mut finalizers = Vec::new();
-                for (k, x) in proto_fields(m).map_err(|_| bad())? {
-                    match k {
-                        1 => {
-                            meta.insert("name".into(), json!(proto_str(&x).ok_or_else(bad)?));
-                        }
-                        2 => {
-                            meta.insert(
-                                "generateName".into(),
-                                json!(proto_str(&x).ok_or_else(bad)?),
-                            );
-                        }
-                        11 => {
-                            let (k, v) = proto_map_entry(&x).ok_or_else(bad)?;
-                            labels.insert(k, json!(v));
-                        }
-                        12 => {
-                            let (k, v) = proto_map_entry(&x).ok_or_else(bad)?;
-                            annotations.insert(k, json!(v));
-                        }
-                        14 => finalizers.push(json!(proto_str(&x).ok_or_else(bad)?)),
-                        _ => {}
-                    }
-                }
-                if !labels.is_empty() {
-                    meta.insert("labels".into(), Value::Object(labels));
-                }
-                if !annotations.is_empty() {
-                    meta.insert("annotations".into(), Value::Object(annotations));
-                }
-                if !finalizers.is_empty() {
-                    meta.insert("finalizers".into(), Value::Array(finalizers));
-                }
-            }
-            (2, Wire::Bytes(sp)) => {
-                for (k, x) in proto_fields(sp).map_err(|_| bad())? {
-                    if k == 1 {
-                        spec_finalizers.push(json!(proto_str(&x).ok_or_else(bad)?));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta,
-              "spec": {"finalizers": spec_finalizers}}),
-    )
-}
-
 pub use crdplane_apiserver::patch::BUILTIN_PATCH_TYPES;
 
 /// Applies a PATCH body to a built-in object ([`crdplane_apiserver::patch::apply_builtin`]).
@@ -707,33 +549,6 @@ pub fn patch_builtin(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn protobuf_namespace_is_decoded() {
-        // k8s\0 + Unknown{typeMeta{apiVersion "v1", kind "Namespace"}, raw Namespace{
-        //   metadata{name "team", labels{a: b}}, spec{}}}
-        fn ld(field: u8, b: &[u8]) -> Vec<u8> {
-            let mut v = vec![(field << 3) | 2, b.len() as u8];
-            v.extend_from_slice(b);
-            v
-        }
-        let tm = [ld(1, b"v1"), ld(2, b"Namespace")].concat();
-        let label = [ld(1, b"a"), ld(2, b"b")].concat();
-        let meta = [ld(1, b"team"), ld(11, &label)].concat();
-        let ns = [ld(1, &meta), ld(2, &[])].concat();
-        let body = [b"k8s\0".to_vec(), ld(1, &tm), ld(2, &ns)].concat();
-        let v = namespace_from_protobuf(&body).unwrap();
-        assert_eq!(v["metadata"]["name"], "team");
-        assert_eq!(v["metadata"]["labels"]["a"], "b");
-        assert_eq!(v["kind"], "Namespace");
-        assert_eq!(
-            namespace_from_protobuf(b"k8s\0\x0a\x05ab")
-                .unwrap_err()
-                .code,
-            400
-        );
-        assert_eq!(namespace_from_protobuf(b"{}").unwrap_err().code, 400);
-    }
 
     #[test]
     fn namespace_names() {

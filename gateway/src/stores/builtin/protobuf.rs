@@ -265,6 +265,27 @@ mod tests {
     }
 
     #[test]
+    fn namespaces_decode() {
+        let n = k8s_pb::api::core::v1::Namespace {
+            metadata: Some(meta::ObjectMeta {
+                name: Some("team".into()),
+                generate_name: Some(String::new()),
+                labels: [("a".to_string(), "b".to_string())].into(),
+                ..Default::default()
+            }),
+            spec: Some(Default::default()),
+            ..Default::default()
+        };
+        let v = namespace(&envelope("Namespace", n.encode_to_vec())).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "team", "labels": {"a": "b"}},
+                   "spec": {"finalizers": []}})
+        );
+    }
+
+    #[test]
     fn wrong_kind_and_garbage_are_400() {
         let e = decode("Secret", &envelope("ConfigMap", Vec::new()))
             .unwrap()
