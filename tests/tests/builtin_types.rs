@@ -477,3 +477,89 @@ fn kube_rs_recorder_events_show_in_kubectl() {
         }
     }
 }
+
+/// Leader election with a real Lease-based library (the Python client's `leaderelection`
+/// with `LeaseLock`): of two candidates exactly one leads; once it is killed the other takes
+/// over within the lease duration (plus one retry period, the candidates' polling interval).
+#[test]
+fn lease_leader_election_with_the_python_client() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::sync::mpsc;
+    let Some((py, _)) = crdplane_tests::python_interpreters()
+        .into_iter()
+        .find(|(py, _)| {
+            Command::new(py)
+                .args([
+                    "-c",
+                    "import kubernetes.leaderelection.resourcelock.leaselock",
+                ])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    else {
+        eprintln!("skipping: no Python kubernetes client with LeaseLock (scripts/deps.sh --test)");
+        return;
+    };
+    let stack = Stack::start_with_redis().expect("stack");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/lease_candidate.py");
+    let (tx, rx) = mpsc::channel::<(String, Instant)>();
+    let mut children = Vec::new();
+    for id in ["a", "b"] {
+        let mut c = Command::new(&py)
+            .arg(script)
+            .arg(&stack.kubeconfig)
+            .arg(id)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn candidate");
+        let out = c.stdout.take().unwrap();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send((line, Instant::now()));
+            }
+        });
+        children.push((id, c));
+    }
+    let leader_line = |timeout: Duration| -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        while let Ok((line, _)) =
+            rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            if let Some(id) = line.strip_prefix("LEADER ") {
+                return Some(id.to_string());
+            }
+        }
+        None
+    };
+    let first = leader_line(Duration::from_secs(30)).expect("a leader");
+    // Nobody else leads while the leader renews (several lease durations).
+    assert_eq!(leader_line(Duration::from_secs(6)), None, "two leaders");
+    let leases = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/default/leases/crdplane-test-election",
+        stack.gateway
+    );
+    let (_, lease) = req("GET", &leases, None);
+    assert_eq!(lease["spec"]["holderIdentity"], first.as_str(), "{lease}");
+    let (_, mut leader) = children
+        .iter_mut()
+        .find(|(id, _)| *id == first)
+        .map(|(i, c)| (*i, c))
+        .unwrap();
+    leader.kill().unwrap();
+    let killed = Instant::now();
+    let _ = leader.wait();
+    let second = leader_line(Duration::from_secs(20)).expect("a new leader");
+    let took = killed.elapsed();
+    assert_ne!(second, first);
+    eprintln!("takeover after the leader was killed: {took:?} (lease duration 4 s, retry 1 s)");
+    assert!(took <= Duration::from_secs(6), "takeover took {took:?}");
+    let (_, lease) = req("GET", &leases, None);
+    assert_eq!(lease["spec"]["holderIdentity"], second.as_str(), "{lease}");
+    for (_, c) in &mut children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}

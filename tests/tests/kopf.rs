@@ -108,6 +108,31 @@ fn kopf_operator_runs_without_errors() {
             v["metadata"]["labels"]["handled"] == "created" && v["status"]["create_fn"]["n"] == 0
         })
     });
+    // kopf posts its handler results as core v1 Events (kopf/_core/engines/posting.py):
+    // served, selectable by the object, and shown by `kubectl get events`.
+    wait_until("kopf's events", &log_path, || {
+        let (code, l) = get(&format!(
+            "{g}/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DWidget,involvedObject.name%3Dw0"
+        ));
+        code == 200
+            && l["items"].as_array().is_some_and(|items| {
+                items.iter().any(|e| {
+                    e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("Handler 'create_fn' succeeded"))
+                })
+            })
+    });
+    if let Some(k) = crdplane_tests::kubectls().last() {
+        let o = stack.kubectl(k, &["get", "events"]);
+        assert!(
+            o.ok && o.stdout.contains("widget/w0")
+                && o.stdout.contains("Handler 'create_fn' succeeded"),
+            "kubectl get events:\n{}{}",
+            o.stdout,
+            o.stderr
+        );
+    }
     // The spec change, plus a burst of label patches on every object racing kopf's own
     // patches of the same objects (none carries a resourceVersion, none may fail).
     concurrently(|i| {
@@ -154,7 +179,9 @@ fn kopf_operator_runs_without_errors() {
     let log = std::fs::read_to_string(&log_path).unwrap();
     let errors: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("ERROR") || l.contains("Traceback"))
+        .filter(|l| {
+            l.contains("ERROR") || l.contains("Traceback") || l.contains("Failed to post an event")
+        })
         .collect();
     assert!(
         errors.is_empty(),
