@@ -543,7 +543,7 @@ fn lease_leader_election_with_the_python_client() {
     );
     let (_, lease) = req("GET", &leases, None);
     assert_eq!(lease["spec"]["holderIdentity"], first.as_str(), "{lease}");
-    let (_, mut leader) = children
+    let (_, leader) = children
         .iter_mut()
         .find(|(id, _)| *id == first)
         .map(|(i, c)| (*i, c))
