@@ -13,8 +13,8 @@
 
 use crate::api::{Ctx, Req};
 use crate::crs::{
-    decode_body, field_validation, include_object, list_failure, record_patch_findings,
-    request_delete_options, strict_decoding_error, table_api_version, with_warnings, write_dry_run,
+    decode_body, field_validation, include_object, record_patch_findings, request_delete_options,
+    strict_decoding_error, table_api_version, with_warnings, write_dry_run,
 };
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::stores::builtin::{BuiltinStrategy, BuiltinType, protobuf, type_of};
@@ -291,54 +291,27 @@ async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Bod
     let output = negotiate_output(req.header("accept"))?;
     let (label, field) = selectors(req, ty)?;
     let field = stored_field_selector(ty, &field)?;
-    let key = crate::strategy::continue_key(&ctx.storage).await?;
-    let scope = crate::strategy::token_scope(&i.tenant, r.group, r.resource, &i.namespace);
-    let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-    let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
-    let res = ctx
-        .storage
-        .clone()
-        .list(pb::ListRequest {
-            resource: Some(storage_ref(&i.tenant, r)),
-            namespace: i.namespace.clone(),
-            limit: opts.limit,
-            start_after: opts.start_after.clone(),
-            name: String::new(),
-            label_selector: label,
-            field_selector: field,
-            min_resource_version: min_rv,
-            exact_resource_version: exact_rv,
-            continue_resource_version: continue_rv,
-        })
-        .await;
-    let res = match res {
-        Ok(res) => res.into_inner(),
-        Err(s) => return list_failure(crdplane_proto::status::from_grpc(s), &opts, &key, &scope),
+    let page = match crate::list::storage_page(
+        ctx,
+        req,
+        storage_ref(&i.tenant, r),
+        &i.namespace,
+        label,
+        field,
+    )
+    .await?
+    {
+        crate::list::Listed::Page(p) => p,
+        crate::list::Listed::Answer(resp) => return Ok(resp),
     };
-    let rv = res.resource_version;
-    let cont = if res.next_start_after.is_empty() {
-        String::new()
-    } else {
-        crate::strategy::encode_continue(&key, &scope, &res.next_start_after, rv as i64)
-    };
-    let remaining = res
-        .has_remaining_item_count
-        .then_some(res.remaining_item_count);
     let converts = r.storage != (r.group, r.resource);
     match output {
         Output::Json if !converts => Ok(json_response(
             StatusCode::OK,
-            crate::strategy::list_json(
-                &r.api_version(),
-                r.list_kind,
-                &res.items,
-                rv,
-                &cont,
-                remaining,
-            ),
+            page.json(&r.api_version(), r.list_kind, &page.items),
         )),
         output => {
-            let objs: Vec<Value> = res
+            let objs: Vec<Value> = page
                 .items
                 .iter()
                 .map(|b| crate::crs::parse_object(b).map(|v| ty.served_form(v)))
@@ -351,29 +324,17 @@ async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Bod
                         .collect();
                     Ok(json_response(
                         StatusCode::OK,
-                        crate::strategy::list_json(
-                            &r.api_version(),
-                            r.list_kind,
-                            &items,
-                            rv,
-                            &cont,
-                            remaining,
-                        ),
+                        page.json(&r.api_version(), r.list_kind, &items),
                     ))
                 }
                 Output::Table(v) => {
-                    let meta = ListMeta {
-                        resource_version: rv.to_string(),
-                        continue_token: cont,
-                        remaining_item_count: remaining.map(|r| r as i64),
-                    };
                     let opts = RenderOptions {
                         include_object: include_object(req)?,
                         with_columns: true,
                         api_version: table_api_version(v),
                         now: chrono::Utc::now(),
                     };
-                    let t = ty.table().render(&objs, &meta, &opts);
+                    let t = ty.table().render(&objs, &page.list_meta(), &opts);
                     Ok(json_response(
                         StatusCode::OK,
                         serde_json::to_vec(&t).expect("json"),

@@ -668,44 +668,31 @@ async fn list(
     let i = &req.info;
     let output = negotiate_output(req.header("accept"))?;
     let (label, field) = check_selectors(req, crd, ver)?;
-    let key = strategy::continue_key(&ctx.storage).await?;
-    let scope = strategy::token_scope(&i.tenant, &crd.group, &crd.plural, &i.namespace);
-    let opts = strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-    let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
-    let r = ctx
-        .storage
-        .clone()
-        .list(pb::ListRequest {
-            resource: Some(resource_ref(crd, &i.tenant)),
-            namespace: i.namespace.clone(),
-            limit: opts.limit,
-            start_after: opts.start_after.clone(),
-            name: String::new(),
-            label_selector: label,
-            field_selector: field,
-            min_resource_version: min_rv,
-            exact_resource_version: exact_rv,
-            continue_resource_version: continue_rv,
-        })
-        .await;
-    let r = match r {
-        Ok(r) => r.into_inner(),
-        Err(s) => return list_failure(ApiError::from_grpc(&s), &opts, &key, &scope),
+    let page = match crate::list::storage_page(
+        ctx,
+        req,
+        resource_ref(crd, &i.tenant),
+        &i.namespace,
+        label,
+        field,
+    )
+    .await?
+    {
+        crate::list::Listed::Page(p) => p,
+        crate::list::Listed::Answer(resp) => return Ok(resp),
     };
-    let rv = r.resource_version;
-    let cont = if r.next_start_after.is_empty() {
-        String::new()
-    } else {
-        strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
-    };
-    let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
+    let (rv, cont, remaining) = (
+        page.resource_version,
+        page.continue_token.clone(),
+        page.remaining,
+    );
     // Stored bytes go out as they are (spliced into the list document) unless a version
     // rewrite or read defaults are needed.
     let want = api_version(crd, &ver.name);
-    let items = if !ver.has_defaults && all_served_as_is(&r.items, &want) {
-        r.items
+    let items = if !ver.has_defaults && all_served_as_is(&page.items, &want) {
+        page.items
     } else {
-        for_version(ctx, &i.tenant, crd, ver, r.items).await?
+        for_version(ctx, &i.tenant, crd, ver, page.items).await?
     };
     match output {
         Output::Json => Ok(json_response(

@@ -25,6 +25,7 @@ pub mod discovery;
 pub mod filters;
 pub mod gc;
 pub mod http;
+pub mod list;
 pub mod namespaces;
 pub mod partial;
 pub mod request_info;

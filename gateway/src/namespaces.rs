@@ -19,7 +19,6 @@ use crdplane_apiserver::handlers;
 use crdplane_core::field::FieldError;
 use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource, rvslot};
-use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -247,62 +246,28 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "list" => {
             let (label, field) = selectors(req)?;
-            let key = crate::strategy::continue_key(&ctx.storage).await?;
-            let scope = crate::strategy::token_scope(tenant, "", "namespaces", "");
-            let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-            let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
-            let r = ctx
-                .storage
-                .clone()
-                .list(pb::ListRequest {
-                    resource: Some(rref(tenant)),
-                    limit: opts.limit,
-                    start_after: opts.start_after.clone(),
-                    label_selector: label,
-                    field_selector: field,
-                    min_resource_version: min_rv,
-                    exact_resource_version: exact_rv,
-                    continue_resource_version: continue_rv,
-                    ..Default::default()
-                })
-                .await;
-            let r = match r {
-                Ok(r) => r.into_inner(),
-                Err(s) => {
-                    return crate::crs::list_failure(ApiError::from_grpc(&s), &opts, &key, &scope);
-                }
-            };
-            let rv = r.resource_version;
-            let cont = if r.next_start_after.is_empty() {
-                String::new()
-            } else {
-                crate::strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
-            };
-            let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
+            let page =
+                match crate::list::storage_page(ctx, req, rref(tenant), "", label, field).await? {
+                    crate::list::Listed::Page(p) => p,
+                    crate::list::Listed::Answer(resp) => return Ok(resp),
+                };
             match negotiate_output(req.header("accept"))? {
                 Output::Json => Ok(json_response(
                     StatusCode::OK,
-                    crate::strategy::list_json(
-                        "v1",
-                        "NamespaceList",
-                        &r.items,
-                        rv,
-                        &cont,
-                        remaining,
-                    ),
+                    page.json("v1", "NamespaceList", &page.items),
                 )),
                 Output::Table(_) => {
-                    let objs: Vec<Value> = r
+                    let objs: Vec<Value> = page
                         .items
                         .iter()
                         .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
                         .collect::<Result<_, _>>()?;
-                    let meta = ListMeta {
-                        resource_version: rv.to_string(),
-                        continue_token: cont,
-                        remaining_item_count: remaining.map(|r| r as i64),
-                    };
-                    let t = table().to_table(&objs, include(req), &meta, chrono::Utc::now());
+                    let t = table().to_table(
+                        &objs,
+                        include(req),
+                        &page.list_meta(),
+                        chrono::Utc::now(),
+                    );
                     Ok(json_response(
                         StatusCode::OK,
                         serde_json::to_vec(&t).expect("json"),
