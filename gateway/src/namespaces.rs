@@ -16,7 +16,6 @@ use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
-use crdplane_core::field::FieldError;
 use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource, rvslot};
 use crdplane_proto::v1 as pb;
@@ -52,24 +51,6 @@ fn table() -> &'static TableConvertor {
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]))
     })
-}
-
-/// Upstream `IsDNS1123Label` message.
-pub const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-pub fn validate_name(name: &str) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    if name.is_empty() {
-        errs.push(FieldError::required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
-        return errs;
-    }
-    for msg in crdplane_core::validation::is_dns1123_label(name) {
-        errs.push(FieldError::invalid("metadata.name", json!(name), msg));
-    }
-    errs
 }
 
 /// Fails with upstream's 404 (`namespaces "x" not found`) when the namespace does not exist.
@@ -115,68 +96,35 @@ pub async fn require_namespace_for(
     Ok(())
 }
 
+/// Creates a namespace of `tenant` through the generic create handler with the namespace
+/// strategy (`crate::stores::namespaces`): the request's own namespaces and the default
+/// ones of a new tenant alike.
 pub async fn create_namespace(
     ctx: &Ctx,
     tenant: &str,
-    mut obj: Value,
+    obj: Value,
     dry: bool,
 ) -> Result<Value, ApiError> {
-    let m = obj
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad_request("the object provided is not a JSON object"))?;
-    m.insert("apiVersion".into(), json!("v1"));
-    m.insert("kind".into(), json!("Namespace"));
-    let meta = m.entry("metadata").or_insert_with(|| json!({}));
-    let meta = meta
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-    if meta
-        .get("name")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-        && let Some(p) = meta.get("generateName").and_then(Value::as_str)
-    {
-        let n = crate::strategy::generate_name(p);
-        meta.insert("name".into(), json!(n));
+    let store = crate::stores::storage::StorageStore {
+        storage: &ctx.storage,
+        tenant,
+        gr: gr(),
+    };
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
     }
-    let name = meta
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let errs = validate_name(&name);
-    if !errs.is_empty() {
-        return Err(ApiError::invalid("Namespace", "", &name, &errs));
-    }
-    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-    meta.insert(
-        "creationTimestamp".into(),
-        json!(crdplane_core::names::now_timestamp()),
-    );
-    meta.remove("namespace");
-    // Upstream's automatic label (NamespaceDefaultLabelName, GA 1.22).
-    let labels = meta.entry("labels").or_insert_with(|| json!({}));
-    if let Some(l) = labels.as_object_mut() {
-        l.insert("kubernetes.io/metadata.name".into(), json!(name));
-    }
-    m.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
-    m.insert("status".into(), json!({"phase": "Active"}));
-    let (head, tail) = rvslot::split(&obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let s = ctx
-        .storage
-        .clone()
-        .create(pb::CreateRequest {
-            key: Some(key(tenant, &name)),
-            object: Some(pb::ObjectWrite {
-                head: head.into(),
-                tail: tail.into(),
-            }),
-            dry_run: dry,
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    serde_json::from_slice(&s.json).map_err(ApiError::internal)
+    let w = handlers::create(
+        &store,
+        &NamespaceStrategy(Endpoint::Main),
+        &Chain::none(),
+        "",
+        obj,
+        dry,
+    )
+    .await?;
+    Ok(w.object)
 }
 
 fn ns_table() -> TableFn {
@@ -509,26 +457,4 @@ pub fn patch_builtin(
 ) -> Result<Value, ApiError> {
     let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
     crdplane_apiserver::patch::apply_builtin(&mime, &req.body, old, fields)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn namespace_names() {
-        assert!(validate_name("kube-system").is_empty());
-        assert_eq!(
-            validate_name("Bad_Name")[0].to_string(),
-            format!("metadata.name: Invalid value: \"Bad_Name\": {DNS1123_LABEL_MSG}")
-        );
-        assert_eq!(
-            validate_name("")[0].to_string(),
-            "metadata.name: Required value: name or generateName is required"
-        );
-        assert_eq!(
-            validate_name(&"a".repeat(64))[0].detail,
-            "must be no more than 63 characters"
-        );
-    }
 }

@@ -61,6 +61,46 @@ impl Strategy for NamespaceStrategy {
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         &PATCH
     }
+    /// strategy.go `PrepareForCreate`: phase Active, the `kubernetes` finalizer in spec, the
+    /// `kubernetes.io/metadata.name` label (`NamespaceDefaultLabelName`); no generation.
+    fn prepare_for_create(&self, obj: &mut Value, _namespace: &str) -> Result<(), ApiError> {
+        if self.0 != Endpoint::Main {
+            return Err(ApiError::method_not_supported(gr(), "create"));
+        }
+        crdplane_apiserver::rest::meta::prepare_for_create(
+            obj,
+            &crdplane_apiserver::rest::meta::CreateParams {
+                namespace: "",
+                namespaced: false,
+                uid: uuid::Uuid::new_v4().to_string(),
+                now: crdplane_core::names::now_timestamp(),
+                drop_status: false,
+            },
+        )?;
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let m = obj
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("the object provided is not a JSON object"))?;
+        m.insert("apiVersion".into(), json!("v1"));
+        m.insert("kind".into(), json!("Namespace"));
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("generation");
+            if !name.is_empty() {
+                let labels = meta.entry("labels").or_insert_with(|| json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                labels["kubernetes.io/metadata.name"] = json!(name);
+            }
+        }
+        m.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+        m.insert("status".into(), json!({"phase": "Active"}));
+        Ok(())
+    }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
         match self.0 {
             Endpoint::Finalize => {
@@ -99,13 +139,72 @@ impl Strategy for NamespaceStrategy {
         new["kind"] = json!("Namespace");
         Ok(())
     }
-    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
-        Vec::new()
+    /// `ValidateNamespace`: ObjectMeta of a cluster-scoped object with DNS-1123 label names.
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut errs = Vec::new();
+        for msg in crdplane_core::validation::is_dns1123_label(name) {
+            errs.push(FieldError::invalid("metadata.name", json!(name), msg));
+        }
+        errs
     }
     fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()
     }
     fn should_delete_during_update(&self, new: &Value, _old: &Value) -> bool {
         finalized(new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Upstream `IsDNS1123Label` message.
+    const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+    fn errs(name: &str) -> Vec<String> {
+        NamespaceStrategy(Endpoint::Main)
+            .validate(&json!({"metadata": {"name": name}}))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn namespace_names() {
+        assert!(errs("kube-system").is_empty());
+        assert_eq!(
+            errs("Bad_Name"),
+            vec![format!(
+                "metadata.name: Invalid value: \"Bad_Name\": {DNS1123_LABEL_MSG}"
+            )]
+        );
+        assert_eq!(
+            errs(&"a".repeat(64)),
+            vec![format!(
+                "metadata.name: Invalid value: \"{}\": must be no more than 63 characters",
+                "a".repeat(64)
+            )]
+        );
+    }
+
+    #[test]
+    fn create_sets_phase_finalizer_and_name_label() {
+        let mut ns = json!({"metadata": {"name": "team", "labels": {"a": "b"}}, "spec": {}});
+        NamespaceStrategy(Endpoint::Main)
+            .prepare_for_create(&mut ns, "")
+            .unwrap();
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        assert_eq!(ns["spec"], json!({"finalizers": ["kubernetes"]}));
+        assert_eq!(
+            ns["metadata"]["labels"],
+            json!({"a": "b", "kubernetes.io/metadata.name": "team"})
+        );
+        assert!(ns["metadata"].get("generation").is_none());
+        assert!(ns["metadata"]["uid"].is_string());
     }
 }
