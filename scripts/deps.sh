@@ -51,6 +51,11 @@ if $want_test; then
     echo "installing kopf (the Python operator framework)" >&2
     python3 -m pip install -q kopf 2>/dev/null || python3 -m pip install -q --break-system-packages kopf
   fi
+  # cargo-machete: the unused-dependency check of scripts/test.sh.
+  if ! command -v cargo-machete >/dev/null 2>&1; then
+    echo "installing cargo-machete" >&2
+    cargo install cargo-machete --locked
+  fi
   # @kubernetes/client-node for tests/tests/client_node.rs, pinned by tests/node/package-lock.json.
   if [ ! -f tests/node/node_modules/@kubernetes/client-node/package.json ] \
     || [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; then

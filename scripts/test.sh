@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
+# No dependency declared and unused (cargo-machete reads each crate's sources).
+cargo machete
 # The end-to-end tests start the real service binaries: build them first.
 cargo build --workspace --bins
 cargo test --workspace
