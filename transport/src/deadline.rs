@@ -84,6 +84,49 @@ pub fn from_metadata(m: &tonic::metadata::MetadataMap) -> Option<Duration> {
         .and_then(|v| parse(v.as_bytes()))
 }
 
+/// The server side of deadlines: a tower service that runs the inner service's response
+/// future under the call's `grpc-timeout` (none: no limit). Only the response future is
+/// bounded, so a server-streaming call's stream, once returned, is not.
+#[derive(Clone)]
+pub struct Enforce<S>(pub S);
+
+impl<S, B> tower::Service<http::Request<B>> for Enforce<S>
+where
+    S: tower::Service<
+            http::Request<B>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        >,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let deadline = from_headers(req.headers());
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let Some(d) = deadline else {
+                return fut.await;
+            };
+            match tokio::time::timeout(d, fut).await {
+                Ok(r) => r,
+                Err(_) => Ok(tonic::Status::deadline_exceeded("Timeout expired").into_http()),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +170,30 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(parse(v.as_bytes()), *want, "{v}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_server_ends_a_call_at_its_deadline() {
+        use tower::{Service, ServiceExt};
+        let slow = tower::service_fn(|_req: http::Request<()>| async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+        });
+        let mut svc = Enforce(slow);
+        let mut req = http::Request::new(());
+        req.headers_mut()
+            .insert(GRPC_TIMEOUT, encode(Duration::from_millis(50)));
+        let resp = svc.ready().await.unwrap().call(req).await.unwrap();
+        let status = tonic::Status::from_header_map(resp.headers()).expect("a gRPC status");
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+        // Without a deadline the call runs to its end.
+        let resp = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(http::Request::new(()))
+            .await
+            .unwrap();
+        assert!(tonic::Status::from_header_map(resp.headers()).is_none());
     }
 }

@@ -115,7 +115,7 @@ where
     loop {
         let (sock, _, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);
-        let svc = TowerToHyperService::new(svc.clone());
+        let svc = TowerToHyperService::new(deadline::Enforce(svc.clone()));
         tokio::spawn(async move {
             let mut builder = Builder::new(TokioExecutor::new()).http2_only();
             builder
