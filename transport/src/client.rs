@@ -32,6 +32,13 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 const STREAM_WINDOW: u32 = 4 << 20;
 const CONN_WINDOW: u32 = 16 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// HTTP/2 keep-alive of the client side, as the servers' (see `serve_raw`): a PING every
+/// 30 s; a connection that does not answer one within 20 s is dropped, so calls stop going
+/// to a peer that vanished without closing (a host gone, a partition) and the next call
+/// reconnects — without it such a connection is only noticed when TCP gives up, minutes
+/// later.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A cloneable gRPC channel to one `http://host:port` endpoint.
 #[derive(Clone)]
@@ -109,16 +116,24 @@ impl Endpoint {
             .await
             .map_err(|_| format!("connect to {addr}: timed out"))??;
         tcp.set_nodelay(true)?;
-        let (send, conn) = h2::client::Builder::new()
+        let (send, mut conn) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONN_WINDOW)
             .max_frame_size(1 << 20)
             .handshake::<_, Bytes>(tcp)
             .await?;
+        let ping_pong = conn.ping_pong();
         let shared = self.shared.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "gRPC client connection ended");
+            tokio::select! {
+                r = &mut conn => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "gRPC client connection ended");
+                    }
+                }
+                () = keep_alive(ping_pong, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT) => {
+                    tracing::debug!(peer = %addr, "gRPC peer did not answer a keep-alive PING; connection dropped");
+                }
             }
             // The driver is gone: the next call reconnects.
             if let Ok(mut g) = shared.sender.lock() {
@@ -176,6 +191,23 @@ impl Endpoint {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+}
+
+/// Pings the peer every `interval`; returns when a PING is not answered within `timeout`
+/// (never when the connection gives no ping handle).
+async fn keep_alive(ping_pong: Option<h2::PingPong>, interval: Duration, timeout: Duration) {
+    let Some(mut pp) = ping_pong else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(interval).await;
+        match tokio::time::timeout(timeout, pp.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_)) => {}
+            // The connection failed (its driver reports that) or the peer is silent.
+            Ok(Err(_)) => return std::future::pending().await,
+            Err(_) => return,
         }
     }
 }
@@ -345,5 +377,54 @@ impl HttpBody for RecvBody {
             Ok(None) => Poll::Ready(None),
             Err(e) => Poll::Ready(Some(Err(e))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client connection to a peer that completes the HTTP/2 handshake and then answers
+    /// PINGs (`answer`) or goes silent; returns the client's ping handle.
+    async fn peer(answer: bool) -> Option<h2::PingPong> {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let mut conn = h2::server::handshake(s).await.unwrap();
+            if answer {
+                while conn.accept().await.is_some() {}
+            } else {
+                // Holds the connection without ever reading from it again.
+                std::future::pending::<()>().await;
+            }
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (_send, mut conn) = h2::client::handshake(tcp).await.unwrap();
+        let pp = conn.ping_pong();
+        tokio::spawn(async move {
+            let _send = _send;
+            let _ = conn.await;
+        });
+        pp
+    }
+
+    #[tokio::test]
+    async fn a_silent_peer_fails_the_keep_alive() {
+        let (interval, timeout) = (Duration::from_millis(20), Duration::from_millis(200));
+        let silent = keep_alive(peer(false).await, interval, timeout);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), silent)
+                .await
+                .is_ok(),
+            "the keep-alive did not notice a silent peer"
+        );
+        let alive = keep_alive(peer(true).await, interval, timeout);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), alive)
+                .await
+                .is_err(),
+            "the keep-alive gave up on a peer that answers"
+        );
     }
 }
