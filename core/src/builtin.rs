@@ -14,14 +14,21 @@
 pub struct BuiltinResource {
     /// API group ("" for the core group, served under `/api`).
     pub group: &'static str,
+    /// API version served (e.g. `v1`).
     pub version: &'static str,
     /// Plural resource name in URLs.
     pub resource: &'static str,
+    /// Singular resource name (discovery's `singularName`).
     pub singular: &'static str,
+    /// The object's `kind`.
     pub kind: &'static str,
+    /// The `kind` of its list (e.g. `EventList`).
     pub list_kind: &'static str,
+    /// Whether objects live in a namespace (otherwise cluster-scoped).
     pub namespaced: bool,
+    /// Short names for kubectl (discovery's `shortNames`).
     pub short_names: &'static [&'static str],
+    /// Verbs served, as listed in discovery.
     pub verbs: &'static [&'static str],
     /// Discovery's `storageVersionHash`.
     pub storage_version_hash: &'static str,

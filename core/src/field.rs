@@ -10,15 +10,25 @@ use serde_json::Value;
 /// Upstream `field.ErrorType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldErrorType {
+    /// `ErrorTypeNotFound`: the value was not found.
     NotFound,
+    /// `ErrorTypeRequired`: a required field is missing or empty.
     Required,
+    /// `ErrorTypeDuplicate`: the value duplicates another that must be unique.
     Duplicate,
+    /// `ErrorTypeInvalid`: the value is malformed or out of range.
     Invalid,
+    /// `ErrorTypeNotSupported`: the value is not one of the supported values.
     NotSupported,
+    /// `ErrorTypeForbidden`: the field may not be set or changed.
     Forbidden,
+    /// `ErrorTypeTooLong`: a string or list is longer than allowed.
     TooLong,
+    /// `ErrorTypeTooMany`: a list has more items than allowed.
     TooMany,
+    /// `ErrorTypeInternal`: an internal error, not a fault of the value.
     Internal,
+    /// `ErrorTypeTypeInvalid`: the value has the wrong JSON type (printed as "Invalid value").
     TypeInvalid,
 }
 
@@ -55,6 +65,7 @@ impl FieldErrorType {
         }
     }
 
+    /// The error type of a `StatusCause.reason` string (inverse of [`Self::cause_type`]).
     pub fn from_cause_type(s: &str) -> Option<Self> {
         Some(match s {
             "FieldValueNotFound" => Self::NotFound,
@@ -75,13 +86,18 @@ impl FieldErrorType {
 /// One field error (upstream `field.Error`). `bad_value: None` means upstream's `omitValue`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {
+    /// What kind of failure it is.
     pub kind: FieldErrorType,
+    /// Path of the offending field (e.g. `spec.replicas`).
     pub field: String,
+    /// The offending value; `None` prints no value (upstream's `omitValue`).
     pub bad_value: Option<Value>,
+    /// Extra explanation appended to the message; may be empty.
     pub detail: String,
 }
 
 impl FieldError {
+    /// A field error from its parts.
     pub fn new(
         kind: FieldErrorType,
         field: impl Into<String>,

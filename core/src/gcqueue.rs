@@ -18,8 +18,11 @@
 //! turns a verification item into a deletion item, never the other way round.
 use serde_json::{Value, json};
 
+/// Tenant that holds the deletion queue (internal, not a user tenant).
 pub const QUEUE_TENANT: &str = "_crdplane";
+/// API group of the deletion queue resource.
 pub const QUEUE_GROUP: &str = "crdplane.io";
+/// Resource name of the deletion queue.
 pub const QUEUE_RESOURCE: &str = "pendingdeletions";
 /// Prefix of a garbage-collection entry's name.
 pub const PREFIX: &str = "gc.";
@@ -27,12 +30,15 @@ pub const PREFIX: &str = "gc.";
 /// The object whose dependents are to be handled.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Owner {
+    /// API group of the owner (empty for the core group).
     pub group: String,
     /// Plural resource name (`namespaces` for a namespace).
     pub resource: String,
     /// "" when cluster-scoped.
     pub namespace: String,
+    /// The owner's name.
     pub name: String,
+    /// The owner's `metadata.uid`; items are keyed by it.
     pub uid: String,
     /// The owner's kind (needed when `resource` is empty: a reference not yet resolved).
     pub kind: String,
@@ -178,6 +184,7 @@ pub fn owner_of(entry: &Value) -> Option<Owner> {
     })
 }
 
+/// When the entry was last recorded (`touchedAt`, ms since the epoch); 0 if absent.
 pub fn touched_at(entry: &Value) -> u64 {
     entry.get("touchedAt").and_then(Value::as_u64).unwrap_or(0)
 }
@@ -191,6 +198,7 @@ pub fn lease(entry: &Value) -> Option<(String, u64)> {
     ))
 }
 
+/// Sets the entry's lease to `holder` until `until_ms` (ms since the epoch).
 pub fn set_lease(entry: &mut Value, holder: &str, until_ms: u64) {
     if let Some(m) = entry.as_object_mut() {
         m.insert("lease".into(), json!({"holder": holder, "until": until_ms}));

@@ -17,11 +17,17 @@ pub struct ObjectMeta<'a> {
 /// One `metadata.ownerReferences` entry (`metav1.OwnerReference`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OwnerRef<'a> {
+    /// `apiVersion` of the owner.
     pub api_version: &'a str,
+    /// `kind` of the owner.
     pub kind: &'a str,
+    /// Name of the owner (same namespace as the dependent, or cluster-scoped).
     pub name: &'a str,
+    /// UID of the owner; the reference only matches an object with this uid.
     pub uid: &'a str,
+    /// Whether this owner is the managing controller (at most one reference may be).
     pub controller: bool,
+    /// Whether the owner's foreground deletion waits for this dependent.
     pub block_owner_deletion: bool,
 }
 
@@ -52,15 +58,19 @@ impl<'a> ObjectMeta<'a> {
             .unwrap_or_default()
     }
 
+    /// `metadata.name`.
     pub fn name(&self) -> &'a str {
         self.str("name")
     }
+    /// `metadata.generateName`: the prefix for a server-generated name.
     pub fn generate_name(&self) -> &'a str {
         self.str("generateName")
     }
+    /// `metadata.namespace` ("" when cluster-scoped).
     pub fn namespace(&self) -> &'a str {
         self.str("namespace")
     }
+    /// `metadata.uid`.
     pub fn uid(&self) -> &'a str {
         self.str("uid")
     }

@@ -6,11 +6,14 @@ use std::fmt;
 /// A group + resource, printed `resource.group` (or `resource` for the core group).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct GroupResource {
+    /// API group ("" for the core group).
     pub group: String,
+    /// Plural resource name (e.g. `crontabs`).
     pub resource: String,
 }
 
 impl GroupResource {
+    /// A group/resource from its parts.
     pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
         Self {
             group: group.into(),

@@ -54,6 +54,7 @@ pub fn validate_path_segment_name(name: &str, prefix: bool) -> Vec<String> {
     errs
 }
 
+/// The string at key `k` of a JSON object; "" when absent or not a string.
 pub fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> &'a str {
     m.get(k).and_then(Value::as_str).unwrap_or("")
 }
@@ -179,6 +180,8 @@ pub fn validate_object_meta(meta: &Map<String, Value>, namespaced: bool) -> Vec<
     validate_object_meta_with(meta, namespaced, "metadata", name_is_dns_subdomain)
 }
 
+/// [`validate_object_meta`] with the field path of the metadata (`path`) and the name rule
+/// (`name_fn`, e.g. DNS subdomain or DNS label) chosen by the caller.
 pub fn validate_object_meta_with(
     meta: &Map<String, Value>,
     namespaced: bool,

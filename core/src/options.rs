@@ -32,7 +32,9 @@ pub enum ListRv {
 /// The validated list options of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListOptions {
+    /// Which state the list reads (from `resourceVersion`/`resourceVersionMatch`/`continue`).
     pub rv: ListRv,
+    /// Page size (`limit`); 0 = no limit.
     pub limit: u32,
     /// From a continue token: the exclusive start key.
     pub start_after: String,
@@ -162,8 +164,11 @@ impl ListOptions {
 /// `pkg/endpoints/handlers/rest.go` `fieldValidation`; unset means Warn).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FieldValidation {
+    /// `Ignore`: unknown and duplicate fields are dropped silently.
     Ignore,
+    /// `Warn` (the default): unknown and duplicate fields are dropped with a warning.
     Warn,
+    /// `Strict`: unknown or duplicate fields fail the request with 400.
     Strict,
 }
 
@@ -214,13 +219,18 @@ pub fn write_dry_run(kind: &str, values: &[String]) -> Result<bool, ApiError> {
 /// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteOptions {
+    /// Precondition: the object's uid must be this (`preconditions.uid`).
     pub precondition_uid: Option<String>,
+    /// Precondition: the object's resourceVersion must be this (`preconditions.resourceVersion`).
     pub precondition_rv: Option<String>,
     /// Accepted and validated; custom resources have no graceful deletion (upstream: no
     /// `RESTGracefulDeleteStrategy`), so it changes nothing.
     pub grace_period_seconds: Option<i64>,
+    /// Deprecated `orphanDependents`: true = orphan, false = delete dependents.
     pub orphan_dependents: Option<bool>,
+    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground`.
     pub propagation_policy: Option<String>,
+    /// `dryRun`: only "All" is valid; non-empty = nothing is persisted.
     pub dry_run: Vec<String>,
 }
 

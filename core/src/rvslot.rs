@@ -10,10 +10,13 @@
 
 use serde_json::{Map, Value};
 
+/// Why an object cannot be split at its resourceVersion slot.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SlotError {
+    /// The object is not a JSON object.
     #[error("object is not a JSON object")]
     NotAnObject,
+    /// `metadata` is present but not a JSON object.
     #[error("metadata is not a JSON object")]
     MetadataNotAnObject,
 }

@@ -56,14 +56,23 @@ pub use crate::validation::{is_dns1123_subdomain, is_qualified_name, is_valid_la
 /// A label requirement operator (upstream `selection.Operator`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operator {
+    /// `in`: the label's value is one of the values.
     In,
+    /// `notin`: the label is absent or its value is none of the values.
     NotIn,
+    /// `=`: the label has this value.
     Equals,
+    /// `==`: same as `=`.
     DoubleEquals,
+    /// `!=`: the label is absent or has another value.
     NotEquals,
+    /// `key` alone: the label is present.
     Exists,
+    /// `!key`: the label is absent.
     DoesNotExist,
+    /// `gt`: the label's value, an integer, is greater than the value.
     GreaterThan,
+    /// `lt`: the label's value, an integer, is less than the value.
     LessThan,
 }
 
@@ -184,12 +193,15 @@ impl Requirement {
         })
     }
 
+    /// The label key.
     pub fn key(&self) -> &str {
         &self.key
     }
+    /// The requirement's operator.
     pub fn operator(&self) -> Operator {
         self.operator
     }
+    /// The values (one for `=`/`!=`/`gt`/`lt`, none for exists tests).
     pub fn values(&self) -> &[String] {
         &self.values
     }
@@ -653,6 +665,7 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// The requirements, all of which must match (sorted by key as upstream).
     pub fn requirements(&self) -> &[Requirement] {
         &self.requirements
     }
@@ -707,14 +720,18 @@ impl fmt::Display for LabelSelector {
 /// A field selector operator; `=` and `==` are the same term upstream (`hasTerm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldOperator {
+    /// `=` or `==`: the field has this value.
     Equals,
+    /// `!=`: the field has another value.
     NotEquals,
 }
 
 /// One field selector term (upstream `fields.Requirement`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldRequirement {
+    /// The field label (e.g. `metadata.name`).
     pub field: String,
+    /// The term's operator.
     pub operator: FieldOperator,
     /// The unescaped value.
     pub value: String,
@@ -858,10 +875,12 @@ impl FieldSelector {
         Ok(Self { requirements })
     }
 
+    /// True when the selector does not restrict anything.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
 
+    /// The terms, all of which must match.
     pub fn requirements(&self) -> &[FieldRequirement] {
         &self.requirements
     }
@@ -993,6 +1012,7 @@ impl CustomResourceFieldLabels {
         Self::new(namespaced, paths)
     }
 
+    /// The CRD version's `selectableFields`.
     pub fn selectable_fields(&self) -> &[SelectableField] {
         &self.selectable
     }

@@ -10,22 +10,40 @@ use serde::{Deserialize, Serialize};
 /// `metav1.StatusReason` values used by crdplane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
+    /// 400: the request is malformed (`StatusReasonBadRequest`).
     BadRequest,
+    /// 401: the client is not authenticated (`StatusReasonUnauthorized`).
     Unauthorized,
+    /// 403: the client may not perform the action (`StatusReasonForbidden`).
     Forbidden,
+    /// 404: the resource or path does not exist (`StatusReasonNotFound`).
     NotFound,
+    /// 405: the verb is not served on this resource (`StatusReasonMethodNotAllowed`).
     MethodNotAllowed,
+    /// 406: no acceptable response media type (`StatusReasonNotAcceptable`).
     NotAcceptable,
+    /// 409: a create found the name taken (`StatusReasonAlreadyExists`).
     AlreadyExists,
+    /// 409: a write lost an optimistic-concurrency race (`StatusReasonConflict`).
     Conflict,
+    /// 410: the requested resourceVersion is compacted away (`StatusReasonGone`).
     Gone,
+    /// 410: a list continue token or watch position has expired (`StatusReasonExpired`).
     Expired,
+    /// 413: the request body is over the size limit (`StatusReasonRequestEntityTooLarge`).
     RequestEntityTooLarge,
+    /// 415: the request body's content type is not accepted (`StatusReasonUnsupportedMediaType`).
     UnsupportedMediaType,
+    /// 422: the object failed validation; causes name the fields (`StatusReasonInvalid`).
     Invalid,
+    /// 429: the client must slow down (`StatusReasonTooManyRequests`).
     TooManyRequests,
+    /// 500: the server failed unexpectedly (`StatusReasonInternalError`).
     InternalError,
+    /// 503: the server or one of its dependencies is unavailable
+    /// (`StatusReasonServiceUnavailable`).
     ServiceUnavailable,
+    /// 504: the request did not complete in time (`StatusReasonTimeout`).
     Timeout,
     /// `StatusReasonUnknown` (""): what upstream sends for an error that is not a Status,
     /// e.g. storage's "resourceVersion should not be set on objects to be created" (500).
@@ -61,12 +79,15 @@ impl Reason {
             .find(|r| r.0 == self)
             .expect("every reason is in the table")
     }
+    /// The wire string of the reason (`Status.reason`); empty for [`Reason::Unknown`].
     pub fn as_str(self) -> &'static str {
         self.row().1
     }
+    /// The HTTP status code answered with this reason.
     pub fn http_code(self) -> u16 {
         self.row().2
     }
+    /// The reason of a wire string, if it is one crdplane knows.
     pub fn parse(s: &str) -> Option<Self> {
         TABLE.iter().find(|r| r.1 == s).map(|r| r.0)
     }
@@ -75,10 +96,13 @@ impl Reason {
 /// `metav1.StatusCause` (JSON field `reason` holds the cause type).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StatusCause {
+    /// The cause type (`metav1.CauseType`, e.g. `FieldValueInvalid`), sent as JSON `reason`.
     #[serde(rename = "reason", default, skip_serializing_if = "String::is_empty")]
     pub type_: String,
+    /// Human-readable description of the cause.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Path of the offending field (e.g. `spec.replicas`); empty when not field-specific.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub field: String,
 }
@@ -86,16 +110,22 @@ pub struct StatusCause {
 /// `metav1.StatusDetails`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StatusDetails {
+    /// Name of the object the error is about.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// API group of the resource.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// Resource (or kind, for 422) the error is about.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// UID of the object, when known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// Individual causes, one per field error for 422.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<StatusCause>,
+    /// Seconds to wait before retrying (also sent as `Retry-After`); 0 = not set.
     #[serde(rename = "retryAfterSeconds", default, skip_serializing_if = "is_zero")]
     pub retry_after_seconds: i32,
 }
@@ -107,17 +137,25 @@ fn is_zero(v: &i32) -> bool {
 /// A failure `Status` (metav1.Status). Field order of the JSON is upstream's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusBody {
+    /// Always `"Status"`.
     pub kind: String,
+    /// Always `"v1"`.
     #[serde(rename = "apiVersion")]
     pub api_version: String,
+    /// `ListMeta` of the Status; always empty here.
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Always `"Failure"` for an error.
     pub status: String,
+    /// Human-readable description of the error.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The [`Reason`] wire string.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// Extended data about the object and causes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
+    /// The HTTP status code, repeated in the body.
     pub code: u16,
 }
 
@@ -125,14 +163,18 @@ pub struct StatusBody {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{} ({}): {}", .reason.as_str(), .code, .message)]
 pub struct ApiError {
+    /// The Status reason.
     pub reason: Reason,
+    /// The HTTP code answered (normally `reason.http_code()`).
     pub code: u16,
+    /// The Status `message`.
     pub message: String,
     /// Boxed: keeps `Result<_, ApiError>` small on every hot path.
     pub details: Option<Box<StatusDetails>>,
 }
 
 impl ApiError {
+    /// An error with this reason, its HTTP code and message, and no details.
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
@@ -327,6 +369,7 @@ impl ApiError {
         Self::new(Reason::Expired, msg)
     }
 
+    /// The `metav1.Status` body of this error.
     pub fn status_body(&self) -> StatusBody {
         StatusBody {
             kind: "Status".into(),
@@ -343,6 +386,8 @@ impl ApiError {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(&self.status_body()).expect("status serializes")
     }
+    /// Parses a Status JSON body back into an error (unknown reasons become `InternalError`);
+    /// `None` if it is not a Status.
     pub fn from_json(b: &[u8]) -> Option<Self> {
         let s: StatusBody = serde_json::from_slice(b).ok()?;
         let reason = Reason::parse(&s.reason).unwrap_or(Reason::InternalError);
