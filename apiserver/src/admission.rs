@@ -17,24 +17,32 @@ use serde_json::Value;
 /// What a write does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// `CREATE`: a new object is stored.
     Create,
+    /// `UPDATE`: an existing object is replaced (update, patch, subresource writes).
     Update,
+    /// `DELETE`: an object is removed.
     Delete,
 }
 
 /// The request as admission sees it (admission.Attributes).
 #[derive(Debug)]
 pub struct Attributes<'a> {
+    /// Which kind of write this is.
     pub operation: Operation,
+    /// The group/resource written.
     pub resource: &'a GroupResource,
     /// "" or the subresource (`status`, `scale`).
     pub subresource: &'a str,
+    /// Namespace of the object ("" when cluster-scoped).
     pub namespace: &'a str,
+    /// Name of the object (may be empty on a create with `generateName`).
     pub name: &'a str,
     /// The object to be stored (create, update); plugins may change it.
     pub object: Option<&'a mut Value>,
     /// The stored object (update, delete).
     pub old: Option<&'a Value>,
+    /// The write is a dry run (`dryRun=All`): plugins must not have side effects.
     pub dry_run: bool,
 }
 

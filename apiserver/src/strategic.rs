@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 /// `patchMergeKey`); fields not listed merge as maps or are replaced as lists.
 pub type Fields = &'static [(&'static str, Field)];
 
+/// How strategic merge patch treats one field of a Go struct.
 #[derive(Debug, Clone, Copy)]
 pub enum Field {
     /// A nested struct.
@@ -35,7 +36,9 @@ pub enum Field {
     /// `patchStrategy:"merge"`: a list of scalars (`key` None) or of objects merged by `key`,
     /// whose items are described by `item`.
     MergeList {
+        /// The merge key (`patchMergeKey`) of object items; `None` for a list of scalars.
         key: Option<&'static str>,
+        /// The fields of one item.
         item: Fields,
     },
 }

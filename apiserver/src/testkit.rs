@@ -25,6 +25,7 @@ pub struct MemStore {
 }
 
 impl MemStore {
+    /// An empty store of the group/resource `gr`.
     pub fn new(gr: GroupResource) -> Self {
         MemStore {
             gr,

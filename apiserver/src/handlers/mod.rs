@@ -27,8 +27,11 @@ use serde_json::Value;
 /// The answer of a write: HTTP code, the object (or Status) to render, warnings to send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
+    /// HTTP status code (200 OK, 201 Created, 202 Accepted).
     pub code: u16,
+    /// The object (or Status) to send back.
     pub object: Value,
+    /// `Warning` headers to send (e.g. unknown fields under `fieldValidation=Warn`).
     pub warnings: Vec<String>,
 }
 

@@ -48,10 +48,15 @@ const MAX_COLUMN_PATH_BYTES: usize = 4096;
 /// One `columnDefinitions[]` entry (`metav1.TableColumnDefinition`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnDefinition {
+    /// Column header (the printer column's `name`).
     pub name: String,
+    /// OpenAPI type of the column (`string`, `integer`, `date`, ...), JSON `type`.
     pub type_: String,
+    /// OpenAPI format hint of the column (e.g. `name`), may be empty.
     pub format: String,
+    /// Human-readable description of the column.
     pub description: String,
+    /// 0 = shown by default; higher values only with `-o wide`.
     pub priority: i32,
 }
 
@@ -102,8 +107,11 @@ impl IncludeObject {
 /// The list metadata a Table carries (`metav1.ListMeta`); empty fields are omitted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListMeta {
+    /// `resourceVersion` of the list.
     pub resource_version: String,
+    /// `continue` token of the next page; empty on the last page.
     pub continue_token: String,
+    /// `remainingItemCount`, when known.
     pub remaining_item_count: Option<i64>,
 }
 
@@ -132,6 +140,7 @@ impl ListMeta {
 /// How to render a Table.
 #[derive(Debug, Clone)]
 pub struct RenderOptions<'a> {
+    /// Whether each row carries the object, its metadata or nothing (`includeObject`).
     pub include_object: IncludeObject,
     /// False for every Table watch event after the first (`noHeaders`).
     pub with_columns: bool,

@@ -14,9 +14,11 @@ use crdplane_core::ApiError;
 use crdplane_core::field::FieldError;
 use serde_json::{Value, json};
 
-/// Standard finalizers the garbage collector handles (metav1.FinalizerOrphanDependents,
-/// metav1.FinalizerDeleteDependents).
+/// Finalizer of an object whose dependents are to be orphaned before it goes
+/// (`metav1.FinalizerOrphanDependents`); the garbage collector handles it.
 pub const FINALIZER_ORPHAN: &str = "orphan";
+/// Finalizer of a foreground deletion: the object stays until its blocking dependents are gone
+/// (`metav1.FinalizerDeleteDependents`); the garbage collector handles it.
 pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 /// `metav1.DeleteOptions` and their upstream validation live in the pure core.
 pub use crdplane_core::options::{DeleteOptions, dry_run_not_supported, validate_delete_options};
@@ -134,6 +136,7 @@ pub fn check_delete_preconditions(
     Ok(())
 }
 
+/// `metadata.finalizers` of the object (empty when none).
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -145,6 +148,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether `metadata.deletionTimestamp` is set: the object is being deleted.
 pub fn has_deletion_timestamp(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())

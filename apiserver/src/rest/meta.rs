@@ -16,6 +16,8 @@ const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Upstream's `maxGeneratedNameLength` is 63 - 5 random characters.
 const MAX_GENERATE_PREFIX: usize = 58;
 
+/// `metadata.generateName` completed: the prefix (cut to 58 bytes) plus 5 random characters from
+/// upstream's alphabet (apiserver `pkg/storage/names`).
 pub fn generate_name(prefix: &str) -> String {
     use rand::Rng;
     let prefix = if prefix.len() > MAX_GENERATE_PREFIX {
@@ -48,8 +50,11 @@ fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
 pub struct CreateParams<'a> {
     /// Namespace of the URL ("" for cluster-scoped resources).
     pub namespace: &'a str,
+    /// Whether the resource is namespaced.
     pub namespaced: bool,
+    /// The new object's `metadata.uid`.
     pub uid: String,
+    /// The new object's `metadata.creationTimestamp` (RFC 3339).
     pub now: String,
     /// Status subresource enabled: the main endpoint drops `.status`.
     pub drop_status: bool,
