@@ -152,10 +152,12 @@ impl Acceptor {
         }
     }
 
+    /// The connection limits in force (automatic values already resolved).
     pub fn limits(&self) -> ConnLimits {
         self.limits
     }
 
+    /// The address the listener is bound to (the real port when it was bound to port 0).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
     }
