@@ -24,6 +24,7 @@
 //!
 //! The head parser and the chunked decoder are fuzzed (`fuzz/`, targets `http1_head` and
 //! `http1_chunked`).
+#![warn(missing_docs, unreachable_pub)]
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version, header};
@@ -67,17 +68,22 @@ pub struct Limits {
 /// How the request's body is framed (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
+    /// No body (no Content-Length, or Content-Length 0).
     Empty,
+    /// A body of exactly this many bytes (Content-Length).
     Length(usize),
+    /// `Transfer-Encoding: chunked`: the body ends with the zero-size chunk.
     Chunked,
 }
 
 /// A parsed request head.
 #[derive(Debug)]
 pub struct Head {
+    /// Method, URI, version and headers of the request.
     pub parts: http::request::Parts,
     /// Bytes the head took in the buffer.
     pub len: usize,
+    /// How the body that follows is framed.
     pub framing: Framing,
     /// Whether the connection stays open after this exchange.
     pub keep_alive: bool,
@@ -227,9 +233,12 @@ enum ChunkState {
 /// Longest chunk-size line (with extensions) or trailer line accepted.
 const MAX_CHUNK_LINE: usize = 4096;
 
+/// Why a chunked body was rejected (the connection is answered and closed).
 #[derive(Debug, PartialEq, Eq)]
 pub enum ChunkError {
+    /// 400: a malformed chunk-size line, chunk terminator or trailer.
     Bad,
+    /// 413: the body grows past the size limit.
     TooLarge,
 }
 
@@ -313,7 +322,9 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, ChunkError> {
 /// What `serve_connection` hands back when the client speaks HTTP/2: the socket and the bytes
 /// already read from it, to be replayed first (see [`Rewind`]).
 pub struct Handoff {
+    /// The client's TCP connection.
     pub sock: TcpStream,
+    /// Bytes already read from it (the HTTP/2 preface and what followed).
     pub read: Bytes,
 }
 
@@ -787,6 +798,7 @@ pub struct Rewind {
 }
 
 impl Rewind {
+    /// A socket that first replays `h.read`, then reads `h.sock`.
     pub fn new(h: Handoff) -> Self {
         Self {
             pre: h.read,
