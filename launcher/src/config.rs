@@ -13,6 +13,7 @@ use std::path::PathBuf;
     about = "Kubernetes-compatible API server for CRDs and custom resources"
 )]
 pub struct Cli {
+    /// The subcommand to run (`up`).
     #[command(subcommand)]
     pub cmd: Cmd,
 }

@@ -14,6 +14,7 @@
 //! restarted in place — services on the address they first announced, so the others' flags
 //! stay valid — with a delay of 0.5 s doubling to 30 s while it keeps crashing, as a kubelet
 //! restarts a crashed static-pod apiserver; nothing else is stopped.
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod config;
 
@@ -22,12 +23,18 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
+/// What `crdplane up` runs: its flags after validation (see [`config::Up`]).
 #[derive(Debug, Clone)]
 pub struct UpConfig {
+    /// Gateway listen address (`host:port`).
     pub listen: String,
+    /// Where Redis data (AOF), logs and the kubeconfig live.
     pub data_dir: PathBuf,
+    /// Where to write the kubeconfig (`None`: `<data_dir>/kubeconfig`).
     pub kubeconfig: Option<PathBuf>,
+    /// An external Redis to use instead of starting one (`None`: start `redis-server`).
     pub redis_url: Option<String>,
+    /// Tenant of requests without a `/clusters/<tenant>` prefix.
     pub default_tenant: String,
     /// When a write is acknowledged (`fsync`, `everysec`, `memory`; see the storage's
     /// `--durability`): sets the started Redis's `appendfsync` and is passed to the storage.
@@ -42,6 +49,8 @@ pub fn sibling(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
+/// A kubeconfig YAML for kubectl and clients: one cluster at `server`, no credentials, namespace
+/// `default`.
 pub fn kubeconfig_yaml(server: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: crdplane\n  cluster:\n    server: {server}\ncontexts:\n- name: crdplane\n  context:\n    cluster: crdplane\n    user: crdplane\n    namespace: default\ncurrent-context: crdplane\nusers:\n- name: crdplane\n  user: {{}}\n"
@@ -82,8 +91,9 @@ struct Proc {
     due: Option<Instant>,
 }
 
-/// First and longest delay before restarting a child that died.
+/// First delay before restarting a child that died.
 pub const RESTART_MIN: Duration = Duration::from_millis(500);
+/// Longest delay before restarting a child that died (the backoff doubles up to it).
 pub const RESTART_MAX: Duration = Duration::from_secs(30);
 /// A child that ran this long before dying is restarted after [`RESTART_MIN`] again.
 pub const RESTART_RESET: Duration = Duration::from_secs(60);
