@@ -22,30 +22,41 @@ use serde_json::Value;
 /// Write operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// Create: there is no old object.
     Create,
+    /// Update (update, patch, status write): the old object is given.
     Update,
 }
 
 /// `fieldValidation` query parameter (default Warn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
+    /// Unknown and duplicate fields are dropped silently.
     Ignore,
+    /// Unknown and duplicate fields are dropped and reported as warnings.
     Warn,
+    /// Unknown or duplicate fields fail the request (400 `strict decoding error`).
     Strict,
 }
 
 /// One admission request.
 #[derive(Debug, Clone)]
 pub struct AdmitInput<'a> {
+    /// Create or update.
     pub operation: Operation,
+    /// The request body's JSON, after any patch was applied.
     pub object: &'a [u8],
+    /// The stored object's JSON (updates only).
     pub old_object: Option<&'a [u8]>,
+    /// How unknown and duplicate fields are treated.
     pub field_validation: FieldValidation,
     /// "" or "status".
     pub subresource: &'a str,
     /// "<group>/<version>".
     pub api_version: &'a str,
+    /// The `kind` the CRD version serves.
     pub kind: &'a str,
+    /// Whether the CRD is namespaced (decides the ObjectMeta namespace rules).
     pub namespaced: bool,
 }
 
@@ -54,6 +65,7 @@ pub struct AdmitInput<'a> {
 pub struct AdmitOutput {
     /// The pruned and defaulted object (meaningful when `errors` is empty).
     pub object: Value,
+    /// Field errors (422 Invalid when non-empty), in upstream's order.
     pub errors: Vec<FieldError>,
     /// Strict-decoding texts, e.g. `unknown field "spec.foo"`, `duplicate field "spec.a"`
     /// (empty for fieldValidation=Ignore). Warn: send each as a `Warning: 299 - "<text>"`

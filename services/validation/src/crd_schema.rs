@@ -24,7 +24,9 @@ use serde_json::{Map, Value};
 /// Result of checking a CRD.
 #[derive(Debug, Clone, Default)]
 pub struct CrdResult {
+    /// Field errors of the CRD (422 Invalid when non-empty).
     pub errors: Vec<FieldError>,
+    /// Non-fatal findings, returned as `Warning` headers of the CRD write.
     pub warnings: Vec<String>,
 }
 

@@ -232,6 +232,7 @@ pub struct ValidationService {
 }
 
 impl ValidationService {
+    /// A service with a schema cache of `config.cache_bytes`.
     pub fn new(config: &Config) -> Self {
         ValidationService {
             cache: Arc::new(SchemaCache::new(config.cache_bytes)),

@@ -27,18 +27,26 @@ pub const SCHEMA_DFA_BUDGET: usize = 8 << 20;
 /// and inside value validations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Type {
+    /// No `type` (the empty type).
     Any,
+    /// `object`.
     Object,
+    /// `array`.
     Array,
+    /// `string`.
     String,
+    /// `integer`.
     Integer,
+    /// `number` (integers are numbers too).
     Number,
+    /// `boolean`.
     Boolean,
     /// A type string upstream does not know (kept for messages, never matches).
     Other,
 }
 
 impl Type {
+    /// The type of a `type` string ("" is [`Type::Any`]; unknown strings are [`Type::Other`]).
     pub fn parse(s: &str) -> Type {
         match s {
             "" => Type::Any,
@@ -59,29 +67,53 @@ impl Type {
 /// formats `int32`, `int64`, `float`, `double`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// `bsonobjectid`: a 24-digit hex BSON ObjectId.
     BsonObjectId,
+    /// `uri`: an absolute or relative URI.
     Uri,
+    /// `email`: an e-mail address.
     Email,
+    /// `hostname`: an RFC 1123 host name.
     Hostname,
+    /// `ipv4`: a dotted-quad IPv4 address.
     Ipv4,
+    /// `ipv6`: an IPv6 address.
     Ipv6,
+    /// `cidr`: an IP network in CIDR notation.
     Cidr,
+    /// `mac`: a MAC address.
     Mac,
+    /// `uuid`: a UUID of any version.
     Uuid,
+    /// `uuid3`: a version 3 UUID.
     Uuid3,
+    /// `uuid4`: a version 4 UUID.
     Uuid4,
+    /// `uuid5`: a version 5 UUID.
     Uuid5,
+    /// `isbn`: an ISBN-10 or ISBN-13.
     Isbn,
+    /// `isbn10`: an ISBN-10.
     Isbn10,
+    /// `isbn13`: an ISBN-13.
     Isbn13,
+    /// `creditcard`: a credit card number.
     CreditCard,
+    /// `ssn`: a US social security number.
     Ssn,
+    /// `hexcolor`: a `#rgb` or `#rrggbb` colour.
     HexColor,
+    /// `rgbcolor`: an `rgb(r,g,b)` colour.
     RgbColor,
+    /// `byte`: base64-encoded data.
     Byte,
+    /// `password`: any string (a hint only).
     Password,
+    /// `date`: an RFC 3339 full-date (`2006-01-02`).
     Date,
+    /// `duration`: a duration such as `3h` or `1.5s`.
     Duration,
+    /// `datetime`: an RFC 3339 date-time.
     DateTime,
 }
 
@@ -121,15 +153,20 @@ impl Format {
 /// `x-kubernetes-list-type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListType {
+    /// `atomic`: the list is replaced as a whole.
     Atomic,
+    /// `set`: items are unique scalars.
     Set,
+    /// `map`: items are objects unique by their `x-kubernetes-list-map-keys`.
     Map,
 }
 
 /// `additionalProperties`: a schema, or a bare boolean.
 #[derive(Debug, Clone)]
 pub enum Additional {
+    /// `additionalProperties: true` or `false`.
     Bool(bool),
+    /// `additionalProperties: {schema}`: the schema of every other property.
     Schema(Box<Schema>),
 }
 
@@ -139,6 +176,7 @@ pub enum Additional {
 /// regex-automata).
 #[derive(Debug, Clone)]
 pub struct Pattern {
+    /// The `pattern` text as written in the schema.
     pub source: String,
     /// The regex engine, built on first use: only patterns without a DFA ever need it (a
     /// compiled `regex::Regex` costs several KiB, a CRD may have thousands of patterns).
@@ -358,21 +396,35 @@ fn pattern_dfa(src: &str) -> Option<regex_automata::dfa::dense::DFA<Vec<u32>>> {
 /// value validations stay small.
 #[derive(Debug, Clone, Default)]
 pub struct ValueValidation {
+    /// `enum`: the allowed values (empty = any).
     pub enum_values: Vec<Value>,
+    /// `maximum`.
     pub maximum: Option<f64>,
+    /// `exclusiveMaximum`: `maximum` itself is not allowed.
     pub exclusive_maximum: bool,
+    /// `minimum`.
     pub minimum: Option<f64>,
+    /// `exclusiveMinimum`: `minimum` itself is not allowed.
     pub exclusive_minimum: bool,
+    /// `multipleOf`: numbers must be a multiple of it.
     pub multiple_of: Option<f64>,
+    /// `maxLength` of strings, in characters.
     pub max_length: Option<i64>,
+    /// `minLength` of strings, in characters.
     pub min_length: Option<i64>,
     /// Shared by every node of the schema with the same pattern source.
     pub pattern: Option<std::sync::Arc<Pattern>>,
+    /// `maxItems` of arrays.
     pub max_items: Option<i64>,
+    /// `minItems` of arrays.
     pub min_items: Option<i64>,
+    /// `uniqueItems`: array items must be pairwise distinct.
     pub unique_items: bool,
+    /// `maxProperties` of objects.
     pub max_properties: Option<i64>,
+    /// `minProperties` of objects.
     pub min_properties: Option<i64>,
+    /// `required`: property names that must be present.
     pub required: Vec<String>,
     /// For each `required` name, its index in the node's `properties`, or `usize::MAX` if it
     /// is not a declared property (lets the pipeline check presence without map lookups).
@@ -380,21 +432,30 @@ pub struct ValueValidation {
     /// When every `required` name is one of the first 64 properties of a node with at most
     /// 64 properties: the bit set of their indexes.
     pub required_mask: Option<u64>,
+    /// `allOf`: the value must match every schema.
     pub all_of: Vec<Schema>,
+    /// `anyOf`: the value must match at least one schema.
     pub any_of: Vec<Schema>,
+    /// `oneOf`: the value must match exactly one schema.
     pub one_of: Vec<Schema>,
+    /// `not`: the value must not match the schema.
     pub not: Option<Box<Schema>>,
 }
 
-/// Value kinds as bits, for [`Plan::quick`] ([`kind_bit`]).
+/// Kind bit of JSON `null`. The `K_*` constants are the value kinds as bits, for
+/// [`Plan::quick`] ([`kind_bit`]).
 pub const K_NULL: u8 = 1;
+/// Kind bit of a JSON boolean.
 pub const K_BOOL: u8 = 2;
 /// A number serde_json holds as an integer (`i64`/`u64`).
 pub const K_INT: u8 = 4;
 /// A number serde_json holds as a float.
 pub const K_FLOAT: u8 = 8;
+/// Kind bit of a JSON string.
 pub const K_STRING: u8 = 16;
+/// Kind bit of a JSON array.
 pub const K_ARRAY: u8 = 32;
+/// Kind bit of a JSON object.
 pub const K_OBJECT: u8 = 64;
 const K_ALL_NON_NULL: u8 = K_BOOL | K_INT | K_FLOAT | K_STRING | K_ARRAY | K_OBJECT;
 
@@ -446,7 +507,9 @@ pub struct Plan {
     /// characters, never more than bytes; minLength is certain once bytes >= 4 * min - 3),
     /// a number when it is within `num` (inclusive minimum/maximum).
     pub ranged: u8,
+    /// With `ranged` strings: the (min, max) byte lengths that certainly pass.
     pub str_bytes: (usize, usize),
+    /// With `ranged` numbers: the inclusive (min, max) range that certainly passes.
     pub num: (f64, f64),
     /// With `ranged` strings: also match this node's `pattern`.
     pub str_pattern: bool,
@@ -573,26 +636,39 @@ fn plan_node(s: &mut Schema) {
 /// One node of the compiled structural schema.
 #[derive(Debug, Clone)]
 pub struct Schema {
+    /// The node's `type`.
     pub ty: Type,
     /// The raw `type` string (for messages when it is not a known type).
     pub type_name: String,
+    /// `nullable`: `null` is a valid value here.
     pub nullable: bool,
     /// The raw `format` string (empty if none).
     pub format_name: String,
+    /// The `format` when the CR validator checks it (`None`: absent or stripped as upstream does).
     pub format: Option<Format>,
+    /// `default`: the value defaulting sets for a missing field.
     pub default: Option<Value>,
     /// Properties sorted by name (binary search on lookup).
     pub properties: Vec<(String, Schema)>,
     /// [`KeyWords`] of each property name, parallel to `properties` (cheap equality tests
     /// in the pipeline's merge walk).
     pub prop_keys: Vec<KeyWords>,
+    /// `additionalProperties`, if set.
     pub additional: Option<Additional>,
+    /// `items`: the schema of array items.
     pub items: Option<Box<Schema>>,
+    /// `x-kubernetes-preserve-unknown-fields`: unknown fields are kept, not pruned.
     pub preserve_unknown: bool,
+    /// `x-kubernetes-embedded-resource`: the value is a Kubernetes object (apiVersion, kind,
+    /// metadata).
     pub embedded: bool,
+    /// `x-kubernetes-int-or-string`: an integer or a string.
     pub int_or_string: bool,
+    /// `x-kubernetes-list-type`, if set.
     pub list_type: Option<ListType>,
+    /// `x-kubernetes-list-map-keys`: the keys that identify an item of a `map` list.
     pub list_map_keys: Vec<String>,
+    /// The value validations, if the node has any.
     pub v: Option<Box<ValueValidation>>,
     /// Whether this node or any structural descendant is an embedded resource (lets the
     /// embedded-resource pass skip subtrees).
@@ -698,12 +774,17 @@ impl<'a> PropCursor<'a> {
 /// are equal exactly when their `KeyWords` are. Longer keys also need a full comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeyWords {
+    /// Length of the key in bytes.
     pub len: usize,
+    /// Its first 8 (or, under 8 bytes, 4) bytes as a little-endian word; under 4 bytes, its
+    /// first, middle and last byte.
     pub first: u64,
+    /// Its last 8 (or, under 8 bytes, 4) bytes as a little-endian word; 0 under 4 bytes.
     pub last: u64,
 }
 
 impl KeyWords {
+    /// The words of key `k`.
     #[inline(always)]
     pub fn of(k: &[u8]) -> KeyWords {
         let n = k.len();
