@@ -180,8 +180,8 @@ pub fn validate_object_meta(meta: &Map<String, Value>, namespaced: bool) -> Vec<
     validate_object_meta_with(meta, namespaced, "metadata", name_is_dns_subdomain)
 }
 
-/// [`validate_object_meta`] with the field path of the metadata (`path`) and the name rule
-/// (`name_fn`, e.g. DNS subdomain or DNS label) chosen by the caller.
+/// `ValidateObjectMetaAccessor` with the field path of the metadata (`path`) and the name rule
+/// (`name_fn`, e.g. [`name_is_dns_subdomain`] or [`validate_path_segment_name`]) of the caller.
 pub fn validate_object_meta_with(
     meta: &Map<String, Value>,
     namespaced: bool,

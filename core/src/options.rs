@@ -164,11 +164,11 @@ impl ListOptions {
 /// `pkg/endpoints/handlers/rest.go` `fieldValidation`; unset means Warn).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FieldValidation {
-    /// `Ignore`: unknown and duplicate fields are dropped silently.
+    /// `Ignore`: unknown fields are dropped and duplicate fields resolved, silently.
     Ignore,
-    /// `Warn` (the default): unknown and duplicate fields are dropped with a warning.
+    /// `Warn` (the default): as `Ignore`, plus a warning per unknown or duplicate field.
     Warn,
-    /// `Strict`: unknown or duplicate fields fail the request with 400.
+    /// `Strict`: an unknown or duplicate field fails the request (400 `strict decoding error`).
     Strict,
 }
 

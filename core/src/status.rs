@@ -26,9 +26,9 @@ pub enum Reason {
     AlreadyExists,
     /// 409: a write lost an optimistic-concurrency race (`StatusReasonConflict`).
     Conflict,
-    /// 410: the requested resourceVersion is compacted away (`StatusReasonGone`).
+    /// 410: the item is no longer available and has no forwarding address (`StatusReasonGone`).
     Gone,
-    /// 410: a list continue token or watch position has expired (`StatusReasonExpired`).
+    /// 410: the requested resourceVersion or continue token is too old (`StatusReasonExpired`).
     Expired,
     /// 413: the request body is over the size limit (`StatusReasonRequestEntityTooLarge`).
     RequestEntityTooLarge,
