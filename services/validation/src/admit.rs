@@ -31,11 +31,11 @@ pub enum Operation {
 /// `fieldValidation` query parameter (default Warn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldValidation {
-    /// Unknown and duplicate fields are dropped silently.
+    /// `Ignore`: unknown fields are dropped and duplicate fields resolved, silently.
     Ignore,
-    /// Unknown and duplicate fields are dropped and reported as warnings.
+    /// `Warn`: as `Ignore`, plus a warning per unknown or duplicate field.
     Warn,
-    /// Unknown or duplicate fields fail the request (400 `strict decoding error`).
+    /// `Strict`: an unknown or duplicate field fails the request (400 `strict decoding error`).
     Strict,
 }
 

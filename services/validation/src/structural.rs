@@ -29,17 +29,17 @@ pub const SCHEMA_DFA_BUDGET: usize = 8 << 20;
 pub enum Type {
     /// No `type` (the empty type).
     Any,
-    /// `object`.
+    /// `object`: a JSON object.
     Object,
-    /// `array`.
+    /// `array`: a JSON array.
     Array,
-    /// `string`.
+    /// `string`: a JSON string.
     String,
-    /// `integer`.
+    /// `integer`: a number without a fractional part.
     Integer,
-    /// `number` (integers are numbers too).
+    /// `number`: any JSON number (integers too).
     Number,
-    /// `boolean`.
+    /// `boolean`: `true` or `false`.
     Boolean,
     /// A type string upstream does not know (kept for messages, never matches).
     Other,
@@ -155,7 +155,7 @@ impl Format {
 pub enum ListType {
     /// `atomic`: the list is replaced as a whole.
     Atomic,
-    /// `set`: items are unique scalars.
+    /// `set`: items are unique values (scalars, or atomic lists and maps).
     Set,
     /// `map`: items are objects unique by their `x-kubernetes-list-map-keys`.
     Map,
@@ -398,11 +398,11 @@ fn pattern_dfa(src: &str) -> Option<regex_automata::dfa::dense::DFA<Vec<u32>>> {
 pub struct ValueValidation {
     /// `enum`: the allowed values (empty = any).
     pub enum_values: Vec<Value>,
-    /// `maximum`.
+    /// `maximum`: the largest allowed number.
     pub maximum: Option<f64>,
     /// `exclusiveMaximum`: `maximum` itself is not allowed.
     pub exclusive_maximum: bool,
-    /// `minimum`.
+    /// `minimum`: the smallest allowed number.
     pub minimum: Option<f64>,
     /// `exclusiveMinimum`: `minimum` itself is not allowed.
     pub exclusive_minimum: bool,
