@@ -36,7 +36,7 @@ pub struct Attributes<'a> {
     pub subresource: &'a str,
     /// Namespace of the object ("" when cluster-scoped).
     pub namespace: &'a str,
-    /// Name of the object (may be empty on a create with `generateName`).
+    /// Name of the object (on a create with `generateName`, the generated one).
     pub name: &'a str,
     /// The object to be stored (create, update); plugins may change it.
     pub object: Option<&'a mut Value>,

@@ -238,7 +238,7 @@ const MAX_CHUNK_LINE: usize = 4096;
 pub enum ChunkError {
     /// 400: a malformed chunk-size line, chunk terminator or trailer.
     Bad,
-    /// 413: the body grows past the size limit.
+    /// The body grows past the size limit (answered with the caller's `too_large` response).
     TooLarge,
 }
 
