@@ -172,6 +172,7 @@ pub async fn create_namespace(
                 tail: tail.into(),
             }),
             dry_run: dry,
+            ttl_seconds: 0,
         })
         .await
         .map_err(crdplane_proto::status::from_grpc)?
@@ -518,6 +519,7 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
             }),
             expected_resource_version: s.resource_version,
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .map_err(crdplane_proto::status::from_grpc)?

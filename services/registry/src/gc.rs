@@ -387,6 +387,7 @@ pub(crate) async fn put(
         object: Some(w),
         expected_resource_version: rv,
         dry_run: false,
+        ttl_seconds: 0,
     })
     .await
     .map(|r| r.into_inner().resource_version)
@@ -412,6 +413,7 @@ pub async fn record(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(),
                 key: Some(key.clone()),
                 object: Some(write_of(&gcqueue::entry(tenant, owner, now))?),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -448,6 +450,7 @@ pub async fn record_verify(st: &mut Storage, tenant: &str, owner: &Owner) -> Res
                 key: Some(key.clone()),
                 object: Some(write_of(&gcqueue::verify_entry(tenant, owner, now))?),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {

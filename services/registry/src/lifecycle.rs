@@ -140,6 +140,7 @@ pub async fn enqueue(
                 object: Some(obj.clone()),
                 expected_resource_version: 0,
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -152,6 +153,7 @@ pub async fn enqueue(
                 key: Some(work.key()),
                 object: Some(obj.clone()),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -612,6 +614,7 @@ impl RegistryService {
                 object: Some(write_of(v)?),
                 expected_resource_version: rv,
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await;
         self.cache().invalidate(tenant);
@@ -870,6 +873,7 @@ async fn put(st: &mut Storage, key: &pb::ObjectKey, v: &Value, rv: u64) -> Resul
         object: Some(write_of(v)?),
         expected_resource_version: rv,
         dry_run: false,
+        ttl_seconds: 0,
     })
     .await
     .map(|_| ())

@@ -323,6 +323,7 @@ impl RegistryService {
                                 key: Some(key.clone()),
                                 object: Some(crate::gc::write_of(&e)?),
                                 dry_run: false,
+                                ttl_seconds: 0,
                             })
                             .await
                             .map(|r| r.into_inner().resource_version),

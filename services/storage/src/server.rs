@@ -569,7 +569,7 @@ impl Storage for StorageService {
         check_size(head, tail)?;
         Ok(out(self
             .store
-            .create(&ks, &ns, &name, head, tail)
+            .create(&ks, &ns, &name, head, tail, r.ttl_seconds)
             .await
             .map_err(crdplane_proto::status::to_grpc)?))
     }
@@ -601,8 +601,10 @@ impl Storage for StorageService {
             .iter()
             .zip(&reqs)
             .filter(|(_, r)| !r.dry_run)
-            .filter_map(|(p, _)| p.as_ref().ok())
-            .map(|((ks, ns, name), (head, tail))| (ks, ns.as_str(), name.as_str(), *head, *tail))
+            .filter_map(|(p, r)| Some((p.as_ref().ok()?, r.ttl_seconds)))
+            .map(|(((ks, ns, name), (head, tail)), ttl)| {
+                (ks, ns.as_str(), name.as_str(), *head, *tail, ttl)
+            })
             .collect();
         let mut stored = self.store.create_many(&batch).await.into_iter();
         let mut results = Vec::with_capacity(reqs.len());
@@ -657,7 +659,15 @@ impl Storage for StorageService {
         check_size(head, tail)?;
         Ok(out(self
             .store
-            .update(&ks, &ns, &name, head, tail, r.expected_resource_version)
+            .update(
+                &ks,
+                &ns,
+                &name,
+                head,
+                tail,
+                r.expected_resource_version,
+                r.ttl_seconds,
+            )
             .await
             .map_err(crdplane_proto::status::to_grpc)?))
     }
