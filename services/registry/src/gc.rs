@@ -1369,10 +1369,17 @@ mod tests {
         assert!(!w.namespaced);
         assert_eq!(k.resolve("v1", "Namespace").unwrap().resource, "namespaces");
         assert!(k.resolve("b.io/v1", "Widget").is_none());
-        assert_eq!(k.dependents().count(), 1 + 5, "the CRD and five built-in resources");
+        assert_eq!(
+            k.dependents().count(),
+            1 + 5,
+            "the CRD and five built-in resources"
+        );
         // Built-in owners and dependents, by their storage triple.
         let cm = k.resolve("v1", "ConfigMap").unwrap();
-        assert_eq!((cm.group.as_str(), cm.resource.as_str()), ("", "configmaps"));
+        assert_eq!(
+            (cm.group.as_str(), cm.resource.as_str()),
+            ("", "configmaps")
+        );
         assert!(cm.namespaced);
         let lease = k.resolve("coordination.k8s.io/v1", "Lease").unwrap();
         assert_eq!(lease.resource, "leases");
@@ -1407,7 +1414,10 @@ mod tests {
                 "count": 1, "type": "Warning", "eventTime": null,
                 "reportingComponent": "garbage-collector-controller", "reportingInstance": ""})
         );
-        assert_eq!(format!("{:x}", 1_700_000_000_123_456_789u64), "17979cfe3d85cd15");
+        assert_eq!(
+            format!("{:x}", 1_700_000_000_123_456_789u64),
+            "17979cfe3d85cd15"
+        );
         // A namespaced dependent's event goes to its namespace.
         let mut nsd = dep.clone();
         nsd["metadata"]["namespace"] = json!("ns1");

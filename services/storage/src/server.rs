@@ -2,7 +2,7 @@
 
 use crate::filter::{Filter, Transition};
 use crate::keys::{Keyspace, changes_channel};
-use crate::store::{AtRevision, NewObject, Store, Stored};
+use crate::store::{AtRevision, NewObject, Store, Stored, Write};
 use crate::watch::{Hub, is_resubscribed, parse_event};
 use bytes::Bytes;
 use crdplane_core::ApiError;
@@ -569,7 +569,16 @@ impl Storage for StorageService {
         check_size(head, tail)?;
         Ok(out(self
             .store
-            .create(&ks, &ns, &name, head, tail, r.ttl_seconds)
+            .create(
+                &ks,
+                &ns,
+                &name,
+                Write {
+                    head,
+                    tail,
+                    ttl_seconds: r.ttl_seconds,
+                },
+            )
             .await
             .map_err(crdplane_proto::status::to_grpc)?))
     }
@@ -663,10 +672,12 @@ impl Storage for StorageService {
                 &ks,
                 &ns,
                 &name,
-                head,
-                tail,
+                Write {
+                    head,
+                    tail,
+                    ttl_seconds: r.ttl_seconds,
+                },
                 r.expected_resource_version,
-                r.ttl_seconds,
             )
             .await
             .map_err(crdplane_proto::status::to_grpc)?))

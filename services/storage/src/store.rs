@@ -177,6 +177,15 @@ pub fn backend_unavailable() -> ApiError {
     e
 }
 
+/// The bytes of one write (the JSON split at the resourceVersion slot) and its time to live
+/// in seconds (0 = the object never expires).
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    pub head: &'a [u8],
+    pub tail: &'a [u8],
+    pub ttl_seconds: u64,
+}
+
 /// One object of a `create_many`: keyspace, namespace, name, the JSON split at the
 /// resourceVersion slot (head, tail), and its ttl in seconds (0 = never expires).
 pub type NewObject<'a> = (&'a Keyspace, &'a str, &'a str, &'a [u8], &'a [u8], u64);
@@ -640,11 +649,9 @@ impl Store {
         ks: &Keyspace,
         namespace: &str,
         name: &str,
-        head: &[u8],
-        tail: &[u8],
-        ttl_seconds: u64,
+        w: Write<'_>,
     ) -> Result<Stored, ApiError> {
-        self.create_many(&[(ks, namespace, name, head, tail, ttl_seconds)])
+        self.create_many(&[(ks, namespace, name, w.head, w.tail, w.ttl_seconds)])
             .await
             .pop()
             .unwrap_or_else(|| Err(ApiError::internal("storage lost a create")))
@@ -770,11 +777,14 @@ impl Store {
         ks: &Keyspace,
         namespace: &str,
         name: &str,
-        head: &[u8],
-        tail: &[u8],
+        w: Write<'_>,
         expected: u64,
-        ttl_seconds: u64,
     ) -> Result<Stored, ApiError> {
+        let Write {
+            head,
+            tail,
+            ttl_seconds,
+        } = w;
         let r = self
             .run_write(
                 |s| &s.update,
