@@ -565,7 +565,11 @@ fn dangling_owner_references_are_verified() {
             .is_some_and(|hex| u64::from_str_radix(hex, 16).is_ok()),
         "<name>.<unix nanos in hex>: {ev}"
     );
-    assert!(ev["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    assert!(
+        ev["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
     assert!(ev["metadata"]["resourceVersion"].as_str().is_some());
     assert_eq!(ev["metadata"]["creationTimestamp"], ev["firstTimestamp"]);
     assert_eq!(ev["firstTimestamp"], ev["lastTimestamp"]);
@@ -581,7 +585,10 @@ fn dangling_owner_references_are_verified() {
              does not exist in namespace \"\""
         )
     );
-    assert_eq!(ev["source"], json!({"component": "garbage-collector-controller"}));
+    assert_eq!(
+        ev["source"],
+        json!({"component": "garbage-collector-controller"})
+    );
     assert_eq!(ev["reportingComponent"], "garbage-collector-controller");
 }
 
@@ -749,7 +756,14 @@ fn builtin_objects_are_dependents_and_owners() {
     // (a) A custom resource owning a ConfigMap and a Secret: Background, then Orphan.
     let p = env.create("parents", "Parent", "p", json!({}));
     let refs = json!({"ownerReferences": [owner_ref(&p, true)]});
-    builtin_create(&stack, t, "configmaps", "ConfigMap", "cm-of-p", refs.clone());
+    builtin_create(
+        &stack,
+        t,
+        "configmaps",
+        "ConfigMap",
+        "cm-of-p",
+        refs.clone(),
+    );
     builtin_create(&stack, t, "secrets", "Secret", "secret-of-p", refs);
     let unrelated = builtin_create(&stack, t, "configmaps", "ConfigMap", "unrelated", json!({}));
     assert_eq!(env.delete("parents", "p", None).0, 200);
