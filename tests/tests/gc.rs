@@ -590,6 +590,28 @@ fn dangling_owner_references_are_verified() {
         json!({"component": "garbage-collector-controller"})
     );
     assert_eq!(ev["reportingComponent"], "garbage-collector-controller");
+    // Stored with the registry's --event-ttl (default 1 h): its expiry, in storage's expiry
+    // set of the tenant's events (services/storage/src/keys.rs), lies about an hour ahead.
+    let socket = &stack.redis.as_ref().expect("private redis").socket;
+    let redis = |args: &[&str]| {
+        let o = std::process::Command::new("redis-cli")
+            .arg("-s")
+            .arg(socket)
+            .args(args)
+            .output()
+            .expect("redis-cli (Debian package redis-tools, installed with redis-server)");
+        assert!(o.status.success(), "redis-cli {args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let member = format!("default/{}", ev["metadata"]["name"].as_str().unwrap());
+    let expiry: u64 = redis(&["ZSCORE", "cp:{gc-dangling|events}:ttl", &member])
+        .parse()
+        .unwrap_or_else(|e| panic!("no expiry recorded for {member}: {e}"));
+    let now: u64 = redis(&["TIME"]).lines().next().unwrap().parse().unwrap();
+    assert!(
+        (now + 3000..=now + 3600).contains(&expiry),
+        "expiry {expiry}, now {now}"
+    );
 }
 
 fn rt() -> tokio::runtime::Runtime {
