@@ -631,8 +631,8 @@ fn storage_key(tenant: &str, resource: &str, ns: &str, name: &str) -> pb::Object
 }
 
 /// Creates a core-group built-in object (`configmaps`, `secrets`: kind `kind`) in namespace
-/// `default` through storage, with a fresh uid and `meta` merged into its metadata; returns
-/// it as stored.
+/// `default` (unless `meta` names another) through storage, with a fresh uid and `meta`
+/// merged into its metadata; returns it as stored.
 fn builtin_create(
     stack: &Stack,
     tenant: &str,
@@ -653,7 +653,8 @@ fn builtin_create(
         o["metadata"][k] = v.clone();
     }
     let (head, tail) = crdplane_core::rvslot::split(&o).unwrap();
-    let key = storage_key(tenant, resource, "default", name);
+    let ns = o["metadata"]["namespace"].as_str().unwrap();
+    let key = storage_key(tenant, resource, ns, name);
     let storage = stack.storage.clone();
     let stored = rt().block_on(async move {
         let mut c = pb::storage_client::StorageClient::connect(storage)
@@ -686,7 +687,17 @@ fn fresh_id() -> u64 {
 
 /// A core-group built-in object of namespace `default` from storage, if present.
 fn builtin_get(stack: &Stack, tenant: &str, resource: &str, name: &str) -> Option<Value> {
-    let key = storage_key(tenant, resource, "default", name);
+    builtin_get_in(stack, tenant, resource, "default", name)
+}
+
+fn builtin_get_in(
+    stack: &Stack,
+    tenant: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
+) -> Option<Value> {
+    let key = storage_key(tenant, resource, ns, name);
     let storage = stack.storage.clone();
     rt().block_on(async move {
         let mut c = pb::storage_client::StorageClient::connect(storage)
@@ -957,4 +968,43 @@ fn two_registry_replicas_collect_each_dependent_once() {
             "collector error in the second replica's log: {l}"
         );
     }
+}
+
+/// Deleting a namespace deletes its built-in objects too (upstream
+/// `namespaced_resources_deleter.go` deletes every namespaced resource): a ConfigMap and a
+/// Secret in it go, the namespace goes once they are gone, and a ConfigMap of another
+/// namespace stays. Before, the namespace went and its ConfigMap and Secret stayed behind.
+#[test]
+fn namespace_deletion_removes_builtin_objects() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let t = "gc-builtin-ns";
+    let base = format!("{}/clusters/{t}", stack.gateway);
+    let (code, v) = req(
+        "POST",
+        &format!("{base}/api/v1/namespaces"),
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let in_doomed = json!({"namespace": "doomed"});
+    builtin_create(
+        &stack,
+        t,
+        "configmaps",
+        "ConfigMap",
+        "cm",
+        in_doomed.clone(),
+    );
+    builtin_create(&stack, t, "secrets", "Secret", "s", in_doomed);
+    builtin_create(&stack, t, "configmaps", "ConfigMap", "cm", json!({}));
+    let (code, v) = req("DELETE", &format!("{base}/api/v1/namespaces/doomed"), None);
+    assert_eq!(code, 200, "{v}");
+    wait_for(30, "namespace doomed gone", || {
+        (get(&format!("{base}/api/v1/namespaces/doomed")).0 == 404).then_some(())
+    });
+    assert_eq!(
+        builtin_get_in(&stack, t, "configmaps", "doomed", "cm"),
+        None
+    );
+    assert_eq!(builtin_get_in(&stack, t, "secrets", "doomed", "s"), None);
+    assert!(builtin_get(&stack, t, "configmaps", "cm").is_some());
 }
