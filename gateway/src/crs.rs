@@ -836,6 +836,7 @@ async fn create(
             key: Some(key(crd, &i.tenant, &i.namespace, &name)),
             object: Some(storage_write(crd, obj)?),
             dry_run: dry,
+            ttl_seconds: 0,
         })
         .await
         .map_err(crdplane_proto::status::from_grpc)?;
@@ -948,6 +949,7 @@ pub(crate) async fn store_existing(
             object: Some(storage_write(crd, obj)?),
             expected_resource_version: old_rv,
             dry_run: dry,
+            ttl_seconds: 0,
         })
         .await
         .map_err(crdplane_proto::status::from_grpc)?
@@ -1244,6 +1246,7 @@ async fn delete_one(
                             object: Some(storage_write(crd, marked)?),
                             expected_resource_version: cur.resource_version,
                             dry_run: dry,
+                            ttl_seconds: 0,
                         })
                         .await
                         .map_err(|s| write_failed(ApiError::from_grpc(&s)))?;

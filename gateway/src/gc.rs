@@ -101,6 +101,7 @@ async fn record_owner(
                 key: Some(key.clone()),
                 object: Some(write_of(&fresh)?),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -134,6 +135,7 @@ async fn record_owner(
                 object: Some(write_of(&e)?),
                 expected_resource_version: cur.resource_version,
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {

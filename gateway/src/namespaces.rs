@@ -434,6 +434,7 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
             }),
             expected_resource_version: s.resource_version,
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .map_err(crdplane_proto::status::from_grpc)?

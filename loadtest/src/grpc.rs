@@ -156,6 +156,7 @@ impl GrpcTarget {
             key: Some(self.key(name)),
             object: Some(self.write(name, seq)?),
             dry_run: false,
+            ttl_seconds: 0,
         };
         match StorageClient::new(self.channel(0)).create(req).await {
             Ok(_) => Ok(()),
@@ -209,6 +210,7 @@ impl GrpcTarget {
                     key: Some(self.key(name)),
                     object: Some(self.write(name, seq)?),
                     dry_run: false,
+                    ttl_seconds: 0,
                 };
                 c.create(req).await.map(|_| None)
             }
@@ -226,6 +228,7 @@ impl GrpcTarget {
                     object: Some(self.write(name, seq)?),
                     expected_resource_version: rv.and_then(|s| s.parse().ok()).unwrap_or(0),
                     dry_run: false,
+                    ttl_seconds: 0,
                 };
                 c.update(req)
                     .await

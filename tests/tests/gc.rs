@@ -3,11 +3,19 @@
 //! (default), Foreground (blockOwnerDeletion) and Orphan, across CRDs and scopes, a dependent
 //! with two owners, a namespace as owner, `kubectl delete --cascade=…`, a registry killed
 //! (SIGKILL) while it collects 1,000 dependents, dangling owner references (verified live),
-//! CRD deletion as owner deletion, and two registry replicas collecting each dependent once.
+//! CRD deletion as owner deletion, and two registry replicas collecting each dependent once;
+//! built-in objects (ConfigMap, Secret) as dependents and owners of custom resources, and the
+//! `OwnerRefInvalidNamespace` Event.
+//!
+//! Built-in objects are written and read here through the storage service's gRPC API (as the
+//! gateway stores them: triple (tenant, "", "configmaps") etc.), so these tests do not depend
+//! on the gateway serving `/api/v1/namespaces/<ns>/configmaps`; once it does, the helpers
+//! `builtin_create` / `builtin_get` can switch to those REST paths.
 //!
 //! The figure "owner deletion → last of 10,000 dependents gone" is measured by the ignored
 //! test `gc_measure_10000_dependents` (run it with `--ignored --nocapture`).
 
+use crdplane_proto::v1 as pb;
 use crdplane_tests::{Stack, http_get, http_request, kubectls};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -535,6 +543,318 @@ fn dangling_owner_references_are_verified() {
     assert_eq!(code, 200, "{inv}");
     assert_eq!(inv["metadata"]["ownerReferences"][0]["name"], "gone");
     assert_eq!(env.get("parents", "live").0, 200);
+    // Upstream's Warning event about it (graph_builder.go reportInvalidNamespaceOwnerRef,
+    // client-go record.makeEvent): a core v1 Event in "default" (the dependent is
+    // cluster-scoped), read from storage's core events of the tenant.
+    let events = builtin_list(&stack, "gc-dangling", "events");
+    let ev = events
+        .iter()
+        .find(|e| e["reason"] == "OwnerRefInvalidNamespace")
+        .unwrap_or_else(|| panic!("no OwnerRefInvalidNamespace event: {events:?}"));
+    let gone_uid = gone_owner["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(ev["apiVersion"], "v1");
+    assert_eq!(ev["kind"], "Event");
+    assert_eq!(ev["type"], "Warning");
+    assert_eq!(ev["count"], 1);
+    assert_eq!(ev["metadata"]["namespace"], "default");
+    assert!(
+        ev["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("invalid.")
+            .is_some_and(|hex| u64::from_str_radix(hex, 16).is_ok()),
+        "<name>.<unix nanos in hex>: {ev}"
+    );
+    assert!(
+        ev["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    assert!(ev["metadata"]["resourceVersion"].as_str().is_some());
+    assert_eq!(ev["metadata"]["creationTimestamp"], ev["firstTimestamp"]);
+    assert_eq!(ev["firstTimestamp"], ev["lastTimestamp"]);
+    assert_eq!(
+        ev["involvedObject"],
+        json!({"kind": "ClusterOwner", "name": "invalid", "uid": inv["metadata"]["uid"],
+               "apiVersion": "gc.example.com/v1"})
+    );
+    assert_eq!(
+        ev["message"],
+        format!(
+            "ownerRef [gc.example.com/v1/Parent, namespace: , name: gone, uid: {gone_uid}] \
+             does not exist in namespace \"\""
+        )
+    );
+    assert_eq!(
+        ev["source"],
+        json!({"component": "garbage-collector-controller"})
+    );
+    assert_eq!(ev["reportingComponent"], "garbage-collector-controller");
+    // Stored with the registry's --event-ttl (default 1 h): its expiry, in storage's expiry
+    // set of the tenant's events (services/storage/src/keys.rs), lies about an hour ahead.
+    let socket = &stack.redis.as_ref().expect("private redis").socket;
+    let redis = |args: &[&str]| {
+        let o = std::process::Command::new("redis-cli")
+            .arg("-s")
+            .arg(socket)
+            .args(args)
+            .output()
+            .expect("redis-cli (Debian package redis-tools, installed with redis-server)");
+        assert!(o.status.success(), "redis-cli {args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let member = format!("default/{}", ev["metadata"]["name"].as_str().unwrap());
+    let expiry: u64 = redis(&["ZSCORE", "cp:{gc-dangling|events}:ttl", &member])
+        .parse()
+        .unwrap_or_else(|e| panic!("no expiry recorded for {member}: {e}"));
+    let now: u64 = redis(&["TIME"]).lines().next().unwrap().parse().unwrap();
+    assert!(
+        (now + 3000..=now + 3600).contains(&expiry),
+        "expiry {expiry}, now {now}"
+    );
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().unwrap()
+}
+
+fn storage_key(tenant: &str, resource: &str, ns: &str, name: &str) -> pb::ObjectKey {
+    pb::ObjectKey {
+        resource: Some(pb::ResourceRef {
+            tenant: tenant.into(),
+            group: String::new(),
+            resource: resource.into(),
+        }),
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+/// Creates a core-group built-in object (`configmaps`, `secrets`: kind `kind`) in namespace
+/// `default` (unless `meta` names another) through storage, with a fresh uid and `meta`
+/// merged into its metadata; returns it as stored.
+fn builtin_create(
+    stack: &Stack,
+    tenant: &str,
+    resource: &str,
+    kind: &str,
+    name: &str,
+    meta: Value,
+) -> Value {
+    let mut o = json!({"apiVersion": "v1", "kind": kind,
+        "metadata": {"name": name, "namespace": "default",
+            "uid": format!("00000000-0000-4000-8000-{:012x}", fresh_id()),
+            "creationTimestamp": "2026-11-24T00:00:00Z", "resourceVersion": ""},
+        "data": {"k": "dg=="}});
+    if kind == "ConfigMap" {
+        o["data"] = json!({"k": "v"});
+    }
+    for (k, v) in meta.as_object().unwrap() {
+        o["metadata"][k] = v.clone();
+    }
+    let (head, tail) = crdplane_core::rvslot::split(&o).unwrap();
+    let ns = o["metadata"]["namespace"].as_str().unwrap();
+    let key = storage_key(tenant, resource, ns, name);
+    let storage = stack.storage.clone();
+    let stored = rt().block_on(async move {
+        let mut c = pb::storage_client::StorageClient::connect(storage)
+            .await
+            .unwrap();
+        c.create(pb::CreateRequest {
+            key: Some(key),
+            object: Some(pb::ObjectWrite {
+                head: head.into(),
+                tail: tail.into(),
+            }),
+            dry_run: false,
+            ttl_seconds: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+    });
+    json_of(std::str::from_utf8(&stored.json).unwrap())
+}
+
+fn fresh_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    (t << 8 | NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xff) & 0xffff_ffff_ffff
+}
+
+/// A core-group built-in object of namespace `default` from storage, if present.
+fn builtin_get(stack: &Stack, tenant: &str, resource: &str, name: &str) -> Option<Value> {
+    builtin_get_in(stack, tenant, resource, "default", name)
+}
+
+fn builtin_get_in(
+    stack: &Stack,
+    tenant: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
+) -> Option<Value> {
+    let key = storage_key(tenant, resource, ns, name);
+    let storage = stack.storage.clone();
+    rt().block_on(async move {
+        let mut c = pb::storage_client::StorageClient::connect(storage)
+            .await
+            .unwrap();
+        match c.get(pb::GetRequest { key: Some(key) }).await {
+            Ok(r) => Some(json_of(std::str::from_utf8(&r.into_inner().json).unwrap())),
+            Err(s) if s.code() == tonic::Code::NotFound => None,
+            Err(s) => panic!("storage get: {s:?}"),
+        }
+    })
+}
+
+/// Deletes a core-group built-in object of namespace `default` through storage (no work item
+/// for the collector is recorded: its dependents are found by the resync).
+fn builtin_delete(stack: &Stack, tenant: &str, resource: &str, name: &str) {
+    let key = storage_key(tenant, resource, "default", name);
+    let storage = stack.storage.clone();
+    rt().block_on(async move {
+        let mut c = pb::storage_client::StorageClient::connect(storage)
+            .await
+            .unwrap();
+        c.delete(pb::DeleteRequest {
+            key: Some(key),
+            expected_resource_version: 0,
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+    });
+}
+
+/// Every object of a core-group built-in resource of the tenant, from storage.
+fn builtin_list(stack: &Stack, tenant: &str, resource: &str) -> Vec<Value> {
+    let storage = stack.storage.clone();
+    let tenant = tenant.to_string();
+    let resource = resource.to_string();
+    rt().block_on(async move {
+        let mut c = pb::storage_client::StorageClient::connect(storage)
+            .await
+            .unwrap();
+        let l = c
+            .list(pb::ListRequest {
+                resource: Some(pb::ResourceRef {
+                    tenant,
+                    group: String::new(),
+                    resource,
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        l.items
+            .iter()
+            .map(|i| json_of(std::str::from_utf8(i).unwrap()))
+            .collect()
+    })
+}
+
+fn builtin_gone(stack: &Stack, tenant: &str, resource: &str, name: &str, secs: u64) {
+    wait_for(secs, &format!("{resource}/{name} gone"), || {
+        builtin_get(stack, tenant, resource, name)
+            .is_none()
+            .then_some(())
+    });
+}
+
+fn builtin_ref(o: &Value) -> Value {
+    json!({"apiVersion": "v1", "kind": o["kind"], "name": o["metadata"]["name"],
+           "uid": o["metadata"]["uid"]})
+}
+
+/// Built-in objects in the collector (upstream: every resource the RESTMapper serves):
+/// a custom resource's ConfigMap and Secret go with it (Background) or lose the reference
+/// (Orphan); a custom resource owned by a ConfigMap that is absent is collected (the
+/// ConfigMap's kind resolves, the owner is looked up live), one owned by a live ConfigMap
+/// stays, and goes once its ConfigMap is deleted behind the collector's back (found by the
+/// resync); a ConfigMap with a dangling owner written without any work item is found by the
+/// resync, which walks the built-in resources too. Before built-in types were kinds of the
+/// collector, every one of these dependents stayed.
+#[test]
+fn builtin_objects_are_dependents_and_owners() {
+    let stack =
+        Stack::start_with_redis_and_registry_args(&["--gc-resync-period", "1s"]).expect("stack");
+    let t = "gc-builtin";
+    let env = Env::new(&stack, t);
+
+    // (a) A custom resource owning a ConfigMap and a Secret: Background, then Orphan.
+    let p = env.create("parents", "Parent", "p", json!({}));
+    let refs = json!({"ownerReferences": [owner_ref(&p, true)]});
+    builtin_create(
+        &stack,
+        t,
+        "configmaps",
+        "ConfigMap",
+        "cm-of-p",
+        refs.clone(),
+    );
+    builtin_create(&stack, t, "secrets", "Secret", "secret-of-p", refs);
+    let unrelated = builtin_create(&stack, t, "configmaps", "ConfigMap", "unrelated", json!({}));
+    assert_eq!(env.delete("parents", "p", None).0, 200);
+    builtin_gone(&stack, t, "configmaps", "cm-of-p", 20);
+    builtin_gone(&stack, t, "secrets", "secret-of-p", 20);
+    let orphaner = env.create("parents", "Parent", "orphaner", json!({}));
+    builtin_create(
+        &stack,
+        t,
+        "configmaps",
+        "ConfigMap",
+        "cm-orphan",
+        json!({"ownerReferences": [owner_ref(&orphaner, false)]}),
+    );
+    assert_eq!(env.delete("parents", "orphaner", Some("Orphan")).0, 200);
+    env.gone("parents", "orphaner", 20);
+    let kept = builtin_get(&stack, t, "configmaps", "cm-orphan").expect("orphaned, not deleted");
+    assert!(kept["metadata"].get("ownerReferences").is_none(), "{kept}");
+
+    // (b) ConfigMaps as owners of custom resources.
+    let ghost_cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "no-such-cm",
+        "uid": "00000000-0000-0000-0000-0000000000c1"});
+    env.create(
+        "children",
+        "Child",
+        "of-absent-cm",
+        json!({"ownerReferences": [ghost_cm]}),
+    );
+    let owner_cm = builtin_create(&stack, t, "configmaps", "ConfigMap", "owner-cm", json!({}));
+    env.create(
+        "children",
+        "Child",
+        "of-live-cm",
+        json!({"ownerReferences": [builtin_ref(&owner_cm)]}),
+    );
+    env.gone("children", "of-absent-cm", 20);
+    assert_eq!(env.get("children", "of-live-cm").0, 200);
+
+    // (c) The resync walks the built-in resources: a ConfigMap written with a dangling owner
+    // and no work item, and the dependent of a ConfigMap deleted without one.
+    let ghost = json!({"apiVersion": "gc.example.com/v1", "kind": "Parent", "name": "ghost",
+        "uid": "00000000-0000-0000-0000-0000000000c2"});
+    builtin_create(
+        &stack,
+        t,
+        "configmaps",
+        "ConfigMap",
+        "cm-of-ghost",
+        json!({"ownerReferences": [ghost]}),
+    );
+    builtin_delete(&stack, t, "configmaps", "owner-cm");
+    builtin_gone(&stack, t, "configmaps", "cm-of-ghost", 30);
+    env.gone("children", "of-live-cm", 30);
+    assert_eq!(
+        builtin_get(&stack, t, "configmaps", "unrelated").map(|o| o["metadata"]["uid"].clone()),
+        Some(unrelated["metadata"]["uid"].clone())
+    );
+    assert!(builtin_get(&stack, t, "configmaps", "cm-orphan").is_some());
 }
 
 /// Objects removed by a CRD's deletion are owner deletions for their dependents in other
@@ -648,4 +968,43 @@ fn two_registry_replicas_collect_each_dependent_once() {
             "collector error in the second replica's log: {l}"
         );
     }
+}
+
+/// Deleting a namespace deletes its built-in objects too (upstream
+/// `namespaced_resources_deleter.go` deletes every namespaced resource): a ConfigMap and a
+/// Secret in it go, the namespace goes once they are gone, and a ConfigMap of another
+/// namespace stays. Before, the namespace went and its ConfigMap and Secret stayed behind.
+#[test]
+fn namespace_deletion_removes_builtin_objects() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let t = "gc-builtin-ns";
+    let base = format!("{}/clusters/{t}", stack.gateway);
+    let (code, v) = req(
+        "POST",
+        &format!("{base}/api/v1/namespaces"),
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let in_doomed = json!({"namespace": "doomed"});
+    builtin_create(
+        &stack,
+        t,
+        "configmaps",
+        "ConfigMap",
+        "cm",
+        in_doomed.clone(),
+    );
+    builtin_create(&stack, t, "secrets", "Secret", "s", in_doomed);
+    builtin_create(&stack, t, "configmaps", "ConfigMap", "cm", json!({}));
+    let (code, v) = req("DELETE", &format!("{base}/api/v1/namespaces/doomed"), None);
+    assert_eq!(code, 200, "{v}");
+    wait_for(30, "namespace doomed gone", || {
+        (get(&format!("{base}/api/v1/namespaces/doomed")).0 == 404).then_some(())
+    });
+    assert_eq!(
+        builtin_get_in(&stack, t, "configmaps", "doomed", "cm"),
+        None
+    );
+    assert_eq!(builtin_get_in(&stack, t, "secrets", "doomed", "s"), None);
+    assert!(builtin_get(&stack, t, "configmaps", "cm").is_some());
 }

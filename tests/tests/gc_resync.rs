@@ -220,6 +220,7 @@ fn create_in_storage(stack: &Stack, tenant: &str, ns: &str, objs: &[(String, Vec
                     tail: tail.into(),
                 }),
                 dry_run: false,
+                ttl_seconds: 0,
             }
         })
         .collect();

@@ -102,6 +102,7 @@ impl Store for StorageStore<'_> {
                 key: Some(self.key_of(&obj)),
                 object: Some(write(&obj)?),
                 dry_run,
+                ttl_seconds: 0,
             })
             .await
             .map_err(crdplane_proto::status::from_grpc)?
@@ -118,6 +119,7 @@ impl Store for StorageStore<'_> {
                 object: Some(write(&obj)?),
                 expected_resource_version: expected_rv,
                 dry_run,
+                ttl_seconds: 0,
             })
             .await
             .map_err(crdplane_proto::status::from_grpc)?

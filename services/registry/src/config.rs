@@ -22,6 +22,11 @@ pub struct Args {
     #[arg(long, env = "CRDPLANE_REGISTRY_GC_RESYNC_PERIOD", default_value = "1h",
           value_parser = crate::resync::parse_period)]
     pub gc_resync_period: std::time::Duration,
+    /// Time to live of the events the registry records (e.g. 1h, 30m; 0 = they never
+    /// expire), as kube-apiserver's `--event-ttl`.
+    #[arg(long, env = "CRDPLANE_REGISTRY_EVENT_TTL", default_value = "1h",
+          value_parser = crate::resync::parse_period)]
+    pub event_ttl: std::time::Duration,
     /// Seconds each call to storage or validation may take, watches excepted (0 = no limit).
     #[arg(
         long,
@@ -52,6 +57,7 @@ impl Args {
             validation_endpoint: self.validation.clone(),
             gc_resync_period: self.gc_resync_period,
             call_timeout: call_timeout(self.grpc_timeout).unwrap_or(None),
+            event_ttl: self.event_ttl,
         }
     }
 }
@@ -89,5 +95,9 @@ mod tests {
         assert_eq!(d.listen, ports::REGISTRY_LISTEN);
         assert_eq!(d.config().storage_endpoint, ports::STORAGE_ENDPOINT);
         assert_eq!(d.config().validation_endpoint, ports::VALIDATION_ENDPOINT);
+        assert_eq!(d.config().event_ttl, std::time::Duration::from_secs(3600));
+        let short = Args::try_parse_from(["r", "--event-ttl", "90s"]).unwrap();
+        assert_eq!(short.config().event_ttl, std::time::Duration::from_secs(90));
+        assert!(Args::try_parse_from(["r", "--event-ttl", "soon"]).is_err());
     }
 }

@@ -31,19 +31,22 @@
 //!   owner deletions like any other: their items are recorded before the deletes
 //!   (`gc_record_deleted`).
 //!
-//! Owner references are resolved with the tenant's CRDs (group from `apiVersion`, `kind`) and
-//! `v1` `Namespace`. A namespaced owner of a cluster-scoped dependent is invalid: the
+//! Owner references are resolved with the tenant's CRDs (group from `apiVersion`, `kind`),
+//! `v1` `Namespace` and the built-in types of `crdplane_core::builtin::BUILTIN` (ConfigMap,
+//! Secret, ServiceAccount, Event, Lease: operators' usual dependents, and owners of custom
+//! resources); dependents are custom resources and built-in objects alike. A namespaced owner of a cluster-scoped dependent is invalid: the
 //! dependent is left alone (upstream `isDangling` returns
-//! `namespacedOwnerOfClusterScopedObjectErr` and the item is forgotten) and upstream's event
-//! `OwnerRefInvalidNamespace` — events are not served by this project yet — is logged (warn)
-//! with upstream's text. Cross-namespace owners
+//! `namespacedOwnerOfClusterScopedObjectErr` and the item is forgotten) and upstream's Warning
+//! event `OwnerRefInvalidNamespace` is recorded ([`invalid_namespace_event`]: a core `v1`
+//! Event written to storage with the `--event-ttl` time to live, at most once per dependent
+//! and owner per pass) and logged. Cross-namespace owners
 //! cannot be expressed (a namespaced owner is looked up in the dependent's namespace). An
 //! owner of a kind the tenant does not serve is kept as if it existed (upstream retries the
 //! REST mapping and never deletes on it).
 //!
 //! Dependents are found with the storage service's owner index (`ListDependents`: an
 //! `<owner uid>\0<key>` sorted set per (tenant, resource), kept by the write scripts), one
-//! lookup per custom resource of the tenant — no scan of objects.
+//! lookup per custom resource of the tenant and per built-in resource — no scan of objects.
 //!
 //! Work once across replicas: an item is claimed with a lease (`lease.holder`/`lease.until`
 //! in the entry, written with compare-and-swap on its resourceVersion) and renewed while
@@ -83,11 +86,12 @@ const POLL: Duration = Duration::from_secs(1);
 
 type Storage = crdplane_proto::v1::storage_client::StorageClient<crate::Channel>;
 
-/// The collector's state in one replica: its lease holder id and the items it follows
-/// (the flag asks a running worker to look again).
+/// The collector's state in one replica: its lease holder id, the items it follows (the
+/// flag asks a running worker to look again), and the time to live of the events it records.
 pub struct GcState {
     id: String,
     running: Mutex<HashMap<(String, String), bool>>,
+    event_ttl_secs: std::sync::atomic::AtomicU64,
 }
 
 impl Default for GcState {
@@ -95,9 +99,16 @@ impl Default for GcState {
         Self {
             id: uuid::Uuid::new_v4().to_string(),
             running: Mutex::default(),
+            event_ttl_secs: DEFAULT_EVENT_TTL.as_secs().into(),
         }
     }
 }
+
+/// Default `--event-ttl` (kube-apiserver's `--event-ttl` default).
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
+/// The event source of the collector's events (kube-controller-manager's garbage collector
+/// records them as this component).
+pub const EVENT_COMPONENT: &str = "garbage-collector-controller";
 
 /// A resource of the tenant that owners and dependents may belong to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,10 +119,33 @@ pub struct Kind {
     pub namespaced: bool,
 }
 
-/// The tenant's kinds (upstream: the RESTMapper).
+/// The tenant's kinds (upstream: the RESTMapper): `v1` Namespace, the built-in types of
+/// [`crdplane_core::builtin::BUILTIN`] and the tenant's established CRDs.
 #[derive(Debug, Default)]
 pub struct Kinds {
     kinds: Vec<Kind>,
+}
+
+/// The built-in types as kinds, by their storage triple: one kind per stored resource
+/// (`events.k8s.io/v1` Event is stored as core `v1` events, which stand for both).
+fn builtin_kinds() -> Vec<Kind> {
+    let mut out: Vec<Kind> = Vec::new();
+    for b in crdplane_core::builtin::BUILTIN {
+        let (group, resource) = b.storage;
+        if out
+            .iter()
+            .any(|k| k.group == group && k.resource == resource)
+        {
+            continue;
+        }
+        out.push(Kind {
+            group: group.into(),
+            resource: resource.into(),
+            kind: b.kind.into(),
+            namespaced: b.namespaced,
+        });
+    }
+    out
 }
 
 impl Kinds {
@@ -122,6 +156,7 @@ impl Kinds {
             kind: "Namespace".into(),
             namespaced: false,
         }];
+        kinds.extend(builtin_kinds());
         for raw in crds {
             let Ok(v) = CrdView::from_value(raw) else {
                 continue;
@@ -154,13 +189,17 @@ impl Kinds {
             .find(|k| k.group == group && k.kind == kind)
     }
 
-    fn custom(&self) -> impl Iterator<Item = &Kind> {
-        self.kinds.iter().filter(|k| !k.group.is_empty())
+    /// The kinds whose objects can be dependents the collector handles: the custom
+    /// resources and the built-in types (not namespaces).
+    fn dependents(&self) -> impl Iterator<Item = &Kind> {
+        self.kinds
+            .iter()
+            .filter(|k| !(k.group.is_empty() && k.resource == "namespaces"))
     }
 
-    /// The custom resources among the kinds (what dependents can be).
-    pub(crate) fn custom_kinds(&self) -> impl Iterator<Item = &Kind> {
-        self.custom()
+    /// The kinds whose objects the resync walks (see [`Kinds::dependents`]).
+    pub(crate) fn dependent_kinds(&self) -> impl Iterator<Item = &Kind> {
+        self.dependents()
     }
 }
 
@@ -295,6 +334,61 @@ pub fn invalid_namespace_message(r: &Value, namespace: &str) -> String {
     )
 }
 
+/// Upstream's `OwnerRefInvalidNamespace` Event about dependent `dep` and its owner reference
+/// `r`, as recorded at `now` (graph_builder.go `reportInvalidNamespaceOwnerRef`: involved
+/// object = the dependent's apiVersion, kind, namespace, name, uid; client-go
+/// tools/record/event.go `makeEvent` + `generateEvent`: named `<name>.<unix nanos in hex>`,
+/// in the dependent's namespace or `default` for a cluster-scoped one, count 1, first = last
+/// timestamp, source and reportingComponent = the recorder's component, reportingInstance =
+/// its (empty) host; the apiserver adds uid and creationTimestamp). A complete stored core
+/// `v1` Event, `resourceVersion` left for storage to fill.
+pub fn invalid_namespace_event(
+    dep: &Value,
+    r: &Value,
+    now: chrono::DateTime<chrono::Utc>,
+    uid: &str,
+) -> Value {
+    let dep_ns = s(dep, "/metadata/namespace");
+    let name = s(dep, "/metadata/name");
+    let ts = now.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let nanos = now.timestamp_nanos_opt().unwrap_or_default();
+    let mut involved = serde_json::Map::new();
+    for (k, v) in [
+        ("kind", s(dep, "/kind")),
+        ("namespace", dep_ns),
+        ("name", name),
+        ("uid", s(dep, "/metadata/uid")),
+        ("apiVersion", s(dep, "/apiVersion")),
+    ] {
+        // ObjectReference fields are all omitempty.
+        if !v.is_empty() {
+            involved.insert(k.into(), json!(v));
+        }
+    }
+    json!({
+        "kind": "Event",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": format!("{name}.{nanos:x}"),
+            "namespace": if dep_ns.is_empty() { "default" } else { dep_ns },
+            "uid": uid,
+            "resourceVersion": "",
+            "creationTimestamp": ts,
+        },
+        "involvedObject": involved,
+        "reason": "OwnerRefInvalidNamespace",
+        "message": invalid_namespace_message(r, dep_ns),
+        "source": {"component": EVENT_COMPONENT},
+        "firstTimestamp": ts,
+        "lastTimestamp": ts,
+        "count": 1,
+        "type": "Warning",
+        "eventTime": null,
+        "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": "",
+    })
+}
+
 /// What a looked-up owner is to its dependents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OwnerState {
@@ -387,6 +481,7 @@ pub(crate) async fn put(
         object: Some(w),
         expected_resource_version: rv,
         dry_run: false,
+        ttl_seconds: 0,
     })
     .await
     .map(|r| r.into_inner().resource_version)
@@ -412,6 +507,7 @@ pub async fn record(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(),
                 key: Some(key.clone()),
                 object: Some(write_of(&gcqueue::entry(tenant, owner, now))?),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -448,6 +544,7 @@ pub async fn record_verify(st: &mut Storage, tenant: &str, owner: &Owner) -> Res
                 key: Some(key.clone()),
                 object: Some(write_of(&gcqueue::verify_entry(tenant, owner, now))?),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -619,8 +716,8 @@ impl RegistryService {
         None
     }
 
-    /// Dependents of `uid` over the tenant's custom resources, up to `budget`; whether more
-    /// may be left.
+    /// Dependents of `uid` over the tenant's custom resources and the built-in resources, up
+    /// to `budget`; whether more may be left.
     async fn gc_dependents(
         &self,
         tenant: &str,
@@ -630,7 +727,7 @@ impl RegistryService {
     ) -> Result<(Vec<Dep>, bool), ApiError> {
         let mut st = self.storage();
         let mut out = Vec::new();
-        for k in kinds.custom() {
+        for k in kinds.dependents() {
             let mut start_after = String::new();
             loop {
                 if out.len() >= budget {
@@ -680,7 +777,7 @@ impl RegistryService {
         let mut st = self.storage();
         for chunk in deps.chunks(1000) {
             let uids: Vec<String> = chunk.iter().map(|d| d.uid().to_string()).collect();
-            for k in kinds.custom() {
+            for k in kinds.dependents() {
                 let r = st
                     .list_dependents(pb::ListDependentsRequest {
                         resource: Some(rref(tenant, &k.group, &k.resource)),
@@ -912,6 +1009,8 @@ impl RegistryService {
         let now = crdplane_core::names::now_timestamp();
         let mut actions = Vec::with_capacity(deps.len());
         let mut records = Vec::new();
+        // (dependent uid, owner uid) whose OwnerRefInvalidNamespace event this pass recorded.
+        let mut reported: HashSet<(String, String)> = HashSet::new();
         for d in deps {
             let mut dangling = HashSet::new();
             let mut waiting = HashSet::new();
@@ -960,7 +1059,12 @@ impl RegistryService {
                     OwnerState::Waiting => {
                         waiting.insert(uid);
                     }
-                    OwnerState::Invalid => invalid = true,
+                    OwnerState::Invalid => {
+                        invalid = true;
+                        if reported.insert((d.uid().to_string(), uid.clone())) {
+                            self.gc_report_invalid(&mut st, tenant, &d.obj, &r).await;
+                        }
+                    }
                 }
             }
             if invalid {
@@ -1020,13 +1124,6 @@ impl RegistryService {
             return Ok(OwnerState::Solid);
         };
         if k.namespaced && !d.kind.namespaced {
-            tracing::warn!(
-                reason = "OwnerRefInvalidNamespace",
-                tenant,
-                dependent = s(&d.obj, "/metadata/name"),
-                "{}",
-                invalid_namespace_message(r, dep_ns)
-            );
             return Ok(OwnerState::Invalid);
         }
         let key = pb::ObjectKey {
@@ -1048,6 +1145,62 @@ impl RegistryService {
             }
             _ => OwnerState::Dangling,
         })
+    }
+
+    /// Logs and records upstream's `OwnerRefInvalidNamespace` Warning event about dependent
+    /// `dep`'s owner reference `r` ([`invalid_namespace_event`]), written to storage's core
+    /// `events` of the tenant with the `--event-ttl` time to live. Best effort, as upstream's
+    /// recorder: a failed write is logged, the collector goes on.
+    async fn gc_report_invalid(&self, st: &mut Storage, tenant: &str, dep: &Value, r: &Value) {
+        let dep_ns = s(dep, "/metadata/namespace");
+        tracing::warn!(
+            reason = "OwnerRefInvalidNamespace",
+            tenant,
+            dependent = s(dep, "/metadata/name"),
+            "{}",
+            invalid_namespace_message(r, dep_ns)
+        );
+        let ev = invalid_namespace_event(
+            dep,
+            r,
+            chrono::Utc::now(),
+            &uuid::Uuid::new_v4().to_string(),
+        );
+        let write = match write_of(&ev) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "gc: building an event failed");
+                return;
+            }
+        };
+        let ttl_seconds = self
+            .gc()
+            .event_ttl_secs
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let r = st
+            .create(pb::CreateRequest {
+                key: Some(pb::ObjectKey {
+                    resource: Some(rref(tenant, "", "events")),
+                    namespace: s(&ev, "/metadata/namespace").to_string(),
+                    name: s(&ev, "/metadata/name").to_string(),
+                }),
+                object: Some(write),
+                dry_run: false,
+                ttl_seconds,
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, tenant, "gc: recording an event failed");
+        }
+    }
+
+    /// The time to live of the events the collector records (`--event-ttl`; zero: they do
+    /// not expire).
+    pub fn set_event_ttl(&self, ttl: Duration) {
+        self.gc().event_ttl_secs.store(
+            ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Performs the writes (CAS on the version read, concurrently); whether one lost a race.
@@ -1080,7 +1233,7 @@ impl RegistryService {
 
     /// Records the items of objects of `group`/`resource` that a controller (the CRD
     /// finalizer, the namespace deleter) is about to delete, for those that have dependents
-    /// (one owner-index lookup per custom resource of the tenant per 1,000 objects): their
+    /// (one owner-index lookup per dependent resource of the tenant per 1,000 objects): their
     /// removal is an owner deletion like any other (upstream: ordinary deletes the collector
     /// observes). Recorded before the deletes, so a crash in between leaves the work.
     pub(crate) async fn gc_record_deleted(
@@ -1216,7 +1369,61 @@ mod tests {
         assert!(!w.namespaced);
         assert_eq!(k.resolve("v1", "Namespace").unwrap().resource, "namespaces");
         assert!(k.resolve("b.io/v1", "Widget").is_none());
-        assert_eq!(k.custom().count(), 1);
+        assert_eq!(
+            k.dependents().count(),
+            1 + 5,
+            "the CRD and five built-in resources"
+        );
+        // Built-in owners and dependents, by their storage triple.
+        let cm = k.resolve("v1", "ConfigMap").unwrap();
+        assert_eq!(
+            (cm.group.as_str(), cm.resource.as_str()),
+            ("", "configmaps")
+        );
+        assert!(cm.namespaced);
+        let lease = k.resolve("coordination.k8s.io/v1", "Lease").unwrap();
+        assert_eq!(lease.resource, "leases");
+        for (api_version, kind) in [("v1", "Secret"), ("v1", "ServiceAccount"), ("v1", "Event")] {
+            assert!(k.resolve(api_version, kind).is_some(), "{kind}");
+        }
+        assert!(
+            k.dependents().all(|d| d.resource != "namespaces"),
+            "namespaces are not collected"
+        );
+    }
+
+    #[test]
+    fn invalid_namespace_events_are_complete_core_events() {
+        let dep = json!({"apiVersion": "a.io/v1", "kind": "Global",
+            "metadata": {"name": "g", "uid": "d1", "resourceVersion": "7"}});
+        let r = json!({"apiVersion": "a.io/v1", "kind": "A", "name": "x", "uid": "u1"});
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap();
+        let ev = invalid_namespace_event(&dep, &r, now, "e1");
+        assert_eq!(
+            ev,
+            json!({"kind": "Event", "apiVersion": "v1",
+                "metadata": {"name": "g.17979cfe3d85cd15", "namespace": "default", "uid": "e1",
+                    "resourceVersion": "", "creationTimestamp": "2023-11-14T22:13:20Z"},
+                "involvedObject": {"kind": "Global", "name": "g", "uid": "d1",
+                    "apiVersion": "a.io/v1"},
+                "reason": "OwnerRefInvalidNamespace",
+                "message": "ownerRef [a.io/v1/A, namespace: , name: x, uid: u1] does not exist in namespace \"\"",
+                "source": {"component": "garbage-collector-controller"},
+                "firstTimestamp": "2023-11-14T22:13:20Z",
+                "lastTimestamp": "2023-11-14T22:13:20Z",
+                "count": 1, "type": "Warning", "eventTime": null,
+                "reportingComponent": "garbage-collector-controller", "reportingInstance": ""})
+        );
+        assert_eq!(
+            format!("{:x}", 1_700_000_000_123_456_789u64),
+            "17979cfe3d85cd15"
+        );
+        // A namespaced dependent's event goes to its namespace.
+        let mut nsd = dep.clone();
+        nsd["metadata"]["namespace"] = json!("ns1");
+        let ev = invalid_namespace_event(&nsd, &r, now, "e2");
+        assert_eq!(ev["metadata"]["namespace"], "ns1");
+        assert_eq!(ev["involvedObject"]["namespace"], "ns1");
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct Config {
     pub gc_resync_period: std::time::Duration,
     /// Deadline of each call to storage and validation that is not a watch (None: none).
     pub call_timeout: Option<std::time::Duration>,
+    /// Time to live of the events the registry records (the garbage collector's
+    /// `OwnerRefInvalidNamespace`); zero: they do not expire.
+    pub event_ttl: std::time::Duration,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             validation_endpoint: String::new(),
             gc_resync_period: resync::DEFAULT_PERIOD,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
+            event_ttl: gc::DEFAULT_EVENT_TTL,
         }
     }
 }
@@ -88,6 +92,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         )?)
     };
     let svc = RegistryService::new(storage, validation);
+    svc.set_event_ttl(config.event_ttl);
     let watcher = tokio::spawn(svc.clone().watch_changes());
     // Background deletion controllers (CRD finalizer, namespace content), resumed from the
     // durable work queue at startup.

@@ -1,5 +1,6 @@
 //! Background deletion controllers of the registry: the CRD finalizer (instances of a deleted
-//! CRD) and the namespace content deleter (custom resources of a deleted namespace).
+//! CRD) and the namespace content deleter (custom resources and built-in objects —
+//! `crdplane_core::builtin` — of a deleted namespace).
 //!
 //! Where they sit: a CRD DELETE (registry `DeleteCrd`) or a namespace DELETE (gateway) only
 //! *marks* the object (`deletionTimestamp`, a finalizer, Terminating) and answers 200 with
@@ -140,6 +141,7 @@ pub async fn enqueue(
                 object: Some(obj.clone()),
                 expected_resource_version: 0,
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -152,6 +154,7 @@ pub async fn enqueue(
                 key: Some(work.key()),
                 object: Some(obj.clone()),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
         {
@@ -612,6 +615,7 @@ impl RegistryService {
                 object: Some(write_of(v)?),
                 expected_resource_version: rv,
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await;
         self.cache().invalidate(tenant);
@@ -730,7 +734,9 @@ impl RegistryService {
     }
 
     /// One pass of `namespaced_resources_deleter.go` `Delete` for one namespace: delete the
-    /// custom resources of every namespaced CRD of the tenant, report what is left in the
+    /// custom resources of every namespaced CRD of the tenant and the objects of every
+    /// namespaced built-in resource (upstream deletes every namespaced resource that
+    /// discovery lists), report what is left in the
     /// namespace's conditions, and once nothing is left remove the `kubernetes` finalizer
     /// (deleting the namespace when no finalizer remains).
     async fn finalize_namespace(&self, tenant: &str, name: &str) -> Result<Step, ApiError> {
@@ -765,6 +771,7 @@ impl RegistryService {
         }
         let mut remaining: BTreeMap<String, Remaining> = BTreeMap::new();
         let mut errors = Vec::new();
+        let mut content: Vec<(String, String)> = Vec::new();
         for raw in self.crds_of(tenant).await? {
             let Ok(view) = CrdView::from_value(&raw) else {
                 continue;
@@ -772,15 +779,20 @@ impl RegistryService {
             if !view.namespaced() || !view.established() {
                 continue;
             }
+            content.push((view.spec.group.clone(), view.spec.names.plural.clone()));
+        }
+        content.extend(namespaced_builtin_storage());
+        for (group, resource) in content {
             let cr = pb::ResourceRef {
                 tenant: tenant.to_string(),
-                group: view.spec.group.clone(),
-                resource: view.spec.names.plural.clone(),
+                group,
+                resource,
             };
             match delete_all(self, &mut st, &cr, name).await {
                 Ok(left) => {
                     if left.objects > 0 {
-                        remaining.insert(format!("{}.{}", cr.resource, cr.group), left);
+                        let gr = crdplane_core::GroupResource::new(&cr.group, &cr.resource);
+                        remaining.insert(gr.to_string(), left);
                     }
                 }
                 Err(e) => errors.push(e.message),
@@ -828,6 +840,32 @@ impl RegistryService {
     }
 }
 
+/// The storage (group, resource) of every namespaced built-in type, once each (core `v1` and
+/// `events.k8s.io/v1` events are one stored resource).
+fn namespaced_builtin_storage() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for b in crdplane_core::builtin::BUILTIN
+        .iter()
+        .filter(|b| b.namespaced)
+    {
+        let gr = (b.storage.0.to_string(), b.storage.1.to_string());
+        if !out.contains(&gr) {
+            out.push(gr);
+        }
+    }
+    out
+}
+
+/// Whether (group, resource) is a resource whose objects the deleters may remove: a custom
+/// resource (a group is set) or a built-in type's storage — never namespaces or CRDs.
+fn deletable(group: &str, resource: &str) -> bool {
+    !resource.is_empty()
+        && (!group.is_empty()
+            || crdplane_core::builtin::BUILTIN
+                .iter()
+                .any(|b| b.storage == (group, resource)))
+}
+
 pub(crate) type ApiResultOpt = Result<Option<(Value, u64)>, ApiError>;
 
 fn ns_key(tenant: &str, name: &str) -> pb::ObjectKey {
@@ -870,6 +908,7 @@ async fn put(st: &mut Storage, key: &pb::ObjectKey, v: &Value, rv: u64) -> Resul
         object: Some(write_of(v)?),
         expected_resource_version: rv,
         dry_run: false,
+        ttl_seconds: 0,
     })
     .await
     .map(|_| ())
@@ -904,7 +943,7 @@ pub async fn delete_all(
     namespace: &str,
 ) -> Result<Remaining, ApiError> {
     let mut left = Remaining::default();
-    if r.group.is_empty() || r.resource.is_empty() {
+    if !deletable(&r.group, &r.resource) {
         return Ok(left);
     }
     let now = now_timestamp();
@@ -990,6 +1029,25 @@ pub async fn delete_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespace_content_includes_the_built_in_types() {
+        let b = namespaced_builtin_storage();
+        for gr in [
+            ("", "configmaps"),
+            ("", "secrets"),
+            ("", "serviceaccounts"),
+            ("", "events"),
+            ("coordination.k8s.io", "leases"),
+        ] {
+            assert!(b.contains(&(gr.0.to_string(), gr.1.to_string())), "{gr:?}");
+        }
+        assert_eq!(b.len(), 5, "events once: {b:?}");
+        assert!(deletable("", "configmaps"));
+        assert!(deletable("a.io", "widgets"));
+        assert!(!deletable("", "namespaces"));
+        assert!(!deletable("a.io", ""));
+    }
 
     #[test]
     fn queue_entries_round_trip() {

@@ -1,5 +1,5 @@
-//! The garbage collector's resync: a periodic walk over every tenant's custom resources that
-//! have `metadata.ownerReferences`, so that no dependent of an absent owner is missed.
+//! The garbage collector's resync: a periodic walk over every tenant's custom resources and
+//! built-in objects (`crdplane_core::builtin`) that have `metadata.ownerReferences`, so that no dependent of an absent owner is missed.
 //!
 //! Where it sits: the collector ([`crate::gc`]) learns of owner references from its durable
 //! queue — deletion items recorded before a delete, verification items recorded by the
@@ -13,7 +13,7 @@
 //! `isDangling`). Here a resync pass does the equivalent from storage:
 //! 1. the (tenant, resource) triples are found with the storage `ScanResources` RPC (Redis
 //!    SCAN with COUNT, a cursor, never KEYS), one page at a time; only resources that a
-//!    tenant's established CRDs serve are walked;
+//!    tenant's established CRDs serve, and the built-in resources, are walked;
 //! 2. each resource is walked with `ScanOwned` (a cursor over its ordered index, 500 objects
 //!    a page), which returns the objects with owner references and, atomically with the
 //!    read, writes their missing owner-index entries;
@@ -90,6 +90,13 @@ pub fn parse_period(s: &str) -> Result<Duration, String> {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_millis((v * unit_ms) as u64)),
         _ => Err(format!("invalid period {s:?} (e.g. 1h, 30m, 10s)")),
     }
+}
+
+/// Whether (group, resource) is the storage triple of a built-in type.
+fn builtin_storage(group: &str, resource: &str) -> bool {
+    crdplane_core::builtin::BUILTIN
+        .iter()
+        .any(|b| b.storage == (group, resource))
 }
 
 fn queue_key() -> pb::ObjectKey {
@@ -323,6 +330,7 @@ impl RegistryService {
                                 key: Some(key.clone()),
                                 object: Some(crate::gc::write_of(&e)?),
                                 dry_run: false,
+                                ttl_seconds: 0,
                             })
                             .await
                             .map(|r| r.into_inner().resource_version),
@@ -447,12 +455,15 @@ impl RegistryService {
                 .into_inner();
             cursor.scan = r.cursor;
             cursor.scanned = r.cursor == 0;
-            // Custom resources only (a tenant name cannot start with '_'; CRDs and
-            // namespaces are in groups a CRD cannot serve, and are filtered below anyway).
+            // Custom resources and the built-in types (a tenant name cannot start with
+            // '_'; CRDs and namespaces are no dependents, and are filtered below anyway).
             cursor.pending = r
                 .resources
                 .into_iter()
-                .filter(|r| !r.tenant.starts_with('_') && !r.group.is_empty())
+                .filter(|r| {
+                    !r.tenant.starts_with('_')
+                        && (!r.group.is_empty() || builtin_storage(&r.group, &r.resource))
+                })
                 .map(|r| (r.tenant, r.group, r.resource))
                 .collect();
             cursor.start_after.clear();
@@ -466,7 +477,7 @@ impl RegistryService {
         }
         let tk = &kinds[&tenant];
         let Some(kind) = tk
-            .custom_kinds()
+            .dependent_kinds()
             .find(|k| k.group == group && k.resource == resource)
             .cloned()
         else {

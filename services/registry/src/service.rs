@@ -364,6 +364,7 @@ impl RegistryService {
                     object: Some(write),
                     expected_resource_version: crd::resource_version_of(raw),
                     dry_run: false,
+                    ttl_seconds: 0,
                 })
                 .await;
             if let Err(e) = res {
@@ -432,6 +433,7 @@ impl RegistryService {
                 key: Some(crd_key(&req.tenant, &name)),
                 object: Some(object_write(&v)?),
                 dry_run: req.dry_run,
+                ttl_seconds: 0,
             })
             .await
             .map_err(crdplane_proto::status::from_grpc)?
@@ -508,6 +510,7 @@ impl RegistryService {
                 object: Some(object_write(v)?),
                 expected_resource_version: expected,
                 dry_run,
+                ttl_seconds: 0,
             })
             .await
             .map_err(crdplane_proto::status::from_grpc)?

@@ -663,6 +663,7 @@ async fn delete_cascades_to_custom_resources() {
                     tail: tail.into(),
                 }),
                 dry_run: false,
+                ttl_seconds: 0,
             })
             .await
             .unwrap();
@@ -686,6 +687,7 @@ async fn delete_cascades_to_custom_resources() {
                 tail: tail.into(),
             }),
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap();
@@ -741,6 +743,7 @@ async fn delete_cascades_to_custom_resources() {
                 tail: tail.into(),
             }),
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap();
@@ -861,6 +864,7 @@ async fn delete_cascades_to_custom_resources() {
             }),
             expected_resource_version: 0,
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap();

@@ -43,6 +43,15 @@ pub struct Args {
         value_parser = crate::parse_timeout
     )]
     pub redis_timeout: std::time::Duration,
+    /// How often objects whose time to live ran out (events) are deleted, e.g. `10s`,
+    /// `500ms`; `0` disables the sweep on this replica.
+    #[arg(
+        long,
+        env = "CRDPLANE_STORAGE_EXPIRY_SWEEP_PERIOD",
+        default_value = "10s",
+        value_parser = crate::parse_period
+    )]
+    pub expiry_sweep_period: std::time::Duration,
 }
 
 /// URL schemes the redis client connects with.
@@ -61,6 +70,11 @@ impl Args {
         if self.history_len == 0 {
             return Err("--history-len must be at least 1".into());
         }
+        if !self.expiry_sweep_period.is_zero()
+            && self.expiry_sweep_period < std::time::Duration::from_millis(100)
+        {
+            return Err("--expiry-sweep-period must be 0 (off) or at least 100ms".into());
+        }
         Ok(())
     }
 
@@ -72,6 +86,7 @@ impl Args {
             history_window_secs: self.history_window,
             durability: self.durability,
             redis_timeout: self.redis_timeout,
+            expiry_sweep_period: self.expiry_sweep_period,
         }
     }
 }
@@ -101,6 +116,12 @@ mod tests {
                 &["--history-len", "0"],
                 Some("--history-len must be at least 1"),
             ),
+            (&["--expiry-sweep-period", "0"], None),
+            (&["--expiry-sweep-period", "2s"], None),
+            (
+                &["--expiry-sweep-period", "10ms"],
+                Some("--expiry-sweep-period must be 0 (off) or at least 100ms"),
+            ),
         ];
         for (flags, want) in cases {
             let a =
@@ -110,8 +131,22 @@ mod tests {
         let d = Args::try_parse_from(["s"]).unwrap().config();
         let def = crate::Config::default();
         assert_eq!(
-            (d.history_len, d.history_window_secs, d.redis_timeout),
-            (def.history_len, def.history_window_secs, def.redis_timeout)
+            (
+                d.history_len,
+                d.history_window_secs,
+                d.redis_timeout,
+                d.expiry_sweep_period
+            ),
+            (
+                def.history_len,
+                def.history_window_secs,
+                def.redis_timeout,
+                def.expiry_sweep_period
+            )
+        );
+        assert!(
+            Args::try_parse_from(["s", "--expiry-sweep-period", "soon"]).is_err(),
+            "not a period"
         );
     }
 }

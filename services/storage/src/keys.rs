@@ -14,7 +14,12 @@
 //! - `cp:{tag}:ch` — pub/sub channel of live events;
 //! - `cp:{tag}:own` — sorted set (all scores 0) of `<owner uid>\0<namespace>/<name>`, one
 //!   member per `metadata.ownerReferences[].uid` of each object, kept by the write scripts:
-//!   the garbage collector's owner → dependents index (`ListDependents`).
+//!   the garbage collector's owner → dependents index (`ListDependents`);
+//! - `cp:{tag}:ttl` — sorted set of `<namespace>/<name>` of the objects that expire, score =
+//!   unix second of expiry (written by the create/update scripts from Redis `TIME` for a write
+//!   with `ttl_seconds` > 0, removed by an update without it and by every delete); the expiry
+//!   sweeper (`expiry.rs`) deletes the members that are due. Absent when nothing expires
+//!   (Redis drops an empty sorted set), so the sweeper's SCAN finds only triples with work.
 //!
 //! Cache-invalidation notifications for a whole group/resource across tenants (CRDs,
 //! namespaces) go to `cp:changes:<group>/<resource>` and carry only keys.
@@ -31,6 +36,8 @@ pub struct Keyspace {
     pub evt: String,
     /// Owner uid → dependents index (see the module doc).
     pub own: String,
+    /// Expiry times of the objects that expire (see the module doc).
+    pub ttl: String,
     pub channel: String,
     pub gr: GroupResource,
     pub tenant: String,
@@ -63,6 +70,7 @@ impl Keyspace {
             ev: format!("cp:{tag}:ev"),
             evt: format!("cp:{tag}:evt"),
             own: format!("cp:{tag}:own"),
+            ttl: format!("cp:{tag}:ttl"),
             channel: format!("cp:{tag}:ch"),
             gr,
             tenant: r.tenant.clone(),
@@ -118,11 +126,27 @@ pub fn range(namespace: &str, start_after: &str) -> (String, String) {
 /// SCAN pattern of every triple's ordered index (see the module doc).
 pub const IDX_PATTERN: &str = "cp:{*}:idx";
 
+/// SCAN pattern of every triple's expiry set (see the module doc).
+pub const TTL_PATTERN: &str = "cp:{*}:ttl";
+
 /// The (tenant, group, resource) of an ordered-index key `cp:{<tenant>|<resource>.<group>}:idx`
 /// (group empty for the core group). Resource names are DNS labels (no dot) and tenants hold
 /// no `|` ([`Keyspace::new`]), so the split is unambiguous; anything else is `None`.
 pub fn parse_idx_key(key: &str) -> Option<(String, String, String)> {
-    let tag = key.strip_prefix("cp:{")?.strip_suffix("}:idx")?;
+    parse_triple_key(key, "idx")
+}
+
+/// The (tenant, group, resource) of an expiry-set key `cp:{<tenant>|<resource>.<group>}:ttl`,
+/// as [`parse_idx_key`].
+pub fn parse_ttl_key(key: &str) -> Option<(String, String, String)> {
+    parse_triple_key(key, "ttl")
+}
+
+fn parse_triple_key(key: &str, what: &str) -> Option<(String, String, String)> {
+    let tag = key
+        .strip_prefix("cp:{")?
+        .strip_suffix(what)?
+        .strip_suffix("}:")?;
     let (tenant, gr) = tag.split_once('|')?;
     let (resource, group) = gr.split_once('.').unwrap_or((gr, ""));
     if tenant.is_empty() || resource.is_empty() {
@@ -208,6 +232,12 @@ mod tests {
                 parse_idx_key(&k.idx),
                 Some((t.to_string(), g.to_string(), res.to_string()))
             );
+            assert_eq!(
+                parse_ttl_key(&k.ttl),
+                Some((t.to_string(), g.to_string(), res.to_string()))
+            );
+            assert_eq!(parse_ttl_key(&k.idx), None);
+            assert_eq!(parse_idx_key(&k.ttl), None);
         }
         for bad in [
             "cp:{acme|crontabs.x}:obj",

@@ -4,11 +4,13 @@
 //! Request path: gateway / registry → gRPC `crdplane.v1.Storage` → [`server`] → [`store`]
 //! (Lua scripts: one atomic script per write; the creates of one resource batched by
 //! `CreateMany` run as one script call) → Redis; live events come back through Redis
-//! pub/sub into [`watch::Hub`] and out to gRPC watch streams. Key layout: [`keys`].
+//! pub/sub into [`watch::Hub`] and out to gRPC watch streams. Key layout: [`keys`]. Objects
+//! written with a time to live are deleted when it ends by [`expiry`] (every replica).
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 
 pub mod config;
 pub mod durability;
+pub mod expiry;
 pub mod filter;
 pub mod keys;
 pub mod replies;
@@ -32,6 +34,9 @@ pub struct Config {
     /// Bound of one Redis connect or command: while Redis cannot be reached, requests fail
     /// after at most about this long with 503 ServiceUnavailable (and `Retry-After`).
     pub redis_timeout: std::time::Duration,
+    /// How often this replica deletes the objects whose time to live ran out ([`expiry`]);
+    /// zero: never.
+    pub expiry_sweep_period: std::time::Duration,
 }
 
 /// How storage's Redis connections behave during an outage: a connect attempt or a
@@ -61,6 +66,7 @@ impl Default for Config {
             history_window_secs: DEFAULT_HISTORY_WINDOW_SECS,
             durability: durability::Durability::Fsync,
             redis_timeout: std::time::Duration::from_secs(1),
+            expiry_sweep_period: expiry::DEFAULT_PERIOD,
         }
     }
 }
@@ -78,6 +84,14 @@ pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(std::time::Duration::from_secs_f64(v * unit)),
         _ => Err(format!("invalid duration {s:?} (e.g. 500ms, 1s)")),
     }
+}
+
+/// A period flag: `0` (off), or a duration as [`parse_timeout`] reads it.
+pub fn parse_period(s: &str) -> Result<std::time::Duration, String> {
+    if s.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(std::time::Duration::ZERO);
+    }
+    parse_timeout(s).map_err(|_| format!("invalid period {s:?} (e.g. 10s, 500ms, 0 = off)"))
 }
 
 /// Serves the storage gRPC API on `listener` until the process ends.
@@ -110,6 +124,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         config.redis_timeout,
         health.clone(),
     ));
+    let sweeper = tokio::spawn(expiry::run(store.clone(), config.expiry_sweep_period));
     let svc = server::StorageService { store, hub };
     let served = crdplane_transport::serve_with_health(
         listener,
@@ -121,6 +136,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     )
     .await;
     readiness.abort();
+    sweeper.abort();
     served?;
     Ok(())
 }
@@ -210,6 +226,16 @@ mod tests {
             ("fast", None),
         ] {
             assert_eq!(super::parse_timeout(s).ok(), want, "{s}");
+        }
+        for (s, want) in [
+            ("0", Some(Duration::ZERO)),
+            ("0s", None),
+            ("10s", Some(Duration::from_secs(10))),
+            ("250ms", Some(Duration::from_millis(250))),
+            ("-1", None),
+            ("often", None),
+        ] {
+            assert_eq!(super::parse_period(s).ok(), want, "{s}");
         }
     }
 }

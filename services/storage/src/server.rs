@@ -2,7 +2,7 @@
 
 use crate::filter::{Filter, Transition};
 use crate::keys::{Keyspace, changes_channel};
-use crate::store::{AtRevision, NewObject, Store, Stored};
+use crate::store::{AtRevision, NewObject, Store, Stored, Write};
 use crate::watch::{Hub, is_resubscribed, parse_event};
 use bytes::Bytes;
 use crdplane_core::ApiError;
@@ -569,7 +569,16 @@ impl Storage for StorageService {
         check_size(head, tail)?;
         Ok(out(self
             .store
-            .create(&ks, &ns, &name, head, tail)
+            .create(
+                &ks,
+                &ns,
+                &name,
+                Write {
+                    head,
+                    tail,
+                    ttl_seconds: r.ttl_seconds,
+                },
+            )
             .await
             .map_err(crdplane_proto::status::to_grpc)?))
     }
@@ -601,8 +610,10 @@ impl Storage for StorageService {
             .iter()
             .zip(&reqs)
             .filter(|(_, r)| !r.dry_run)
-            .filter_map(|(p, _)| p.as_ref().ok())
-            .map(|((ks, ns, name), (head, tail))| (ks, ns.as_str(), name.as_str(), *head, *tail))
+            .filter_map(|(p, r)| Some((p.as_ref().ok()?, r.ttl_seconds)))
+            .map(|(((ks, ns, name), (head, tail)), ttl)| {
+                (ks, ns.as_str(), name.as_str(), *head, *tail, ttl)
+            })
             .collect();
         let mut stored = self.store.create_many(&batch).await.into_iter();
         let mut results = Vec::with_capacity(reqs.len());
@@ -657,7 +668,17 @@ impl Storage for StorageService {
         check_size(head, tail)?;
         Ok(out(self
             .store
-            .update(&ks, &ns, &name, head, tail, r.expected_resource_version)
+            .update(
+                &ks,
+                &ns,
+                &name,
+                Write {
+                    head,
+                    tail,
+                    ttl_seconds: r.ttl_seconds,
+                },
+                r.expected_resource_version,
+            )
             .await
             .map_err(crdplane_proto::status::to_grpc)?))
     }

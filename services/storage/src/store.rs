@@ -105,7 +105,8 @@ pub struct Store {
     durability: Durability,
 }
 
-/// The write scripts (lua/prelude.lua + create/update/delete) of one recovery epoch: the
+/// The write scripts (lua/prelude.lua, owners.lua, expiry.lua, remove.lua + create/update/
+/// delete/expire) of one recovery epoch: the
 /// prelude carries the epoch's revision floor and the history window, so each epoch has its
 /// own SHAs, and a replica still on an older epoch gets NOSCRIPT from a restarted Redis and
 /// refreshes its epoch before writing (see [`crate::durability`]).
@@ -114,6 +115,8 @@ struct WriteScripts {
     create: (String, Script),
     update: (String, Script),
     delete: (String, Script),
+    /// The expiry sweeper's step (lua/expire.lua): deletes through remove.lua as `delete` does.
+    expire: (String, Script),
 }
 
 impl WriteScripts {
@@ -122,7 +125,12 @@ impl WriteScripts {
             .replace("%FLOOR%", &crate::durability::floor(epoch).to_string())
             .replace("%WINDOW%", &window_secs.to_string());
         let build = |body: &str| {
-            let text = format!("{prelude}{}{body}", include_str!("lua/owners.lua"));
+            let text = format!(
+                "{prelude}{}{}{}{body}",
+                include_str!("lua/owners.lua"),
+                include_str!("lua/expiry.lua"),
+                include_str!("lua/remove.lua")
+            );
             let s = Script::new(&text);
             (text, s)
         };
@@ -131,6 +139,7 @@ impl WriteScripts {
             create: build(include_str!("lua/create.lua")),
             update: build(include_str!("lua/update.lua")),
             delete: build(include_str!("lua/delete.lua")),
+            expire: build(include_str!("lua/expire.lua")),
         }
     }
 }
@@ -168,9 +177,18 @@ pub fn backend_unavailable() -> ApiError {
     e
 }
 
-/// One object of a `create_many`: keyspace, namespace, name, and the JSON split at the
-/// resourceVersion slot (head, tail).
-pub type NewObject<'a> = (&'a Keyspace, &'a str, &'a str, &'a [u8], &'a [u8]);
+/// The bytes of one write (the JSON split at the resourceVersion slot) and its time to live
+/// in seconds (0 = the object never expires).
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    pub head: &'a [u8],
+    pub tail: &'a [u8],
+    pub ttl_seconds: u64,
+}
+
+/// One object of a `create_many`: keyspace, namespace, name, the JSON split at the
+/// resourceVersion slot (head, tail), and its ttl in seconds (0 = never expires).
+pub type NewObject<'a> = (&'a Keyspace, &'a str, &'a str, &'a [u8], &'a [u8], u64);
 
 fn stored_from_value(v: Vec<u8>) -> Result<Stored, ApiError> {
     let (rv, start) =
@@ -393,14 +411,15 @@ impl Store {
         self.refresh_epoch().await?;
         let s = self.scripts();
         let mut p = redis::pipe();
-        for (text, _) in [&s.create, &s.update, &s.delete] {
+        for (text, _) in [&s.create, &s.update, &s.delete, &s.expire] {
             p.cmd("SCRIPT").arg("LOAD").arg(text);
         }
         let _: Vec<String> = p.query_async(c).await.map_err(redis_err)?;
         Ok(())
     }
 
-    /// Runs write script `pick` (update or delete) on `ks` with `args` after the six keys.
+    /// Runs write script `pick` (update, delete or expire) on `ks` with `args` after the seven
+    /// keys.
     async fn run_write(
         &self,
         pick: fn(&WriteScripts) -> &(String, Script),
@@ -414,13 +433,14 @@ impl Store {
             let scripts = self.scripts();
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(pick(&scripts).1.get_hash())
-                .arg(6)
+                .arg(7)
                 .arg(&ks.rev)
                 .arg(&ks.obj)
                 .arg(&ks.idx)
                 .arg(&ks.ev)
                 .arg(&ks.evt)
-                .arg(&ks.own);
+                .arg(&ks.own)
+                .arg(&ks.ttl);
             args(&mut cmd);
             match cmd.query_async::<Value>(&mut c).await {
                 Err(e) if !reloaded && is_noscript(&e) => {
@@ -629,10 +649,9 @@ impl Store {
         ks: &Keyspace,
         namespace: &str,
         name: &str,
-        head: &[u8],
-        tail: &[u8],
+        w: Write<'_>,
     ) -> Result<Stored, ApiError> {
-        self.create_many(&[(ks, namespace, name, head, tail)])
+        self.create_many(&[(ks, namespace, name, w.head, w.tail, w.ttl_seconds)])
             .await
             .pop()
             .unwrap_or_else(|| Err(ApiError::internal("storage lost a create")))
@@ -668,20 +687,24 @@ impl Store {
                 let cmd = p
                     .cmd("EVALSHA")
                     .arg(scripts.create.1.get_hash())
-                    .arg(6)
+                    .arg(7)
                     .arg(&ks.rev)
                     .arg(&ks.obj)
                     .arg(&ks.idx)
                     .arg(&ks.ev)
                     .arg(&ks.evt)
                     .arg(&ks.own)
+                    .arg(&ks.ttl)
                     .arg(self.history_len)
                     .arg(&ks.channel)
                     .arg(ks.notify_channel())
                     .arg(&ks.tenant);
                 for &i in idx {
-                    let (_, ns, name, head, tail) = items[i];
-                    cmd.arg(object_key(ns, name)).arg(head).arg(tail);
+                    let (_, ns, name, head, tail, ttl) = items[i];
+                    cmd.arg(object_key(ns, name))
+                        .arg(head)
+                        .arg(tail)
+                        .arg(ttl.to_string());
                 }
             }
             let replies: Vec<redis::RedisResult<Value>> = match p.query_async(&mut c).await {
@@ -700,7 +723,7 @@ impl Store {
                 match reply.map(|v| crate::replies::create(v, idx.len())) {
                     Ok(Ok(outcomes)) => {
                         for (&i, outcome) in idx.iter().zip(outcomes) {
-                            let (_, _, name, head, tail) = items[i];
+                            let (_, _, name, head, tail, _) = items[i];
                             out[i] = Some(match outcome {
                                 Created::Exists => Err(ApiError::already_exists(&ks.gr, name)),
                                 Created::At(rv) => Ok(Stored {
@@ -754,10 +777,14 @@ impl Store {
         ks: &Keyspace,
         namespace: &str,
         name: &str,
-        head: &[u8],
-        tail: &[u8],
+        w: Write<'_>,
         expected: u64,
     ) -> Result<Stored, ApiError> {
+        let Write {
+            head,
+            tail,
+            ttl_seconds,
+        } = w;
         let r = self
             .run_write(
                 |s| &s.update,
@@ -770,7 +797,8 @@ impl Store {
                         .arg(&ks.channel)
                         .arg(expected.to_string())
                         .arg(ks.notify_channel())
-                        .arg(&ks.tenant);
+                        .arg(&ks.tenant)
+                        .arg(ttl_seconds.to_string());
                 },
             )
             .await?;
@@ -816,6 +844,55 @@ impl Store {
             )),
             Deleted::NotFound => Err(ApiError::not_found(&ks.gr, name)),
         }
+    }
+
+    /// Deletes up to `limit` objects of `ks` whose expiry is due (lua/expire.lua), each as
+    /// [`Store::delete`] would; (deleted, due members examined — `limit` means more may be due).
+    pub async fn expire(&self, ks: &Keyspace, limit: usize) -> Result<(u64, usize), ApiError> {
+        let r = self
+            .run_write(
+                |s| &s.expire,
+                ks,
+                |cmd| {
+                    cmd.arg(self.history_len)
+                        .arg(&ks.channel)
+                        .arg(ks.notify_channel())
+                        .arg(&ks.tenant)
+                        .arg(limit);
+                },
+            )
+            .await?;
+        match r {
+            Value::Array(a) if a.len() == 2 => {
+                Ok((int(&a[0]).max(0) as u64, int(&a[1]).max(0) as usize))
+            }
+            _ => Err(ApiError::internal("unexpected expire reply")),
+        }
+    }
+
+    /// One step of a Redis `SCAN` over the triples' expiry sets (`keys::TTL_PATTERN`): the
+    /// (tenant, group, resource) triples that have objects which expire, and the next cursor
+    /// (0 = done).
+    pub async fn scan_expiring(
+        &self,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
+        let mut c = self.conn.clone();
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(crate::keys::TTL_PATTERN)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        let found = keys
+            .iter()
+            .filter_map(|k| crate::keys::parse_ttl_key(k))
+            .collect();
+        Ok((found, next))
     }
 
     /// One page of up to `limit` objects (`None` = all) of `namespace` ("" = all) after `start_after`.

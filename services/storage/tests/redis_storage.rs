@@ -61,6 +61,7 @@ async fn create(c: &mut StorageClient<Channel>, t: &str, ns: &str, name: &str) -
         key: Some(key(t, ns, name)),
         object: Some(write(&crontab(ns, name, 1))),
         dry_run: false,
+        ttl_seconds: 0,
     })
     .await
     .unwrap()
@@ -85,6 +86,7 @@ async fn crud_with_resource_version_concurrency() {
             key: Some(key("t1", "default", "a")),
             object: Some(write(&crontab("default", "a", 1))),
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap_err();
@@ -110,6 +112,7 @@ async fn crud_with_resource_version_concurrency() {
             object: Some(write(&crontab("default", "a", 2))),
             expected_resource_version: a.resource_version,
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap()
@@ -121,6 +124,7 @@ async fn crud_with_resource_version_concurrency() {
             object: Some(write(&crontab("default", "a", 3))),
             expected_resource_version: a.resource_version,
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap_err();
@@ -408,6 +412,7 @@ async fn pages_under_concurrent_updates_are_consistent_snapshots() {
                     object: Some(write(&obj)),
                     expected_resource_version: 0,
                     dry_run: false,
+                    ttl_seconds: 0,
                 })
                 .await
                 .unwrap();
@@ -459,6 +464,7 @@ async fn create_many_answers_each_item_as_create_would() {
         key: Some(key(t, "ns", name)),
         object: Some(write(&crontab("ns", name, 1))),
         dry_run,
+        ttl_seconds: 0,
     };
     let requests = vec![
         item("t1", "a", false),
@@ -593,6 +599,7 @@ async fn dependents_follow_owner_references_through_writes() {
             key: Some(key("t1", "ns", name)),
             object: Some(write(&with_owners(name, uids))),
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap();
@@ -621,6 +628,7 @@ async fn dependents_follow_owner_references_through_writes() {
         object: Some(write(&with_owners("a", &["u3"]))),
         expected_resource_version: 0,
         dry_run: false,
+        ttl_seconds: 0,
     })
     .await
     .unwrap();
@@ -660,6 +668,7 @@ async fn resync_scans_find_resources_and_rebuild_the_owner_index() {
             key: Some(key("t1", "ns", &format!("o{i}"))),
             object: Some(write(&obj)),
             dry_run: false,
+            ttl_seconds: 0,
         })
         .await
         .unwrap();

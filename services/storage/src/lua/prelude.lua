@@ -1,6 +1,6 @@
 -- Prepended to every write script (create, update, delete) by store.rs `WriteScripts`, with
 -- the two constants filled in; so the script's SHA changes with the recovery epoch.
--- KEYS (every write script): rev, obj, idx, ev, evt, own (owners.lua).
+-- KEYS (every write script): rev, obj, idx, ev, evt, own (owners.lua), ttl (expiry.lua).
 --
 -- FLOOR: the revision floor of the current recovery epoch. A new epoch starts whenever the
 -- Redis server changed (restart, failover: new run_id), and its floor lies beyond every

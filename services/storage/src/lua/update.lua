@@ -1,6 +1,7 @@
--- Compare-and-swap update. KEYS: rev, obj, idx, ev, evt, own
--- (functions from prelude.lua and owners.lua). ARGV: key, head, tail, history_len, channel,
--- expected_rv ("0" = unconditional), notify_channel ("" = none), tenant.
+-- Compare-and-swap update. KEYS: rev, obj, idx, ev, evt, own, ttl
+-- (functions from prelude.lua, owners.lua and expiry.lua). ARGV: key, head, tail, history_len,
+-- channel, expected_rv ("0" = unconditional), notify_channel ("" = none), tenant, ttl seconds
+-- ("0" = never expires: an expiry set by an earlier write is removed).
 -- The MODIFIED event also carries the previous state with this write's revision spliced in
 -- at its stored offset (field 'p' in history; `M<rv>\n<key>\n<len(prev)>\n<prev><json>` on
 -- pub/sub): filtered watches need it to turn selector transitions into ADDED/DELETED, and a
@@ -21,6 +22,7 @@ off = tonumber(off)
 local prev = string.sub(old, 1, off) .. rv .. string.sub(old, off + 1 + #currv)
 redis.call('HSET', KEYS[2], ARGV[1], rv .. ':' .. #ARGV[2] .. ':' .. json)
 index_owners(ARGV[1], old, json)
+set_expiry(ARGV[1], ARGV[9])
 history(rv, ARGV[4], 't', 'M', 'k', ARGV[1], 'o', json, 'p', prev)
 redis.call('PUBLISH', ARGV[5], 'M' .. rv .. '\n' .. ARGV[1] .. '\n' .. #prev .. '\n' .. prev .. json)
 if ARGV[7] ~= '' then
