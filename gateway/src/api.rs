@@ -47,7 +47,12 @@ pub struct Config {
     /// Deadline of each gRPC call that is not a watch (None: none); see
     /// `crdplane_transport::deadline`.
     pub call_timeout: Option<std::time::Duration>,
+    /// kube-apiserver's `--event-ttl`: Events expire this long after their last write.
+    pub event_ttl: std::time::Duration,
 }
+
+/// kube-apiserver's `--event-ttl` default.
+pub const EVENT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// kube-apiserver's `ReadHeaderTimeout` (apiserver `pkg/server/secure_serving.go`: "just shy
 /// of requestTimeoutUpperBound").
@@ -69,6 +74,7 @@ impl Default for Config {
             watches: Default::default(),
             request_timeout: crate::filters::limits::REQUEST_TIMEOUT,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
+            event_ttl: EVENT_TTL,
         }
     }
 }

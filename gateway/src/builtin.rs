@@ -441,6 +441,11 @@ impl<'a> BuiltinStore<'a> {
                 storage: &ctx.storage,
                 tenant,
                 gr: GroupResource::new(r.storage.0, r.storage.1),
+                ttl_seconds: if r.expires {
+                    ctx.cfg.event_ttl.as_secs()
+                } else {
+                    0
+                },
             },
             ty,
         }

@@ -89,6 +89,24 @@ pub struct Args {
         default_value_t = crdplane_transport::deadline::DEFAULT_TIMEOUT.as_secs_f64()
     )]
     pub grpc_timeout: f64,
+    /// How long an Event is kept after its last write, a Go duration (kube-apiserver's
+    /// --event-ttl: 1h0m0s); the storage service removes it then.
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_EVENT_TTL",
+        default_value = "1h0m0s",
+        value_parser = event_ttl
+    )]
+    pub event_ttl: std::time::Duration,
+}
+
+/// `--event-ttl`: a Go duration of at least one second (storage expiry has whole seconds).
+fn event_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let nanos = crate::filters::limits::parse_go_duration(s)?;
+    match u64::try_from(nanos) {
+        Ok(n) if n >= 1_000_000_000 => Ok(std::time::Duration::from_nanos(n)),
+        _ => Err("--event-ttl must be at least 1s".to_string()),
+    }
 }
 
 /// `--request-timeout`: a Go duration, not negative (as kube-apiserver validates it).
@@ -151,6 +169,7 @@ impl Args {
             },
             request_timeout: self.request_timeout,
             call_timeout: call_timeout(self.grpc_timeout)?,
+            event_ttl: self.event_ttl,
         })
     }
 }
@@ -176,6 +195,17 @@ mod tests {
         let c = a.config("127.0.0.1:6443".into()).unwrap();
         assert_eq!(c.request_header_timeout, crate::api::REQUEST_HEADER_TIMEOUT);
         assert_eq!(c.idle_timeout, crate::api::IDLE_TIMEOUT);
+        assert_eq!(c.event_ttl, crate::api::EVENT_TTL);
+        assert_eq!(
+            parse(&["--event-ttl", "2m30s"]).event_ttl,
+            std::time::Duration::from_secs(150)
+        );
+        for bad in ["500ms", "-1h", "soon"] {
+            assert!(
+                Args::try_parse_from(["crdplane-gateway", "--event-ttl", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

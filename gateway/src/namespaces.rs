@@ -109,6 +109,7 @@ pub async fn create_namespace(
         storage: &ctx.storage,
         tenant,
         gr: gr(),
+        ttl_seconds: 0,
     };
     if !obj.is_object() {
         return Err(ApiError::bad_request(
@@ -255,6 +256,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 storage: &ctx.storage,
                 tenant,
                 gr: gr(),
+                ttl_seconds: 0,
             };
             let strategy = NamespaceStrategy(match i.subresource.as_str() {
                 "status" => Endpoint::Status,

@@ -563,3 +563,80 @@ fn lease_leader_election_with_the_python_client() {
         let _ = c.wait();
     }
 }
+
+/// Events expire `--event-ttl` after their last write (upstream's etcd lease per event): a
+/// watcher sees them DELETED, a read no longer finds them; an update pushes the expiry out;
+/// other built-in objects stay.
+#[test]
+fn events_expire_after_the_event_ttl() {
+    let redis = crdplane_tests::RedisServer::start().expect("redis");
+    let stack = Stack::start_with_args(
+        &redis.url(),
+        &["--expiry-sweep-period", "200ms"],
+        &["--event-ttl", "2s"],
+    )
+    .expect("stack");
+    let g = &stack.gateway;
+    let core = format!("{g}/api/v1/namespaces/default/events");
+    let watch = WatchStream::open(&format!("{core}?watch=true"), None).unwrap();
+    let ev = |name: &str, msg: &str| {
+        json!({"metadata": {"name": name}, "involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "default"},
+               "reason": "R", "message": msg, "type": "Normal"})
+    };
+    let (code, v) = req("POST", &core, Some(ev("short", "1")));
+    assert_eq!(code, 201, "{v}");
+    let (code, v) = req("POST", &core, Some(ev("renewed", "1")));
+    assert_eq!(code, 201, "{v}");
+    let (code, v) = req(
+        "POST",
+        &format!("{g}/api/v1/namespaces/default/configmaps"),
+        Some(json!({"metadata": {"name": "stays"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let created = Instant::now();
+    // Keep `renewed` alive by updating it past the first expiry.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, v) = req("PUT", &format!("{core}/renewed"), Some(ev("renewed", "2")));
+    assert_eq!(code, 200, "{v}");
+    wait_for("the first event to expire", || {
+        req("GET", &format!("{core}/short"), None).0 == 404
+    });
+    let gone_after = created.elapsed();
+    assert!(
+        gone_after >= Duration::from_secs(2),
+        "expired early: {gone_after:?}"
+    );
+    assert_eq!(
+        req("GET", &format!("{core}/renewed"), None).0,
+        200,
+        "the update did not renew the ttl"
+    );
+    let mut deleted = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while deleted.len() < 2 && Instant::now() < deadline {
+        if let Some(e) = watch.next(Duration::from_millis(500))
+            && e["type"] == "DELETED"
+        {
+            deleted.push(
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            );
+        }
+    }
+    assert_eq!(
+        deleted,
+        vec!["short", "renewed"],
+        "watch saw the expiries in order"
+    );
+    assert_eq!(
+        req(
+            "GET",
+            &format!("{g}/api/v1/namespaces/default/configmaps/stays"),
+            None
+        )
+        .0,
+        200
+    );
+}

@@ -19,6 +19,9 @@ pub struct StorageStore<'a> {
     pub storage: &'a StorageClient<Channel>,
     pub tenant: &'a str,
     pub gr: GroupResource,
+    /// Seconds the objects written live after each write (0: for ever); see the storage
+    /// service's expiry.
+    pub ttl_seconds: u64,
 }
 
 impl StorageStore<'_> {
@@ -102,7 +105,7 @@ impl Store for StorageStore<'_> {
                 key: Some(self.key_of(&obj)),
                 object: Some(write(&obj)?),
                 dry_run,
-                ttl_seconds: 0,
+                ttl_seconds: self.ttl_seconds,
             })
             .await
             .map_err(crdplane_proto::status::from_grpc)?
@@ -119,7 +122,7 @@ impl Store for StorageStore<'_> {
                 object: Some(write(&obj)?),
                 expected_resource_version: expected_rv,
                 dry_run,
-                ttl_seconds: 0,
+                ttl_seconds: self.ttl_seconds,
             })
             .await
             .map_err(crdplane_proto::status::from_grpc)?
