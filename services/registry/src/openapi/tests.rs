@@ -851,3 +851,18 @@ fn v3_builtin_group_versions() {
         }
     }
 }
+
+#[test]
+fn etags_change_with_the_tenants_crds_beside_the_builtin_types() {
+    let bare = build_v2(&[]);
+    let with = build_v2(&[crontab_crd()]);
+    assert_ne!(
+        compute_etag(bare.to_string().as_bytes()),
+        compute_etag(with.to_string().as_bytes())
+    );
+    assert!(with["definitions"]["io.k8s.api.core.v1.ConfigMap"].is_object());
+    let (a, b) = (build_v3_index(&[]), build_v3_index(&[crontab_crd()]));
+    assert_ne!(a, b);
+    // The built-in group-versions' documents do not depend on the CRDs.
+    assert_eq!(a["paths"]["api/v1"], b["paths"]["api/v1"]);
+}
