@@ -65,6 +65,18 @@ const LISTS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// `required` of the kinds as upstream publishes it (fields without `omitempty` in
+/// `types.go`). k8s-openapi marks `metadata` required on every resource type (its Rust
+/// field is not optional), and leaves events/v1 `eventTime` optional.
+const REQUIRED: &[(&str, &[&str])] = &[
+    ("io.k8s.api.core.v1.ConfigMap", &[]),
+    ("io.k8s.api.core.v1.Secret", &[]),
+    ("io.k8s.api.core.v1.ServiceAccount", &[]),
+    ("io.k8s.api.core.v1.Event", &["metadata", "involvedObject"]),
+    ("io.k8s.api.events.v1.Event", &["eventTime"]),
+    ("io.k8s.api.coordination.v1.Lease", &[]),
+];
+
 /// Vendor extensions from upstream's markers: (definition, property or "" for the
 /// definition itself, key, value).
 fn extensions() -> Vec<(&'static str, &'static str, &'static str, Value)> {
@@ -192,6 +204,15 @@ pub(super) fn render() -> Value {
                 "x-kubernetes-group-version-kind": gvk_list,
             }),
         );
+    }
+    for (def, required) in REQUIRED {
+        if let Some(Value::Object(d)) = defs.get_mut(*def) {
+            if required.is_empty() {
+                d.remove("required");
+            } else {
+                d.insert("required".into(), json!(required));
+            }
+        }
     }
     for (def, prop, key, value) in extensions() {
         let target = match defs.get_mut(def) {

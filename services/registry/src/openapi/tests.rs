@@ -762,6 +762,25 @@ fn v2_has_the_builtin_types_with_upstream_descriptions() {
             .unwrap()
             .starts_with("spec contains")
     );
+    // Upstream's `required` (k8s-openapi's own marks metadata required everywhere).
+    assert!(
+        defs["io.k8s.api.core.v1.ConfigMap"]
+            .get("required")
+            .is_none()
+    );
+    assert!(
+        defs["io.k8s.api.coordination.v1.Lease"]
+            .get("required")
+            .is_none()
+    );
+    assert_eq!(
+        defs["io.k8s.api.events.v1.Event"]["required"],
+        json!(["eventTime"])
+    );
+    assert_eq!(
+        defs["io.k8s.api.core.v1.Event"]["required"],
+        json!(["metadata", "involvedObject"])
+    );
     let secrets = &defs["io.k8s.api.core.v1.ServiceAccount"]["properties"]["secrets"];
     assert_eq!(secrets["x-kubernetes-patch-strategy"], "merge");
     assert_eq!(secrets["x-kubernetes-patch-merge-key"], "name");
