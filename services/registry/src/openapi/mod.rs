@@ -25,7 +25,14 @@
 //! The built-in definitions (ObjectMeta, ListMeta, Status, DeleteOptions, Patch, Scale,
 //! WatchEvent, a shallow CustomResourceDefinition) and the CRD paths come from
 //! `fixtures/builtin_v2.json`, written for crdplane: Kubernetes' type and field names and
-//! types (the API contract), our own short descriptions. Every `$ref` in the produced
+//! types (the API contract), our own short descriptions. The built-in resource types of
+//! `crdplane_core::builtin::BUILTIN` (ConfigMap, Secret, ServiceAccount, both Events, Lease,
+//! their lists and what they reference) come from `builtin/definitions.json`, generated
+//! from k8s-openapi with upstream's descriptions by `builtin_gen` (a test rewrites it with
+//! `CRDPLANE_BLESS=1`); their endpoints come from the same path builder as the CRDs'
+//! (`/api/v1/...` for the core group), and their group-versions get v3 documents
+//! (`api/v1`, `apis/coordination.k8s.io/v1`, `apis/events.k8s.io/v1`). Both are built once
+//! per process and are part of every tenant's documents. Every `$ref` in the produced
 //! documents resolves inside the same document (kubectl fails with `unknown model in
 //! reference` otherwise).
 //!
