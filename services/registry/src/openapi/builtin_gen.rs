@@ -67,7 +67,8 @@ const LISTS: &[(&str, &str, &str, &str)] = &[
 
 /// `required` of the kinds as upstream publishes it (fields without `omitempty` in
 /// `types.go`). k8s-openapi marks `metadata` required on every resource type (its Rust
-/// field is not optional), and leaves events/v1 `eventTime` optional.
+/// field is not optional), and `name` of LocalObjectReference (`+optional`, `+default=""`
+/// upstream), and leaves events/v1 `eventTime` optional.
 const REQUIRED: &[(&str, &[&str])] = &[
     ("io.k8s.api.core.v1.ConfigMap", &[]),
     ("io.k8s.api.core.v1.Secret", &[]),
@@ -75,6 +76,7 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ("io.k8s.api.core.v1.Event", &["metadata", "involvedObject"]),
     ("io.k8s.api.events.v1.Event", &["eventTime"]),
     ("io.k8s.api.coordination.v1.Lease", &[]),
+    ("io.k8s.api.core.v1.LocalObjectReference", &[]),
 ];
 
 /// Vendor extensions from upstream's markers: (definition, property or "" for the
