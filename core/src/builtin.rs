@@ -49,6 +49,43 @@ impl BuiltinResource {
     }
 }
 
+impl BuiltinResource {
+    /// Its entry in a legacy `APIResourceList` (`/api/v1`, `/apis/<g>/<v>`), as
+    /// k8s.io/apiserver `pkg/endpoints/installer.go` registers it: name, singularName,
+    /// namespaced, kind, verbs, shortNames (when any), storageVersionHash.
+    pub fn discovery_resource(&self) -> serde_json::Value {
+        let mut r = serde_json::json!({
+            "name": self.resource,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": self.verbs,
+        });
+        if !self.short_names.is_empty() {
+            r["shortNames"] = serde_json::json!(self.short_names);
+        }
+        r["storageVersionHash"] = serde_json::json!(self.storage_version_hash);
+        r
+    }
+
+    /// Its `APIResourceDiscovery` in aggregated discovery (`apidiscovery.k8s.io/v2`,
+    /// k8s.io/apiserver `pkg/endpoints/discovery/aggregated`): resource, responseKind,
+    /// scope, singularResource, verbs, shortNames (when any).
+    pub fn aggregated_resource(&self) -> serde_json::Value {
+        let mut r = serde_json::json!({
+            "resource": self.resource,
+            "responseKind": {"group": self.group, "version": self.version, "kind": self.kind},
+            "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
+            "singularResource": self.singular,
+            "verbs": self.verbs,
+        });
+        if !self.short_names.is_empty() {
+            r["shortNames"] = serde_json::json!(self.short_names);
+        }
+        r
+    }
+}
+
 /// Every verb of a fully served resource, in discovery's order.
 pub const ALL_VERBS: &[&str] = &[
     "create",

@@ -2,7 +2,11 @@
 //! pkg/server/healthz), `/version`, legacy and aggregated discovery (`/api`, `/api/v1`,
 //! `/apis`, `/apis/<g>`, `/apis/<g>/<v>`), OpenAPI v2 (JSON and gnostic protobuf) and v3.
 //! Everything but the core group comes from the registry's per-tenant documents, one source
-//! of truth for legacy and aggregated discovery.
+//! of truth for legacy and aggregated discovery (the built-in groups `coordination.k8s.io`
+//! and `events.k8s.io` included). The core group's built-in types (configmaps, events,
+//! secrets, serviceaccounts) are listed from `crdplane_core::builtin::BUILTIN`, with the
+//! entries `BuiltinResource::discovery_resource`/`aggregated_resource` build for the
+//! registry too.
 
 use crate::api::{Ctx, Req};
 use crate::http::{Body, full, json_response, parse_accept, text_response};
@@ -48,35 +52,63 @@ fn aggregated_response(body: impl Into<bytes::Bytes>) -> Response<Body> {
     r
 }
 
-/// `/api/v1` of this server: namespaces, and the read-only, always empty core resources of
-/// category `all` (see `api::EMPTY_CORE`).
+/// Served resources of the core group that come from the built-in table
+/// (`crdplane_core::builtin::BUILTIN`): configmaps, events, secrets, serviceaccounts.
+fn core_builtins() -> impl Iterator<Item = &'static crdplane_core::builtin::BuiltinResource> {
+    crdplane_core::builtin::BUILTIN
+        .iter()
+        .filter(|b| b.group.is_empty() && b.version == "v1")
+}
+
+/// Sorts discovery entries by their resource name, as kube-apiserver lists `/api/v1`
+/// (k8s.io/apiserver `pkg/endpoints/installer.go` registers paths in sorted order).
+fn sorted_by(mut v: Vec<Value>, key: &str) -> Vec<Value> {
+    v.sort_by(|a, b| {
+        let name = |x: &Value| {
+            x.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        name(a).cmp(&name(b))
+    });
+    v
+}
+
+/// `/api/v1` of this server: namespaces, the built-in types of the core group, and the
+/// read-only, always empty core resources of category `all` (see `api::EMPTY_CORE`).
 pub fn core_v1_resources() -> Value {
-    json!({"kind":"APIResourceList","groupVersion":"v1","resources":[
-        {"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace",
+    let mut resources = vec![
+        json!({"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace",
          "verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
-         "storageVersionHash":"Q3oi5N2YM8M="},
-        {"name":"namespaces/finalize","singularName":"","namespaced":false,"kind":"Namespace","verbs":["update"]},
-        {"name":"namespaces/status","singularName":"","namespaced":false,"kind":"Namespace","verbs":["get","patch","update"]},
-        {"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]},
-        {"name":"replicationcontrollers","singularName":"replicationcontroller","namespaced":true,"kind":"ReplicationController","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]},
-        {"name":"services","singularName":"service","namespaced":true,"kind":"Service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}
-    ]})
+         "storageVersionHash":"Q3oi5N2YM8M="}),
+        json!({"name":"namespaces/finalize","singularName":"","namespaced":false,"kind":"Namespace","verbs":["update"]}),
+        json!({"name":"namespaces/status","singularName":"","namespaced":false,"kind":"Namespace","verbs":["get","patch","update"]}),
+        json!({"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]}),
+        json!({"name":"replicationcontrollers","singularName":"replicationcontroller","namespaced":true,"kind":"ReplicationController","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]}),
+        json!({"name":"services","singularName":"service","namespaced":true,"kind":"Service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}),
+    ];
+    resources.extend(core_builtins().map(|b| b.discovery_resource()));
+    json!({"kind":"APIResourceList","groupVersion":"v1","resources":sorted_by(resources, "name")})
 }
 
 fn core_aggregated() -> Value {
-    json!({"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[
-        {"metadata":{"creationTimestamp":null},"versions":[{"version":"v1","resources":[
-            {"resource":"namespaces","responseKind":{"group":"","version":"v1","kind":"Namespace"},"scope":"Cluster",
+    let mut resources = vec![
+        json!({"resource":"namespaces","responseKind":{"group":"","version":"v1","kind":"Namespace"},"scope":"Cluster",
              "singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
              "subresources":[{"subresource":"finalize","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["update"]},
-                             {"subresource":"status","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["get","patch","update"]}]},
-            {"resource":"pods","responseKind":{"group":"","version":"v1","kind":"Pod"},"scope":"Namespaced",
-             "singularResource":"pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]},
-            {"resource":"replicationcontrollers","responseKind":{"group":"","version":"v1","kind":"ReplicationController"},"scope":"Namespaced",
-             "singularResource":"replicationcontroller","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]},
-            {"resource":"services","responseKind":{"group":"","version":"v1","kind":"Service"},"scope":"Namespaced",
-             "singularResource":"service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}
-        ],"freshness":"Current"}]}
+                             {"subresource":"status","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["get","patch","update"]}]}),
+        json!({"resource":"pods","responseKind":{"group":"","version":"v1","kind":"Pod"},"scope":"Namespaced",
+             "singularResource":"pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]}),
+        json!({"resource":"replicationcontrollers","responseKind":{"group":"","version":"v1","kind":"ReplicationController"},"scope":"Namespaced",
+             "singularResource":"replicationcontroller","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]}),
+        json!({"resource":"services","responseKind":{"group":"","version":"v1","kind":"Service"},"scope":"Namespaced",
+             "singularResource":"service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}),
+    ];
+    resources.extend(core_builtins().map(|b| b.aggregated_resource()));
+    json!({"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[
+        {"metadata":{"creationTimestamp":null},"versions":[{"version":"v1",
+            "resources":sorted_by(resources, "resource"),"freshness":"Current"}]}
     ]})
 }
 
@@ -360,4 +392,56 @@ async fn openapi_v3(ctx: &Ctx, req: &Req, path: &str) -> Result<Response<Body>, 
         r.headers_mut().insert(header::ETAG, v);
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_v1_lists_the_builtin_types_in_name_order() {
+        let v = core_v1_resources();
+        let names: Vec<&str> = v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "configmaps",
+                "events",
+                "namespaces",
+                "namespaces/finalize",
+                "namespaces/status",
+                "pods",
+                "replicationcontrollers",
+                "secrets",
+                "serviceaccounts",
+                "services"
+            ]
+        );
+        assert_eq!(
+            v["resources"][0],
+            json!({"name": "configmaps", "singularName": "configmap", "namespaced": true,
+                   "kind": "ConfigMap", "verbs": crdplane_core::builtin::ALL_VERBS,
+                   "shortNames": ["cm"], "storageVersionHash": "qFsyl6wFWjQ="})
+        );
+        let agg = core_aggregated();
+        let res = &agg["items"][0]["versions"][0]["resources"];
+        assert_eq!(res.as_array().unwrap().len(), 8);
+        assert_eq!(
+            res[8 - 1]["resource"],
+            "services",
+            "sorted by resource name"
+        );
+        assert_eq!(
+            res[7 - 1],
+            json!({"resource": "serviceaccounts",
+                   "responseKind": {"group": "", "version": "v1", "kind": "ServiceAccount"},
+                   "scope": "Namespaced", "singularResource": "serviceaccount",
+                   "verbs": crdplane_core::builtin::ALL_VERBS, "shortNames": ["sa"]})
+        );
+    }
 }

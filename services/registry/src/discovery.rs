@@ -6,10 +6,14 @@
 //! `pkg/apiserver/customresource_discovery_controller.go` (established CRDs only, served
 //! versions, accepted names, `<plural>/status` and `<plural>/scale`), the version ordering of
 //! k8s.io/apimachinery `pkg/version/helpers.go` (`CompareKubeAwareVersionStrings`) and
-//! `storageversionhash.go` of k8s.io/apiserver `pkg/endpoints/discovery`. Pure functions.
+//! `storageversionhash.go` of k8s.io/apiserver `pkg/endpoints/discovery`. The built-in groups
+//! (`coordination.k8s.io`, `events.k8s.io`, from `crdplane_core::builtin::BUILTIN`) are part of
+//! every tenant's documents, ordered before the CRD groups by kube-aggregator's group
+//! priorities. Pure functions.
 
 use crate::crd::{self, CrdView};
 use base64::Engine;
+use crdplane_core::builtin::{self, BUILTIN};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -196,6 +200,42 @@ fn apiextensions_aggregated() -> Value {
     })
 }
 
+/// kube-aggregator's group priorities for the built-in groups served here
+/// (k8s.io/kubernetes `pkg/controlplane/apiserver/options` → `apiVersionPriorities` in
+/// pkg/controlplane/aggregator.go); `/apis` lists groups by descending priority. CRD
+/// groups get 1000 (apiextensions-apiserver's autoregistration) and follow by name.
+fn group_priority(group: &str) -> u32 {
+    match group {
+        "events.k8s.io" => 17750,
+        crd::GROUP => 16700,
+        "coordination.k8s.io" => 16500,
+        g if builtin::groups().contains(&g) => 16000,
+        _ => 1000,
+    }
+}
+
+/// The `apiextensions.k8s.io` group: its entry, its v1 resource list, its aggregated item.
+fn push_apiextensions(
+    group_items: &mut Vec<Value>,
+    resource_lists: &mut BTreeMap<String, Value>,
+    agg_items: &mut Vec<Value>,
+) {
+    group_items.push(json!({
+        "name": crd::GROUP,
+        "versions": [{"groupVersion": crd::API_VERSION, "version": crd::VERSION}],
+        "preferredVersion": {"groupVersion": crd::API_VERSION, "version": crd::VERSION},
+    }));
+    resource_lists.insert(
+        crd::API_VERSION.to_string(),
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": crd::API_VERSION,
+               "resources": apiextensions_legacy()}),
+    );
+    agg_items.push(json!({
+        "metadata": {"name": crd::GROUP, "creationTimestamp": null},
+        "versions": [{"version": crd::VERSION, "resources": [apiextensions_aggregated()], "freshness": "Current"}],
+    }));
+}
+
 /// The discovery documents of a tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Documents {
@@ -230,23 +270,58 @@ pub fn build(crds: &[CrdView]) -> Documents {
         }
     }
 
-    let mut group_items = vec![json!({
-        "name": crd::GROUP,
-        "versions": [{"groupVersion": crd::API_VERSION, "version": crd::VERSION}],
-        "preferredVersion": {"groupVersion": crd::API_VERSION, "version": crd::VERSION},
-    })];
-    let mut resource_lists = BTreeMap::new();
-    resource_lists.insert(
-        crd::API_VERSION.to_string(),
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": crd::API_VERSION,
-               "resources": apiextensions_legacy()}),
-    );
-    let mut agg_items = vec![json!({
-        "metadata": {"name": crd::GROUP, "creationTimestamp": null},
-        "versions": [{"version": crd::VERSION, "resources": [apiextensions_aggregated()], "freshness": "Current"}],
-    })];
-
+    // group → version → (legacy entries, aggregated entries): the built-in types first,
+    // then the CRDs serving the group-version. A CRD in a built-in group (upstream requires
+    // the `api-approved.kubernetes.io` annotation for those) joins the group; a plural that
+    // a built-in type already serves stays the built-in's.
+    type Lists = (Vec<Value>, Vec<Value>);
+    let mut lists: BTreeMap<&str, BTreeMap<&str, Lists>> = BTreeMap::new();
+    for b in BUILTIN.iter().filter(|b| !b.group.is_empty()) {
+        let e = lists
+            .entry(b.group)
+            .or_default()
+            .entry(b.version)
+            .or_default();
+        e.0.push(b.discovery_resource());
+        e.1.push(b.aggregated_resource());
+    }
     for (group, versions) in &groups {
+        for (v, served) in versions {
+            let taken = |name: &str| {
+                let base = name.split('/').next().unwrap_or_default();
+                builtin::lookup(group, v, base).is_some()
+            };
+            let named = |x: &Value, key: &str| {
+                x.get(key)
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !taken(n))
+            };
+            let e = lists.entry(group).or_default().entry(v).or_default();
+            e.0.extend(
+                legacy_resources(served, group, v)
+                    .into_iter()
+                    .filter(|x| named(x, "name")),
+            );
+            e.1.extend(
+                aggregated_resources(served, group, v)
+                    .into_iter()
+                    .filter(|x| named(x, "resource")),
+            );
+        }
+    }
+    let mut order: Vec<&str> = lists.keys().copied().collect();
+    order.sort_by_key(|g| std::cmp::Reverse(group_priority(g)));
+
+    let mut group_items = Vec::new();
+    let mut resource_lists = BTreeMap::new();
+    let mut agg_items = Vec::new();
+    let mut apiextensions_done = false;
+    for group in order {
+        if !apiextensions_done && group_priority(group) < group_priority(crd::GROUP) {
+            push_apiextensions(&mut group_items, &mut resource_lists, &mut agg_items);
+            apiextensions_done = true;
+        }
+        let versions = &lists[group];
         let mut names: Vec<&str> = versions.keys().copied().collect();
         names.sort_by(|a, b| compare_versions(a, b));
         let gvs: Vec<Value> = names
@@ -260,16 +335,16 @@ pub fn build(crds: &[CrdView]) -> Documents {
         }));
         let mut agg_versions = Vec::new();
         for v in &names {
-            let served = &versions[v];
+            let (legacy, agg) = &versions[v];
             let gv = format!("{group}/{v}");
             resource_lists.insert(
                 gv.clone(),
                 json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-                       "resources": legacy_resources(served, group, v)}),
+                       "resources": legacy}),
             );
             agg_versions.push(json!({
                 "version": v,
-                "resources": aggregated_resources(served, group, v),
+                "resources": agg,
                 "freshness": "Current",
             }));
         }
@@ -277,6 +352,9 @@ pub fn build(crds: &[CrdView]) -> Documents {
             "metadata": {"name": group, "creationTimestamp": null},
             "versions": agg_versions,
         }));
+    }
+    if !apiextensions_done {
+        push_apiextensions(&mut group_items, &mut resource_lists, &mut agg_items);
     }
 
     let group_list = json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_items});
@@ -387,12 +465,21 @@ mod tests {
     fn legacy_and_aggregated_agree() {
         let d = build(&[crontab()]);
         let groups = d.group_list["groups"].as_array().unwrap();
-        assert_eq!(groups[0]["name"], "apiextensions.k8s.io");
-        assert_eq!(groups[1]["name"], "stable.example.com");
-        assert_eq!(groups[1]["preferredVersion"]["version"], "v1");
-        assert_eq!(groups[1]["versions"].as_array().unwrap().len(), 2);
+        let names: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
         assert_eq!(
-            groups[1]["versions"][1]["groupVersion"],
+            names,
+            [
+                "events.k8s.io",
+                "apiextensions.k8s.io",
+                "coordination.k8s.io",
+                "stable.example.com"
+            ]
+        );
+        let crontabs = &groups[3];
+        assert_eq!(crontabs["preferredVersion"]["version"], "v1");
+        assert_eq!(crontabs["versions"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            crontabs["versions"][1]["groupVersion"],
             "stable.example.com/v1beta1"
         );
 
@@ -428,8 +515,8 @@ mod tests {
 
         let items = d.aggregated["items"].as_array().unwrap();
         assert_eq!(d.aggregated["apiVersion"], "apidiscovery.k8s.io/v2");
-        assert_eq!(items[1]["metadata"]["name"], "stable.example.com");
-        let av = &items[1]["versions"][0];
+        assert_eq!(items[3]["metadata"]["name"], "stable.example.com");
+        let av = &items[3]["versions"][0];
         assert_eq!(av["version"], "v1");
         assert_eq!(av["freshness"], "Current");
         let r = &av["resources"][0];
@@ -460,7 +547,7 @@ mod tests {
             want
         );
         assert_eq!(
-            d.aggregated["items"][1]["versions"][0]["resources"][0]["verbs"],
+            d.aggregated["items"][3]["versions"][0]["resources"][0]["verbs"],
             want
         );
     }
@@ -471,9 +558,90 @@ mod tests {
         let with = build(std::slice::from_ref(&c));
         c.status.conditions.clear();
         let without = build(&[c]);
-        assert_eq!(without.group_list["groups"].as_array().unwrap().len(), 1);
+        assert_eq!(without.group_list["groups"].as_array().unwrap().len(), 3);
         assert!(!without.resource_lists.contains_key("stable.example.com/v1"));
         assert_ne!(with.etag, without.etag);
         assert_eq!(build(&[]).etag, without.etag);
+    }
+
+    #[test]
+    fn builtin_groups_are_served_from_the_table() {
+        let d = build(&[]);
+        let groups = &d.group_list["groups"];
+        assert_eq!(groups[0]["name"], "events.k8s.io");
+        assert_eq!(
+            groups[0]["preferredVersion"],
+            json!({"groupVersion": "events.k8s.io/v1", "version": "v1"})
+        );
+        assert_eq!(
+            groups[2]["versions"],
+            json!([{"groupVersion": "coordination.k8s.io/v1", "version": "v1"}])
+        );
+        let leases = &d.resource_lists["coordination.k8s.io/v1"];
+        assert_eq!(leases["groupVersion"], "coordination.k8s.io/v1");
+        assert_eq!(
+            leases["resources"],
+            json!([{"name": "leases", "singularName": "lease", "namespaced": true, "kind": "Lease",
+                    "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                    "storageVersionHash": "gqkMMb/YqFM="}])
+        );
+        let ev = &d.resource_lists["events.k8s.io/v1"]["resources"][0];
+        assert_eq!(ev["shortNames"], json!(["ev"]));
+        assert_eq!(ev["storageVersionHash"], "r2yiGXH7wu8=");
+        let agg = &d.aggregated["items"];
+        assert_eq!(agg[0]["metadata"]["name"], "events.k8s.io");
+        assert_eq!(
+            agg[2]["versions"][0]["resources"][0],
+            json!({"resource": "leases",
+                   "responseKind": {"group": "coordination.k8s.io", "version": "v1", "kind": "Lease"},
+                   "scope": "Namespaced", "singularResource": "lease",
+                   "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]})
+        );
+    }
+
+    #[test]
+    fn a_crd_in_a_builtin_group_joins_it_without_replacing_builtins() {
+        let mine = established(
+            json!({"metadata": {"name": "leasecandidates.coordination.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "unapproved"}}, "spec": {
+            "group": "coordination.k8s.io", "scope": "Namespaced",
+            "names": {"plural": "leasecandidates", "singular": "leasecandidate", "kind": "LeaseCandidate"},
+            "versions": [{"name": "v1", "served": true, "storage": true},
+                         {"name": "v1alpha9", "served": true, "storage": false}]}}),
+        );
+        let clash = established(
+            json!({"metadata": {"name": "leases.coordination.k8s.io"}, "spec": {
+            "group": "coordination.k8s.io", "scope": "Cluster",
+            "names": {"plural": "leases", "singular": "lease", "kind": "MyLease"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+        );
+        let d = build(&[mine, clash]);
+        let names: Vec<&str> = d.group_list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "events.k8s.io",
+                "apiextensions.k8s.io",
+                "coordination.k8s.io"
+            ]
+        );
+        assert_eq!(
+            d.group_list["groups"][2]["versions"],
+            json!([{"groupVersion": "coordination.k8s.io/v1", "version": "v1"},
+                   {"groupVersion": "coordination.k8s.io/v1alpha9", "version": "v1alpha9"}])
+        );
+        let res = d.resource_lists["coordination.k8s.io/v1"]["resources"]
+            .as_array()
+            .unwrap();
+        let kinds: Vec<&str> = res.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["Lease", "LeaseCandidate"]);
+        let agg = &d.aggregated["items"][2]["versions"][0]["resources"];
+        assert_eq!(agg.as_array().unwrap().len(), 2);
+        assert_eq!(agg[0]["responseKind"]["kind"], "Lease");
     }
 }

@@ -570,9 +570,12 @@ async fn discovery_contents() {
     assert_ne!(before.etag, d.etag);
     let gl: Value = serde_json::from_slice(&d.group_list).unwrap();
     assert_eq!(gl["kind"], "APIGroupList");
-    assert_eq!(gl["groups"][0]["name"], "apiextensions.k8s.io");
+    // The built-in groups first, by kube-aggregator's group priority, then the CRD groups.
+    assert_eq!(gl["groups"][0]["name"], "events.k8s.io");
+    assert_eq!(gl["groups"][1]["name"], "apiextensions.k8s.io");
+    assert_eq!(gl["groups"][2]["name"], "coordination.k8s.io");
     assert_eq!(
-        gl["groups"][1],
+        gl["groups"][3],
         json!({"name": "stable.example.com",
         "versions": [{"groupVersion": "stable.example.com/v1", "version": "v1"}, {"groupVersion": "stable.example.com/v1beta1", "version": "v1beta1"}],
         "preferredVersion": {"groupVersion": "stable.example.com/v1", "version": "v1"}})
@@ -606,7 +609,7 @@ async fn discovery_contents() {
     assert!(d.resource_lists.contains_key("apiextensions.k8s.io/v1"));
     let agg: Value = serde_json::from_slice(&d.aggregated).unwrap();
     assert_eq!(agg["kind"], "APIGroupDiscoveryList");
-    let g = &agg["items"][1];
+    let g = &agg["items"][3];
     assert_eq!(g["metadata"]["name"], "stable.example.com");
     assert_eq!(g["versions"][0]["version"], "v1");
     assert_eq!(
@@ -621,7 +624,7 @@ async fn discovery_contents() {
         g["versions"][0]["resources"][0]["subresources"][1]["subresource"],
         "scale"
     );
-    // Other tenants see only the built-in group.
+    // Other tenants see only the built-in groups.
     let d2 = s
         .registry
         .discovery(pb::DiscoveryRequest {
@@ -631,7 +634,7 @@ async fn discovery_contents() {
         .unwrap()
         .into_inner();
     let gl2: Value = serde_json::from_slice(&d2.group_list).unwrap();
-    assert_eq!(gl2["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(gl2["groups"].as_array().unwrap().len(), 3);
 }
 
 #[tokio::test]

@@ -62,6 +62,35 @@ pub(crate) fn rewrite_refs(v: &Value) -> Value {
     go(v, 0)
 }
 
+/// A built-in definition in OpenAPI 3.0 form: references renamed, and a reference with
+/// sibling keywords (a described field) wrapped as `{"allOf": [{"$ref": …}], …}`, since
+/// OpenAPI 3.0 ignores the siblings of `$ref` (kube-openapi `pkg/schemamutation` and
+/// builder3 publish described references that way).
+pub(crate) fn v3_definition(v: &Value) -> Value {
+    fn wrap(v: &mut Value, depth: usize) {
+        if depth > MAX_DEPTH * 2 {
+            return;
+        }
+        match v {
+            Value::Object(m) => {
+                if m.len() > 1
+                    && let Some(r) = m.remove("$ref")
+                {
+                    m.insert("allOf".into(), json!([{ "$ref": r }]));
+                }
+                for x in m.values_mut() {
+                    wrap(x, depth + 1);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| wrap(x, depth + 1)),
+            _ => {}
+        }
+    }
+    let mut out = rewrite_refs(v);
+    wrap(&mut out, 0);
+    out
+}
+
 /// Appends the names of all `#/components/schemas/...` targets referenced in `v`.
 pub(crate) fn collect_refs(v: &Value, out: &mut Vec<String>) {
     fn go(v: &Value, out: &mut Vec<String>, depth: usize) {

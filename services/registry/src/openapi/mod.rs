@@ -25,13 +25,22 @@
 //! The built-in definitions (ObjectMeta, ListMeta, Status, DeleteOptions, Patch, Scale,
 //! WatchEvent, a shallow CustomResourceDefinition) and the CRD paths come from
 //! `fixtures/builtin_v2.json`, written for crdplane: Kubernetes' type and field names and
-//! types (the API contract), our own short descriptions. Every `$ref` in the produced
+//! types (the API contract), our own short descriptions. The built-in resource types of
+//! `crdplane_core::builtin::BUILTIN` (ConfigMap, Secret, ServiceAccount, both Events, Lease,
+//! their lists and what they reference) come from `builtin/definitions.json`, generated
+//! from k8s-openapi with upstream's descriptions by `builtin_gen` (a test rewrites it with
+//! `CRDPLANE_BLESS=1`); their endpoints come from the same path builder as the CRDs'
+//! (`/api/v1/...` for the core group), and their group-versions get v3 documents
+//! (`api/v1`, `apis/coordination.k8s.io/v1`, `apis/events.k8s.io/v1`). Both are built once
+//! per process and are part of every tenant's documents. Every `$ref` in the produced
 //! documents resolves inside the same document (kubectl fails with `unknown model in
 //! reference` otherwise).
 //!
 //! Input bounds: CRD schemas deeper than `MAX_DEPTH` (96 schema levels) are cut off; CRDs that
 //! lack group/kind/plural are skipped. Nothing here panics on malformed input.
 
+#[cfg(test)]
+mod builtin_gen;
 mod convert_v3;
 mod paths;
 pub mod proto;
@@ -45,6 +54,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha512};
 
+use crdplane_core::builtin::{BUILTIN, BuiltinResource};
 use paths::KindInfo;
 use schema::Flavor;
 
@@ -52,6 +62,9 @@ use schema::Flavor;
 pub const KUBERNETES_VERSION: &str = "v1.34.0";
 
 const BUILTIN_JSON: &str = include_str!("fixtures/builtin_v2.json");
+/// Definitions of the built-in types (`crdplane_core::builtin::BUILTIN`), generated from
+/// k8s-openapi by `builtin_gen` (upstream's descriptions).
+const BUILTIN_TYPES_JSON: &str = include_str!("builtin/definitions.json");
 const APIEXTENSIONS_GV: (&str, &str) = ("apiextensions.k8s.io", "v1");
 
 /// The parsed built-in fixture (`{definitions, parameters, paths, securityDefinitions,
@@ -67,6 +80,71 @@ fn builtin_map(key: &str) -> Map<String, Value> {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default()
+}
+
+/// Upstream's definition name of a kind of a built-in group-version
+/// (`io.k8s.api.<core|first label of the group>.<version>.<Kind>`, the Go package path
+/// k8s.io/api/<group>/<version> reversed into the OpenAPI namer's form).
+pub(crate) fn builtin_definition_name(b: &BuiltinResource, kind: &str) -> String {
+    let package = if b.group.is_empty() {
+        "core"
+    } else {
+        b.group.split('.').next().unwrap_or(b.group)
+    };
+    format!("io.k8s.api.{package}.{}.{kind}", b.version)
+}
+
+/// The built-in types' definitions and endpoints: the same in every tenant's documents,
+/// built once.
+struct BuiltinTypes {
+    definitions: Map<String, Value>,
+    paths: Map<String, Value>,
+}
+
+fn builtin_types() -> &'static BuiltinTypes {
+    static CELL: OnceLock<BuiltinTypes> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let definitions = serde_json::from_str::<Value>(BUILTIN_TYPES_JSON)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        let mut paths = Map::new();
+        for b in BUILTIN {
+            let def = builtin_definition_name(b, b.kind);
+            let list_def = builtin_definition_name(b, b.list_kind);
+            let info = KindInfo {
+                group: b.group,
+                version: b.version,
+                kind: b.kind,
+                plural: b.resource,
+                namespaced: b.namespaced,
+                status: false,
+                scale: false,
+                def: &def,
+                list_def: &list_def,
+            };
+            for (p, item) in info.paths() {
+                paths.entry(p).or_insert(item);
+            }
+        }
+        BuiltinTypes { definitions, paths }
+    })
+}
+
+/// Whether (group, version) is served by a built-in type.
+fn is_builtin_gv(group: &str, version: &str) -> bool {
+    BUILTIN
+        .iter()
+        .any(|b| b.group == group && b.version == version)
+}
+
+/// URL prefix of a group-version's endpoints (`/api/v1/`, `/apis/<g>/<v>/`).
+fn gv_prefix(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("/api/{version}/")
+    } else {
+        format!("/apis/{group}/{version}/")
+    }
 }
 
 /// One served version of a CRD, as needed for publishing.
@@ -211,6 +289,13 @@ fn contribution(crd: &CrdInfo<'_>, v: &ServedVersion<'_>, flavor: Flavor) -> Con
 pub fn build_v2(crds: &[Value]) -> Value {
     let mut definitions = builtin_map("definitions");
     let mut paths = builtin_map("paths");
+    let types = builtin_types();
+    for (name, d) in &types.definitions {
+        definitions.entry(name.clone()).or_insert_with(|| d.clone());
+    }
+    for (p, item) in &types.paths {
+        paths.entry(p.clone()).or_insert_with(|| item.clone());
+    }
     for crd in parse_all(crds) {
         for v in &crd.versions {
             let c = contribution(&crd, v, Flavor::V2);
@@ -239,14 +324,17 @@ pub fn encode_v2_protobuf(doc: &Value) -> Vec<u8> {
     proto::encode_document(doc)
 }
 
-/// The group-versions with a v3 document: `apiextensions.k8s.io/v1` plus every served
-/// CR group-version.
+/// The group-versions with a v3 document: `apiextensions.k8s.io/v1`, those of the
+/// built-in types, and every served CR group-version.
 fn group_versions(crds: &[CrdInfo<'_>]) -> BTreeSet<(String, String)> {
     let mut gvs = BTreeSet::new();
     gvs.insert((
         APIEXTENSIONS_GV.0.to_string(),
         APIEXTENSIONS_GV.1.to_string(),
     ));
+    for b in BUILTIN {
+        gvs.insert((b.group.to_string(), b.version.to_string()));
+    }
     for crd in crds {
         for v in &crd.versions {
             gvs.insert((crd.group.to_string(), v.name.to_string()));
@@ -297,7 +385,12 @@ pub fn build_v3_documents(crds: &[Value]) -> V3Documents {
     let mut docs = BTreeMap::new();
     for (g, v) in group_versions(&parsed) {
         if let Some(doc) = build_gv(&parsed, &g, &v) {
-            let key = format!("apis/{g}/{v}");
+            // kube-openapi handler3 names the core group `api/v1`.
+            let key = if g.is_empty() {
+                format!("api/{v}")
+            } else {
+                format!("apis/{g}/{v}")
+            };
             let json = serde_json::to_vec(&doc).unwrap_or_default();
             let hash = compute_etag(&json);
             let url = format!("/openapi/v3/{key}?hash={hash}");
@@ -317,7 +410,8 @@ pub fn build_v3_index(crds: &[Value]) -> Value {
     build_v3_documents(crds).index
 }
 
-/// `/openapi/v3/apis/<group>/<version>`; `None` if nothing is served there.
+/// `/openapi/v3/apis/<group>/<version>` (`/openapi/v3/api/v1` for group ""); `None` if
+/// nothing is served there.
 pub fn build_v3_group_version(crds: &[Value], group: &str, version: &str) -> Option<Value> {
     build_gv(&parse_all(crds), group, version)
 }
@@ -326,14 +420,14 @@ fn build_gv(crds: &[CrdInfo<'_>], group: &str, version: &str) -> Option<Value> {
     let mut schemas: BTreeMap<String, Value> = BTreeMap::new();
     let mut paths = Map::new();
     let builtin_defs = builtin().get("definitions");
-    let builtin_gv = (group, version) == APIEXTENSIONS_GV;
+    let builtin_gv = (group, version) == APIEXTENSIONS_GV || is_builtin_gv(group, version);
     if builtin_gv {
-        let prefix = format!("/apis/{group}/{version}/");
-        for (p, item) in builtin()
-            .get("paths")
-            .and_then(Value::as_object)
+        let prefix = gv_prefix(group, version);
+        let fixture_paths = builtin().get("paths").and_then(Value::as_object);
+        for (p, item) in fixture_paths
             .into_iter()
             .flatten()
+            .chain(builtin_types().paths.iter())
         {
             if p.starts_with(&prefix) {
                 paths.insert(p.clone(), convert_v3::path_item(item));
@@ -366,8 +460,11 @@ fn build_gv(crds: &[CrdInfo<'_>], group: &str, version: &str) -> Option<Value> {
         if schemas.contains_key(&name) {
             continue;
         }
-        if let Some(d) = builtin_defs.and_then(|b| b.get(&name)) {
-            let d = convert_v3::rewrite_refs(d);
+        if let Some(d) = builtin_defs
+            .and_then(|b| b.get(&name))
+            .or_else(|| builtin_types().definitions.get(&name))
+        {
+            let d = convert_v3::v3_definition(d);
             convert_v3::collect_refs(&d, &mut pending);
             schemas.insert(name, d);
         }

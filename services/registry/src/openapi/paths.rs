@@ -1,4 +1,5 @@
-//! Swagger 2.0 path items for the endpoints of one CR kind in one version.
+//! Swagger 2.0 path items for the endpoints of one CR kind in one version, and of the
+//! built-in types (`crdplane_core::builtin::BUILTIN`, under `/api/v1` for the core group).
 //!
 //! Follows apiextensions-apiserver `pkg/controller/openapi/builder/builder.go`
 //! (`generateBuilder`, `buildRoute`, `descriptionFor`), apiserver
@@ -166,9 +167,14 @@ impl KindInfo<'_> {
         }
     }
 
-    /// `GetOperationIDAndTags` for `/apis/<group>/<version>/...` routes.
+    /// `GetOperationIDAndTags` for `/apis/<group>/<version>/...` routes, and for the core
+    /// group's `/api/v1/...` ones (`core` in place of the group: `listCoreV1…`, `core_v1`).
     fn operation_id(&self, op: &str) -> (String, String) {
-        let group = self.group.strip_suffix(".k8s.io").unwrap_or(self.group);
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group.strip_suffix(".k8s.io").unwrap_or(self.group)
+        };
         let infix = format!(
             "{}{}",
             valid_operation_id(group, true),
@@ -296,7 +302,11 @@ impl KindInfo<'_> {
     /// All path items of this kind/version, keyed by path.
     pub(crate) fn paths(&self) -> Vec<(String, Value)> {
         let mut groups: Vec<(String, Vec<Route<'_>>)> = Vec::new();
-        let base = format!("/apis/{}/{}", self.group, self.version);
+        let base = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
         let root = if self.namespaced {
             groups.push((
                 format!("{base}/{}", self.plural),

@@ -571,7 +571,10 @@ fn v3_index_lists_group_versions_with_sha512_hash() {
     assert_eq!(
         keys,
         vec![
+            "api/v1",
             "apis/apiextensions.k8s.io/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/events.k8s.io/v1",
             "apis/example.io/v1alpha1",
             "apis/stable.example.com/v1"
         ]
@@ -700,4 +703,185 @@ fn v3_documents_match_individual_builders() {
         compute_etag(b"")
             .starts_with("CF83E1357EEFB8BDF1542850D66D8007D620E4050B5715DC83F4A921D36CE9CE")
     );
+}
+
+#[test]
+fn v2_has_the_builtin_types_with_upstream_descriptions() {
+    let doc = build_v2(&[]);
+    let defs = &doc["definitions"];
+    for (name, kind, group) in [
+        ("io.k8s.api.core.v1.ConfigMap", "ConfigMap", ""),
+        ("io.k8s.api.core.v1.ConfigMapList", "ConfigMapList", ""),
+        ("io.k8s.api.core.v1.Secret", "Secret", ""),
+        ("io.k8s.api.core.v1.ServiceAccount", "ServiceAccount", ""),
+        ("io.k8s.api.core.v1.Event", "Event", ""),
+        ("io.k8s.api.events.v1.Event", "Event", "events.k8s.io"),
+        (
+            "io.k8s.api.events.v1.EventList",
+            "EventList",
+            "events.k8s.io",
+        ),
+        (
+            "io.k8s.api.coordination.v1.Lease",
+            "Lease",
+            "coordination.k8s.io",
+        ),
+        (
+            "io.k8s.api.coordination.v1.LeaseList",
+            "LeaseList",
+            "coordination.k8s.io",
+        ),
+    ] {
+        assert_eq!(
+            defs[name]["x-kubernetes-group-version-kind"],
+            json!([{"group": group, "kind": kind, "version": "v1"}]),
+            "{name}"
+        );
+    }
+    for name in [
+        "io.k8s.api.core.v1.ObjectReference",
+        "io.k8s.api.core.v1.EventSource",
+        "io.k8s.api.core.v1.LocalObjectReference",
+        "io.k8s.api.events.v1.EventSeries",
+        "io.k8s.api.coordination.v1.LeaseSpec",
+    ] {
+        assert!(defs[name].is_object(), "{name}");
+    }
+    assert_eq!(
+        defs["io.k8s.api.core.v1.ConfigMap"]["properties"]["data"]["description"],
+        "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process."
+    );
+    let spec = &defs["io.k8s.api.coordination.v1.Lease"]["properties"]["spec"];
+    assert_eq!(
+        spec["$ref"],
+        "#/definitions/io.k8s.api.coordination.v1.LeaseSpec"
+    );
+    assert!(
+        spec["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("spec contains")
+    );
+    // Upstream's `required` (k8s-openapi's own marks metadata required everywhere).
+    assert!(
+        defs["io.k8s.api.core.v1.ConfigMap"]
+            .get("required")
+            .is_none()
+    );
+    assert!(
+        defs["io.k8s.api.coordination.v1.Lease"]
+            .get("required")
+            .is_none()
+    );
+    assert_eq!(
+        defs["io.k8s.api.events.v1.Event"]["required"],
+        json!(["eventTime"])
+    );
+    assert_eq!(
+        defs["io.k8s.api.core.v1.Event"]["required"],
+        json!(["metadata", "involvedObject"])
+    );
+    let secrets = &defs["io.k8s.api.core.v1.ServiceAccount"]["properties"]["secrets"];
+    assert_eq!(secrets["x-kubernetes-patch-strategy"], "merge");
+    assert_eq!(secrets["x-kubernetes-patch-merge-key"], "name");
+    assert_eq!(
+        defs["io.k8s.api.core.v1.ObjectReference"]["x-kubernetes-map-type"],
+        "atomic"
+    );
+    assert!(dangling_refs(&doc).is_empty(), "{:?}", dangling_refs(&doc));
+
+    // The endpoints, from the same path builder as the CRDs'.
+    let cms = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"];
+    assert_eq!(cms["get"]["operationId"], "listCoreV1NamespacedConfigMap");
+    assert_eq!(cms["get"]["tags"], json!(["core_v1"]));
+    assert_eq!(
+        cms["post"]["x-kubernetes-group-version-kind"],
+        json!({"group": "", "kind": "ConfigMap", "version": "v1"})
+    );
+    assert_eq!(
+        doc["paths"]["/api/v1/configmaps"]["get"]["operationId"],
+        "listCoreV1ConfigMapForAllNamespaces"
+    );
+    let lease = &doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"];
+    assert_eq!(
+        lease["get"]["operationId"],
+        "readCoordinationV1NamespacedLease"
+    );
+    assert!(
+        doc["paths"]["/apis/events.k8s.io/v1/namespaces/{namespace}/events"]["post"].is_object()
+    );
+    // The protobuf form carries them too (kubectl 1.20 reads only that).
+    let bytes = encode_v2_protobuf(&doc);
+    let decoded = proto::Document::decode(bytes.as_slice()).unwrap();
+    let names: Vec<&str> = decoded
+        .definitions
+        .as_ref()
+        .unwrap()
+        .additional_properties
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert!(names.contains(&"io.k8s.api.coordination.v1.Lease"));
+}
+
+#[test]
+fn v3_builtin_group_versions() {
+    let docs = build_v3_documents(&[]);
+    let core = build_v3_group_version(&[], "", "v1").unwrap();
+    assert_eq!(
+        docs.group_versions["api/v1"].json,
+        serde_json::to_vec(&core).unwrap()
+    );
+    assert_eq!(core["info"]["title"], "Kubernetes");
+    let schemas = &core["components"]["schemas"];
+    let cm = &schemas["io.k8s.api.core.v1.ConfigMap"];
+    assert_eq!(
+        cm["properties"]["metadata"]["allOf"],
+        json!([{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}])
+    );
+    assert!(cm["properties"]["metadata"]["description"].is_string());
+    assert!(schemas["io.k8s.api.core.v1.ServiceAccountList"].is_object());
+    assert!(schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
+    assert!(core["paths"]["/api/v1/namespaces/{namespace}/secrets/{name}"].is_object());
+    assert!(
+        core["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|p| p.starts_with("/api/v1/"))
+    );
+    let leases = build_v3_group_version(&[], "coordination.k8s.io", "v1").unwrap();
+    assert!(
+        leases["components"]["schemas"]["io.k8s.api.coordination.v1.LeaseSpec"]["properties"]
+            ["holderIdentity"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("holderIdentity contains the identity")
+    );
+    let events = build_v3_group_version(&[], "events.k8s.io", "v1").unwrap();
+    let ev = &events["components"]["schemas"];
+    assert!(ev["io.k8s.api.events.v1.EventSeries"].is_object());
+    assert!(ev["io.k8s.api.core.v1.ObjectReference"].is_object());
+    for doc in [&core, &leases, &events] {
+        let mut refs = Vec::new();
+        convert_v3::collect_refs(doc, &mut refs);
+        for r in refs {
+            assert!(doc["components"]["schemas"][&r].is_object(), "{r}");
+        }
+    }
+}
+
+#[test]
+fn etags_change_with_the_tenants_crds_beside_the_builtin_types() {
+    let bare = build_v2(&[]);
+    let with = build_v2(&[crontab_crd()]);
+    assert_ne!(
+        compute_etag(bare.to_string().as_bytes()),
+        compute_etag(with.to_string().as_bytes())
+    );
+    assert!(with["definitions"]["io.k8s.api.core.v1.ConfigMap"].is_object());
+    let (a, b) = (build_v3_index(&[]), build_v3_index(&[crontab_crd()]));
+    assert_ne!(a, b);
+    // The built-in group-versions' documents do not depend on the CRDs.
+    assert_eq!(a["paths"]["api/v1"], b["paths"]["api/v1"]);
 }
