@@ -631,7 +631,7 @@ fn storage_key(tenant: &str, resource: &str, ns: &str, name: &str) -> pb::Object
 }
 
 /// Creates a core-group built-in object (`configmaps`, `secrets`: kind `kind`) in namespace
-/// `default` (unless `meta` names another) through storage, with a fresh uid and `meta`
+/// `default` (unless `meta` names another) through the gateway's REST API, with `meta`
 /// merged into its metadata; returns it as stored.
 fn builtin_create(
     stack: &Stack,
@@ -642,9 +642,7 @@ fn builtin_create(
     meta: Value,
 ) -> Value {
     let mut o = json!({"apiVersion": "v1", "kind": kind,
-        "metadata": {"name": name, "namespace": "default",
-            "uid": format!("00000000-0000-4000-8000-{:012x}", fresh_id()),
-            "creationTimestamp": "2026-11-24T00:00:00Z", "resourceVersion": ""},
+        "metadata": {"name": name, "namespace": "default"},
         "data": {"k": "dg=="}});
     if kind == "ConfigMap" {
         o["data"] = json!({"k": "v"});
@@ -652,40 +650,20 @@ fn builtin_create(
     for (k, v) in meta.as_object().unwrap() {
         o["metadata"][k] = v.clone();
     }
-    let (head, tail) = crdplane_core::rvslot::split(&o).unwrap();
-    let ns = o["metadata"]["namespace"].as_str().unwrap();
-    let key = storage_key(tenant, resource, ns, name);
-    let storage = stack.storage.clone();
-    let stored = rt().block_on(async move {
-        let mut c = pb::storage_client::StorageClient::connect(storage)
-            .await
-            .unwrap();
-        c.create(pb::CreateRequest {
-            key: Some(key),
-            object: Some(pb::ObjectWrite {
-                head: head.into(),
-                tail: tail.into(),
-            }),
-            dry_run: false,
-            ttl_seconds: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-    });
-    json_of(std::str::from_utf8(&stored.json).unwrap())
+    let ns = o["metadata"]["namespace"].as_str().unwrap().to_string();
+    let (code, v) = req(
+        "POST",
+        &format!(
+            "{}/clusters/{tenant}/api/v1/namespaces/{ns}/{resource}",
+            stack.gateway
+        ),
+        Some(&o),
+    );
+    assert_eq!(code, 201, "{v}");
+    v
 }
 
-fn fresh_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    (t << 8 | NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xff) & 0xffff_ffff_ffff
-}
-
-/// A core-group built-in object of namespace `default` from storage, if present.
+/// A core-group built-in object of namespace `default` (through the gateway), if present.
 fn builtin_get(stack: &Stack, tenant: &str, resource: &str, name: &str) -> Option<Value> {
     builtin_get_in(stack, tenant, resource, "default", name)
 }
@@ -697,18 +675,15 @@ fn builtin_get_in(
     ns: &str,
     name: &str,
 ) -> Option<Value> {
-    let key = storage_key(tenant, resource, ns, name);
-    let storage = stack.storage.clone();
-    rt().block_on(async move {
-        let mut c = pb::storage_client::StorageClient::connect(storage)
-            .await
-            .unwrap();
-        match c.get(pb::GetRequest { key: Some(key) }).await {
-            Ok(r) => Some(json_of(std::str::from_utf8(&r.into_inner().json).unwrap())),
-            Err(s) if s.code() == tonic::Code::NotFound => None,
-            Err(s) => panic!("storage get: {s:?}"),
-        }
-    })
+    let (code, v) = get(&format!(
+        "{}/clusters/{tenant}/api/v1/namespaces/{ns}/{resource}/{name}",
+        stack.gateway
+    ));
+    match code {
+        200 => Some(v),
+        404 => None,
+        _ => panic!("GET {resource}/{name}: {code} {v}"),
+    }
 }
 
 /// Deletes a core-group built-in object of namespace `default` through storage (no work item
@@ -730,32 +705,14 @@ fn builtin_delete(stack: &Stack, tenant: &str, resource: &str, name: &str) {
     });
 }
 
-/// Every object of a core-group built-in resource of the tenant, from storage.
+/// Every object of a core-group built-in resource of the tenant (through the gateway).
 fn builtin_list(stack: &Stack, tenant: &str, resource: &str) -> Vec<Value> {
-    let storage = stack.storage.clone();
-    let tenant = tenant.to_string();
-    let resource = resource.to_string();
-    rt().block_on(async move {
-        let mut c = pb::storage_client::StorageClient::connect(storage)
-            .await
-            .unwrap();
-        let l = c
-            .list(pb::ListRequest {
-                resource: Some(pb::ResourceRef {
-                    tenant,
-                    group: String::new(),
-                    resource,
-                }),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        l.items
-            .iter()
-            .map(|i| json_of(std::str::from_utf8(i).unwrap()))
-            .collect()
-    })
+    let (code, v) = get(&format!(
+        "{}/clusters/{tenant}/api/v1/{resource}",
+        stack.gateway
+    ));
+    assert_eq!(code, 200, "{v}");
+    v["items"].as_array().cloned().unwrap_or_default()
 }
 
 fn builtin_gone(stack: &Stack, tenant: &str, resource: &str, name: &str, secs: u64) {
