@@ -137,11 +137,26 @@ pub fn entry(tenant: &str, owner: &Owner, now_ms: u64) -> Value {
         "touchedAt": now_ms})
 }
 
-/// A new verification entry (see the module doc).
+/// A new verification entry (see the module doc), named by [`verify_entry_name`].
 pub fn verify_entry(tenant: &str, owner: &Owner, now_ms: u64) -> Value {
     let mut e = entry(tenant, owner, now_ms);
     e["verify"] = json!(true);
+    e["metadata"]["name"] = json!(verify_entry_name(owner));
     e
+}
+
+/// The name of the verification item of a reference to `owner` looked up in
+/// `owner.namespace`: one item per (owner uid, lookup namespace). References to one owner
+/// uid from two namespaces ask two questions (the owner exists in one namespace at most, so
+/// the other's dependents are dangling: upstream's graph has a virtual node per such
+/// reference), and recording the second must not be absorbed by the first. A reference
+/// looked up cluster-wide shares the owner's deletion item name ([`entry_name`]).
+pub fn verify_entry_name(owner: &Owner) -> String {
+    if owner.namespace.is_empty() {
+        entry_name(&owner.uid)
+    } else {
+        format!("{}.{}", entry_name(&owner.uid), owner.namespace)
+    }
 }
 
 /// Whether the entry only asks to verify that its owner exists.

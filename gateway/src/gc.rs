@@ -23,7 +23,7 @@ use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_transport::Channel;
 use serde_json::Value;
 
-fn queue_key(tenant: &str, uid: &str) -> pb::ObjectKey {
+fn queue_key(tenant: &str, name: String) -> pb::ObjectKey {
     pb::ObjectKey {
         resource: Some(pb::ResourceRef {
             tenant: gcqueue::QUEUE_TENANT.into(),
@@ -31,7 +31,7 @@ fn queue_key(tenant: &str, uid: &str) -> pb::ObjectKey {
             resource: gcqueue::QUEUE_RESOURCE.into(),
         }),
         namespace: tenant.into(),
-        name: gcqueue::entry_name(uid),
+        name,
     }
 }
 
@@ -88,7 +88,15 @@ async fn record_owner(
     verify: bool,
 ) -> Result<(), ApiError> {
     let mut st = storage.clone();
-    let key = queue_key(tenant, &owner.uid);
+    // Verification items are per (owner uid, lookup namespace); deletions per owner uid.
+    let key = queue_key(
+        tenant,
+        if verify {
+            gcqueue::verify_entry_name(owner)
+        } else {
+            gcqueue::entry_name(&owner.uid)
+        },
+    );
     for _ in 0..5 {
         let now = gcqueue::now_ms();
         let fresh = if verify {

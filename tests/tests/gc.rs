@@ -965,3 +965,49 @@ fn namespace_deletion_removes_builtin_objects() {
     assert_eq!(builtin_get_in(&stack, t, "secrets", "doomed", "s"), None);
     assert!(builtin_get(&stack, t, "configmaps", "cm").is_some());
 }
+
+/// References to one owner uid from two namespaces are two questions: the owner lives in one
+/// of them, so the other namespace's dependent is dangling (upstream's graph gives each such
+/// reference its own virtual node) and is collected — even when both references were recorded
+/// before the collector looked at either (verification items are per owner uid and lookup
+/// namespace, not per uid alone). The registry is down while both are written, and comes back
+/// without the resync, so only the recorded items can find the dangling one.
+#[test]
+fn references_from_two_namespaces_are_verified_separately() {
+    let mut stack = Stack::start_with_redis().expect("stack");
+    let env = Env::new(&stack, "gc-two-ns");
+    let (code, v) = req(
+        "POST",
+        &format!("{}/api/v1/namespaces", env.base),
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let owner = env.create("parents", "Parent", "p", json!({}));
+    // Warm the gateway's caches (CRD, namespaces) while the registry is up.
+    let other_children = format!(
+        "{}/apis/gc.example.com/v1/namespaces/other/children",
+        env.base
+    );
+    assert_eq!(get(&other_children).0, 200);
+    stack.kill_child(2).expect("stop the registry");
+    let refs = json!({"ownerReferences": [owner_ref(&owner, false)]});
+    env.create("children", "Child", "same-ns", refs.clone());
+    let mut o = json!({"apiVersion": "gc.example.com/v1", "kind": "Child",
+        "metadata": {"name": "other-ns"}});
+    o["metadata"]["ownerReferences"] = refs["ownerReferences"].clone();
+    let (code, v) = req("POST", &other_children, Some(&o));
+    assert_eq!(code, 201, "{v}");
+    let log = stack.home.path().join("registry-2.log");
+    stack
+        .add_registry_with(&log, &["--gc-resync-period", "0"], &[])
+        .expect("registry back");
+    wait_for(30, "the other namespace's dependent collected", || {
+        (get(&format!("{other_children}/other-ns")).0 == 404).then_some(())
+    });
+    assert_eq!(
+        env.get("children", "same-ns").0,
+        200,
+        "a valid reference was collected"
+    );
+    assert_eq!(env.get("parents", "p").0, 200);
+}

@@ -170,10 +170,10 @@ fn triple_key(tenant: &str, resource: &str, group: &str, what: &str) -> String {
     format!("cp:{{{tenant}|{resource}.{group}}}:{what}")
 }
 
-/// Removes the collector's queue entry of owner `uid` straight from Redis (object and
-/// index), as if it had never been recorded.
-fn drop_queue_entry(stack: &Stack, tenant: &str, uid: &str) {
-    let field = format!("{tenant}/gc.{uid}");
+/// Removes the collector's verification item of owner `uid` looked up in namespace `ns`
+/// straight from Redis (object and index), as if it had never been recorded.
+fn drop_queue_entry(stack: &Stack, tenant: &str, uid: &str, ns: &str) {
+    let field = format!("{tenant}/gc.{uid}.{ns}");
     let obj = triple_key("_crdplane", "pendingdeletions", "crdplane.io", "obj");
     let idx = triple_key("_crdplane", "pendingdeletions", "crdplane.io", "idx");
     assert_eq!(
@@ -260,7 +260,7 @@ fn lost_verification_items_are_recovered_by_the_resync() {
     // verification item of the dangling reference, which the test then removes.
     stack.kill_child(2).expect("stop the registry");
     env.create("children", "Child", "default", "lost", &[ghost()]);
-    drop_queue_entry(&stack, "resync-lost", GHOST_UID);
+    drop_queue_entry(&stack, "resync-lost", GHOST_UID, "default");
     // And the owner index of the resource, as before the index existed.
     let own = triple_key("resync-lost", "children", GROUP, "own");
     assert_eq!(redis_cli(&stack, &["DEL", &own]), "1");

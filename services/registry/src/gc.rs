@@ -445,6 +445,11 @@ fn rref(tenant: &str, group: &str, resource: &str) -> pb::ResourceRef {
 }
 
 fn queue_key(tenant: &str, uid: &str) -> pb::ObjectKey {
+    item_key(tenant, gcqueue::entry_name(uid))
+}
+
+/// The key of the work item named `name` of `tenant`.
+fn item_key(tenant: &str, name: String) -> pb::ObjectKey {
     pb::ObjectKey {
         resource: Some(rref(
             gcqueue::QUEUE_TENANT,
@@ -452,7 +457,7 @@ fn queue_key(tenant: &str, uid: &str) -> pb::ObjectKey {
             gcqueue::QUEUE_RESOURCE,
         )),
         namespace: tenant.into(),
-        name: gcqueue::entry_name(uid),
+        name,
     }
 }
 
@@ -533,10 +538,11 @@ pub async fn record(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(),
 /// Records a verification item for `owner` (gateway `gc.rs` `verify_added_refs` does the
 /// same after a write; here the resync, `resync.rs`): created when there is none; an entry
 /// not yet claimed is left as it is (its first pass comes anyway); a claimed one is touched
-/// so its holder looks again. A deletion entry stays one. One entry per owner uid, so
-/// recording twice is deduplicated by the queue.
+/// so its holder looks again. A deletion entry stays one. One entry per owner uid and
+/// lookup namespace (`gcqueue::verify_entry_name`), so recording twice is deduplicated by
+/// the queue.
 pub async fn record_verify(st: &mut Storage, tenant: &str, owner: &Owner) -> Result<(), ApiError> {
-    let key = queue_key(tenant, &owner.uid);
+    let key = item_key(tenant, gcqueue::verify_entry_name(owner));
     for _ in 0..5 {
         let now = gcqueue::now_ms();
         match st
