@@ -25,7 +25,7 @@ use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
 use crdplane_core::builtin::BuiltinResource;
 use crdplane_core::options::FieldValidation;
-use crdplane_core::selector::{FieldSelector, LabelSelector};
+use crdplane_core::selector::FieldSelector;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
 use futures::future::BoxFuture;
@@ -238,25 +238,9 @@ fn render_one(
 /// labels (`metadata.name`, `metadata.namespace` and the type's own; upstream's
 /// `field label not supported: x` otherwise).
 fn selectors(req: &Req, ty: &dyn BuiltinType) -> Result<(String, String), ApiError> {
-    let label = req.query.get("labelSelector").unwrap_or("").to_string();
-    let field = req.query.get("fieldSelector").unwrap_or("").to_string();
-    if !label.is_empty() {
-        LabelSelector::parse(&label).map_err(ApiError::bad_request)?;
-    }
-    if !field.is_empty() {
-        let f = FieldSelector::parse(&field).map_err(ApiError::bad_request)?;
-        for r in f.requirements() {
-            let known = matches!(r.field.as_str(), "metadata.name" | "metadata.namespace")
-                || ty.field_labels().contains(&r.field.as_str());
-            if !known {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {}",
-                    r.field
-                )));
-            }
-        }
-    }
-    Ok((label, field))
+    crate::list::checked_selectors(req, |f| {
+        matches!(f, "metadata.name" | "metadata.namespace") || ty.field_labels().contains(&f)
+    })
 }
 
 /// A field selector of the served version as paths of the stored objects.

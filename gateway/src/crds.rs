@@ -10,7 +10,6 @@ use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
-use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
@@ -68,24 +67,9 @@ fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>
     }
 }
 
+/// CRDs select by `metadata.name` only.
 fn selectors(req: &Req) -> Result<(String, String), ApiError> {
-    let label = req.query.get("labelSelector").unwrap_or("").to_string();
-    let field = req.query.get("fieldSelector").unwrap_or("").to_string();
-    if !label.is_empty() {
-        LabelSelector::parse(&label).map_err(ApiError::bad_request)?;
-    }
-    if !field.is_empty() {
-        let f = FieldSelector::parse(&field).map_err(ApiError::bad_request)?;
-        for r in f.requirements() {
-            if r.field != "metadata.name" {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {}",
-                    r.field
-                )));
-            }
-        }
-    }
-    Ok((label, field))
+    crate::list::checked_selectors(req, |f| f == "metadata.name")
 }
 
 fn crd_name(v: &Value) -> String {

@@ -17,6 +17,31 @@ use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
 use http::Response;
 
+/// The request's `labelSelector` and `fieldSelector`, checked: both parse, and every field
+/// label is one `known` accepts (else upstream's 400 `field label not supported: x`, the
+/// field label conversion's answer).
+pub fn checked_selectors(
+    req: &Req,
+    known: impl Fn(&str) -> bool,
+) -> Result<(String, String), ApiError> {
+    use crdplane_core::selector::{FieldSelector, LabelSelector};
+    let label = req.query.get("labelSelector").unwrap_or("").to_string();
+    let field = req.query.get("fieldSelector").unwrap_or("").to_string();
+    if !label.is_empty() {
+        LabelSelector::parse(&label).map_err(ApiError::bad_request)?;
+    }
+    if !field.is_empty() {
+        let f = FieldSelector::parse(&field).map_err(ApiError::bad_request)?;
+        if let Some(r) = f.requirements().iter().find(|r| !known(&r.field)) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {}",
+                r.field
+            )));
+        }
+    }
+    Ok((label, field))
+}
+
 /// The stored objects of one page and the list metadata to send with them.
 pub struct Page {
     pub items: Vec<Bytes>,

@@ -16,7 +16,6 @@ use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
-use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource, rvslot};
 use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
@@ -308,24 +307,10 @@ fn include(req: &Req) -> IncludeObject {
     crate::crs::include_object(req).unwrap_or(IncludeObject::Metadata)
 }
 
+/// Namespaces select by `metadata.name` and `status.phase` (namespace strategy.go
+/// `NamespaceToSelectableFields`).
 fn selectors(req: &Req) -> Result<(String, String), ApiError> {
-    let label = req.query.get("labelSelector").unwrap_or("").to_string();
-    let field = req.query.get("fieldSelector").unwrap_or("").to_string();
-    if !label.is_empty() {
-        LabelSelector::parse(&label).map_err(ApiError::bad_request)?;
-    }
-    if !field.is_empty() {
-        let f = FieldSelector::parse(&field).map_err(ApiError::bad_request)?;
-        for r in f.requirements() {
-            if !matches!(r.field.as_str(), "metadata.name" | "status.phase") {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {}",
-                    r.field
-                )));
-            }
-        }
-    }
-    Ok((label, field))
+    crate::list::checked_selectors(req, |f| matches!(f, "metadata.name" | "status.phase"))
 }
 
 /// Records (or re-records) the namespace's deletion with the registry, whose namespace

@@ -2,7 +2,7 @@
 //! validation: pkg/apis/core/validation `ValidateConfigMap`, `ValidateConfigMapUpdate`;
 //! printing: pkg/printers/internalversion `printConfigMap`).
 
-use super::{BuiltinType, MAX_DATA_SIZE, age, column, config_map_key_errors, entries, name};
+use super::{BuiltinType, MAX_DATA_SIZE, age, config_map_key_errors, entries, name};
 use crdplane_apiserver::patch::BuiltinPatch;
 use crdplane_apiserver::render::table::TableConvertor;
 use crdplane_apiserver::strategic::{Field, OBJECT_META};
@@ -85,16 +85,15 @@ impl BuiltinType for ConfigMaps {
     }
     fn table(&self) -> &'static TableConvertor {
         static T: OnceLock<TableConvertor> = OnceLock::new();
-        T.get_or_init(|| {
-            TableConvertor::printed(
-                vec![
-                    super::name_column(),
-                    column("Data", "integer", "", "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.", 0),
-                    super::age_column(),
-                ],
-                printer,
-            )
-        })
+        super::name_age_table(
+            &T,
+            &[(
+                "Data",
+                "integer",
+                "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.",
+            )],
+            printer,
+        )
     }
 }
 

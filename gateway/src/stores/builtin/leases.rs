@@ -4,7 +4,7 @@
 //! pkg/printers/internalversion `printLease`). Leader election (client-go leaderelection,
 //! kube-rs lease crates, the Python client) works through compare-and-swap updates of them.
 
-use super::{BuiltinType, age, column, name, s};
+use super::{BuiltinType, age, name, s};
 use crdplane_apiserver::patch::BuiltinPatch;
 use crdplane_apiserver::render::table::TableConvertor;
 use crdplane_apiserver::strategic::{Field, OBJECT_META};
@@ -78,16 +78,15 @@ impl BuiltinType for Leases {
     }
     fn table(&self) -> &'static TableConvertor {
         static T: OnceLock<TableConvertor> = OnceLock::new();
-        T.get_or_init(|| {
-            TableConvertor::printed(
-                vec![
-                    super::name_column(),
-                    column("Holder", "string", "", "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.", 0),
-                    super::age_column(),
-                ],
-                printer,
-            )
-        })
+        super::name_age_table(
+            &T,
+            &[(
+                "Holder",
+                "string",
+                "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
+            )],
+            printer,
+        )
     }
 }
 

@@ -288,6 +288,21 @@ pub fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The Table of a type whose columns are Name, `middle`, Age (most built-in printers), built
+/// once in `cell`.
+pub fn name_age_table(
+    cell: &'static std::sync::OnceLock<TableConvertor>,
+    middle: &[(&str, &str, &str)],
+    printer: crdplane_apiserver::render::table::Printer,
+) -> &'static TableConvertor {
+    cell.get_or_init(|| {
+        let mut cols = vec![name_column()];
+        cols.extend(middle.iter().map(|(n, t, d)| column(n, t, "", d, 0)));
+        cols.push(age_column());
+        TableConvertor::printed(cols, printer)
+    })
+}
+
 /// The `Name` column of every built-in Table.
 pub fn name_column() -> ColumnDefinition {
     column(

@@ -4,7 +4,7 @@
 //! pkg/apis/core/validation `ValidateSecret`, `ValidateSecretUpdate`; printing:
 //! pkg/printers/internalversion `printSecret`).
 
-use super::{BuiltinType, MAX_DATA_SIZE, age, column, config_map_key_errors, entries, name, s};
+use super::{BuiltinType, MAX_DATA_SIZE, age, config_map_key_errors, entries, name, s};
 use base64::Engine;
 use crdplane_apiserver::patch::BuiltinPatch;
 use crdplane_apiserver::render::table::TableConvertor;
@@ -168,17 +168,22 @@ impl BuiltinType for Secrets {
     }
     fn table(&self) -> &'static TableConvertor {
         static T: OnceLock<TableConvertor> = OnceLock::new();
-        T.get_or_init(|| {
-            TableConvertor::printed(
-                vec![
-                    super::name_column(),
-                    column("Type", "string", "", "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types", 0),
-                    column("Data", "string", "", "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4", 0),
-                    super::age_column(),
-                ],
-                printer,
-            )
-        })
+        super::name_age_table(
+            &T,
+            &[
+                (
+                    "Type",
+                    "string",
+                    "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types",
+                ),
+                (
+                    "Data",
+                    "string",
+                    "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4",
+                ),
+            ],
+            printer,
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 //! pkg/printers/internalversion `printServiceAccount`). Token requests
 //! (`serviceaccounts/token`) are not served: this server issues no credentials.
 
-use super::{BuiltinType, age, column, name};
+use super::{BuiltinType, age, name};
 use crdplane_apiserver::patch::BuiltinPatch;
 use crdplane_apiserver::render::table::TableConvertor;
 use crdplane_apiserver::strategic::{Field, OBJECT_META};
@@ -53,15 +53,14 @@ impl BuiltinType for ServiceAccounts {
     }
     fn table(&self) -> &'static TableConvertor {
         static T: OnceLock<TableConvertor> = OnceLock::new();
-        T.get_or_init(|| {
-            TableConvertor::printed(
-                vec![
-                    super::name_column(),
-                    column("Secrets", "string", "", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret", 0),
-                    super::age_column(),
-                ],
-                printer,
-            )
-        })
+        super::name_age_table(
+            &T,
+            &[(
+                "Secrets",
+                "string",
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret",
+            )],
+            printer,
+        )
     }
 }
