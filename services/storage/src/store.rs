@@ -563,21 +563,36 @@ impl Store {
         cursor: u64,
         count: usize,
     ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
+        self.scan_triples(
+            crate::keys::IDX_PATTERN,
+            crate::keys::parse_idx_key,
+            cursor,
+            count,
+        )
+        .await
+    }
+
+    /// One step of a Redis `SCAN` (never KEYS) over the keys matching `pattern`, each
+    /// turned into its (tenant, group, resource) triple by `parse`; the next cursor (0 =
+    /// done).
+    async fn scan_triples(
+        &self,
+        pattern: &str,
+        parse: fn(&str) -> Option<(String, String, String)>,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
         let mut c = self.conn.clone();
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(crate::keys::IDX_PATTERN)
+            .arg(pattern)
             .arg("COUNT")
             .arg(count)
             .query_async(&mut c)
             .await
             .map_err(redis_err)?;
-        let found = keys
-            .iter()
-            .filter_map(|k| crate::keys::parse_idx_key(k))
-            .collect();
-        Ok((found, next))
+        Ok((keys.iter().filter_map(|k| parse(k)).collect(), next))
     }
 
     /// One page of the collector's resync over `ks` (lua/scan_owned.lua): of the `limit`
@@ -878,21 +893,13 @@ impl Store {
         cursor: u64,
         count: usize,
     ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
-        let mut c = self.conn.clone();
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(crate::keys::TTL_PATTERN)
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut c)
-            .await
-            .map_err(redis_err)?;
-        let found = keys
-            .iter()
-            .filter_map(|k| crate::keys::parse_ttl_key(k))
-            .collect();
-        Ok((found, next))
+        self.scan_triples(
+            crate::keys::TTL_PATTERN,
+            crate::keys::parse_ttl_key,
+            cursor,
+            count,
+        )
+        .await
     }
 
     /// One page of up to `limit` objects (`None` = all) of `namespace` ("" = all) after `start_after`.
