@@ -8,13 +8,14 @@ import kopf
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_):
-    # crdplane serves custom resources only: no core/v1 Events to post to.
-    settings.posting.enabled = False
+    # Events: kopf posts what the handlers ask for (kopf.info below) as core/v1 Events;
+    # tests/tests/kopf.rs reads them back and with `kubectl get events`.
     settings.watching.server_timeout = 30
 
 
 @kopf.on.create("example.com", "v1", "widgets")
-def create_fn(spec, patch, **_):
+def create_fn(body, spec, patch, **_):
+    kopf.info(body, reason="Handled", message="widget created and labelled")
     patch.metadata.labels["handled"] = "created"
     patch.status["phase"] = "Created"
     return {"n": spec.get("n")}

@@ -108,8 +108,8 @@ fn kopf_operator_runs_without_errors() {
             v["metadata"]["labels"]["handled"] == "created" && v["status"]["create_fn"]["n"] == 0
         })
     });
-    // kopf posts its handler results as core v1 Events (kopf/_core/engines/posting.py):
-    // served, selectable by the object, and shown by `kubectl get events`.
+    // kopf posts the handler's `kopf.info` as a core v1 Event (kopf/_cogs/clients/events.py
+    // `post_event`): served, selectable by the object, and shown by `kubectl get events`.
     wait_until("kopf's events", &log_path, || {
         let (code, l) = get(&format!(
             "{g}/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DWidget,involvedObject.name%3Dw0"
@@ -119,7 +119,7 @@ fn kopf_operator_runs_without_errors() {
                 items.iter().any(|e| {
                     e["message"]
                         .as_str()
-                        .is_some_and(|m| m.contains("Handler 'create_fn' succeeded"))
+                        .is_some_and(|m| m == "widget created and labelled")
                 })
             })
     });
@@ -127,7 +127,7 @@ fn kopf_operator_runs_without_errors() {
         let o = stack.kubectl(k, &["get", "events"]);
         assert!(
             o.ok && o.stdout.contains("widget/w0")
-                && o.stdout.contains("Handler 'create_fn' succeeded"),
+                && o.stdout.contains("widget created and labelled"),
             "kubectl get events:\n{}{}",
             o.stdout,
             o.stderr
