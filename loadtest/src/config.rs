@@ -13,24 +13,35 @@ use clap::Parser;
 /// Largest `--object-size` accepted: just under upstream's 3 MiB request body limit
 /// (`Request entity too large: limit is 3145728`).
 pub const MAX_OBJECT_SIZE: usize = 3 * 1024 * 1024 - 4096;
-/// Upper bounds that keep a typo from asking for absurd amounts of work.
+/// Largest `--concurrency` (number of workers); this and the bounds below keep a typo from
+/// asking for absurd amounts of work.
 pub const MAX_CONCURRENCY: usize = 10_000;
+/// Largest `--objects` (working-set size).
 pub const MAX_OBJECTS: usize = 1_000_000;
+/// Longest `--duration` and `--timeout`.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Highest open-loop `--rate`, in requests per second.
 pub const MAX_RATE: f64 = 10_000_000.0;
 
 /// One kind of request the tool can issue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
+    /// POST of a new CronTab (storage Create; validation Admit of a CREATE).
     Create,
+    /// GET of one working-set CronTab (storage Get).
     Get,
+    /// PUT of a working-set CronTab, conditioned on its last resourceVersion (storage Update;
+    /// validation Admit of an UPDATE).
     Update,
+    /// LIST of the namespace's CronTabs, `limit` per page (storage List).
     List,
 }
 
 impl Op {
+    /// Every operation, in the order reports and `--mix` descriptions list them.
     pub const ALL: [Op; 4] = [Op::Create, Op::Get, Op::Update, Op::List];
 
+    /// The name used on the command line and in reports (`create`, `get`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Create => "create",
@@ -40,6 +51,7 @@ impl Op {
         }
     }
 
+    /// The operation named `s` (case-insensitive, surrounding spaces ignored).
     pub fn parse(s: &str) -> Option<Op> {
         match s.trim().to_ascii_lowercase().as_str() {
             "create" => Some(Op::Create),
@@ -74,6 +86,7 @@ pub enum TargetKind {
 }
 
 impl TargetKind {
+    /// The `--target` value (`http`, `storage`, `validation`).
     pub fn as_str(self) -> &'static str {
         match self {
             TargetKind::Http => "http",
@@ -92,6 +105,7 @@ pub struct Mix {
 }
 
 impl Mix {
+    /// A mix of one operation (the single-operation scenarios).
     pub fn single(op: Op) -> Mix {
         Mix {
             entries: vec![(op, 1)],
@@ -99,10 +113,12 @@ impl Mix {
         }
     }
 
+    /// (operation, weight) pairs, weights > 0, in `Op` order.
     pub fn entries(&self) -> &[(Op, u32)] {
         &self.entries
     }
 
+    /// The operations the mix can pick.
     pub fn ops(&self) -> impl Iterator<Item = Op> + '_ {
         self.entries.iter().map(|(op, _)| *op)
     }
@@ -122,6 +138,7 @@ impl Mix {
         self.entries.last().map(|e| e.0).unwrap_or(Op::Get)
     }
 
+    /// The mix as `op=weight,...` in `Op` order (as `--mix` takes it).
     pub fn describe(&self) -> String {
         self.entries
             .iter()
@@ -325,34 +342,52 @@ pub struct Args {
 /// When the measured phase ends.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StopCondition {
+    /// Stop issuing requests after this long (`--duration`); None = no time limit.
     pub duration: Option<Duration>,
+    /// Stop after this many requests in total (`--requests`); None = no count limit.
     pub requests: Option<u64>,
 }
 
 /// The validated plan of one run.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Scenario name as given, lowercased (`create`, `get`, `update`, `list`, `mixed`).
     pub scenario: String,
+    /// Operations the workers draw from, with weights.
     pub mix: Mix,
+    /// What receives the load.
     pub target: TargetKind,
     /// Gateway base URL without trailing slash (HTTP) or gRPC endpoint.
     pub endpoint: String,
+    /// Number of concurrent workers.
     pub concurrency: usize,
+    /// When the measured phase ends.
     pub stop: StopCondition,
+    /// Open-loop rate in requests per second; None = closed loop.
     pub rate: Option<f64>,
+    /// Serialized size each CronTab is padded to (`spec.padding`); 0 = no padding.
     pub object_size: usize,
     /// Tenant given on the command line (HTTP path prefix); None = plain paths.
     pub tenant: Option<String>,
     /// Tenant carried in gRPC requests.
     pub grpc_tenant: String,
+    /// Namespace of the CronTabs.
     pub namespace: String,
+    /// Size of the pre-created working set for get/update/list.
     pub objects: usize,
+    /// `limit` of each list request; 0 = no limit.
     pub list_limit: u32,
+    /// Follow `metadata.continue` to the last page within one timed list.
     pub list_all_pages: bool,
+    /// Per-request timeout; a request without an answer by then counts as `timeout`.
     pub timeout: Duration,
+    /// Number of gRPC channels (HTTP/2 connections) the workers share.
     pub grpc_channels: usize,
+    /// Path the full JSON report is written to.
     pub json_out: Option<String>,
+    /// Create the CRD and namespace (HTTP) or load the schema (validation) before the run.
     pub setup: bool,
+    /// Print a progress line on stderr once per second.
     pub progress: bool,
 }
 
@@ -373,6 +408,8 @@ fn check_dns_label(what: &str, s: &str) -> Result<(), String> {
 }
 
 impl Config {
+    /// Checks the command line and turns it into a plan; the error is a one-line message for
+    /// the user.
     pub fn from_args(a: Args) -> Result<Config, String> {
         let scenario = a.scenario.trim().to_ascii_lowercase();
         let mix = match scenario.as_str() {

@@ -36,6 +36,8 @@ fn failure(s: tonic::Status) -> Failure {
     Failure::new(grpc_key(&s), s.message().to_string())
 }
 
+/// The storage or validation service as a load target: shared channels and the tenant,
+/// namespace and object shape of every request.
 pub struct GrpcTarget {
     kind: TargetKind,
     channels: Vec<Channel>,
@@ -46,6 +48,7 @@ pub struct GrpcTarget {
 }
 
 impl GrpcTarget {
+    /// Dials `cfg.grpc_channels` channels to `cfg.endpoint` (each must connect within 5 s).
     pub async fn connect(cfg: &Config) -> anyhow::Result<GrpcTarget> {
         let mut channels = Vec::with_capacity(cfg.grpc_channels);
         for _ in 0..cfg.grpc_channels {

@@ -28,6 +28,7 @@ const MAX_RESPONSE: usize = 256 * 1024 * 1024;
 
 type Conn = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
+/// The gateway as a load target: the CronTab collection URL and one connection per worker.
 pub struct HttpTarget {
     client: Client<HttpConnector, Full<Bytes>>,
     /// `host:port` of the endpoint, for the workers' own connections.
@@ -111,6 +112,8 @@ pub fn paths(endpoint: &str, tenant: Option<&str>, namespace: &str) -> (String, 
 }
 
 impl HttpTarget {
+    /// A target for `cfg.endpoint` (tenant prefix and namespace from `cfg`); no connection is
+    /// opened yet.
     pub fn new(cfg: &Config) -> HttpTarget {
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);

@@ -13,6 +13,8 @@
 //! (recorders and the report), [`watch`] (watch fan-out scenarios: `watch-fanout`,
 //! `watch-selective`).
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod config;
 pub mod grpc;
 pub mod http;
@@ -34,17 +36,23 @@ use stats::{LiveCounters, Recorder, Report, RunInfo};
 /// `transport`, ...) and a body or message for the samples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Failure {
+    /// What the report groups errors by: `http <code> <Status reason>`, `grpc <code>`,
+    /// `timeout`, `transport`, ...
     pub key: String,
+    /// The response body or error message, truncated, kept as a sample in the report.
     pub body: String,
 }
 
 impl Failure {
+    /// A failure with an error key and a message as is.
     pub fn new(key: impl Into<String>, body: impl Into<String>) -> Failure {
         Failure {
             key: key.into(),
             body: body.into(),
         }
     }
+
+    /// A failure with an error key and a response body, truncated for the samples.
     pub fn with_body(key: String, body: &[u8]) -> Failure {
         Failure {
             key,
@@ -55,11 +63,15 @@ impl Failure {
 
 /// The system under load.
 pub enum Target {
+    /// The gateway, over HTTP/1.1 (Kubernetes REST).
     Http(Box<http::HttpTarget>),
+    /// The storage or validation service, over gRPC.
     Grpc(grpc::GrpcTarget),
 }
 
 impl Target {
+    /// Opens the connections to the target `cfg` names (gRPC channels are dialled here; HTTP
+    /// connections are opened lazily per worker).
     pub async fn connect(cfg: &Config) -> anyhow::Result<Target> {
         Ok(match cfg.target {
             TargetKind::Http => Target::Http(Box::new(http::HttpTarget::new(cfg))),

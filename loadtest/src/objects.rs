@@ -8,15 +8,21 @@
 
 use serde_json::{Value, json};
 
+/// API group of the CronTab CRD (`spec.group`).
 pub const GROUP: &str = "stable.example.com";
+/// The CRD's one served and storage version.
 pub const VERSION: &str = "v1";
+/// Plural resource name, the last segment of the collection path (`spec.names.plural`).
 pub const RESOURCE: &str = "crontabs";
+/// Kind of the objects (`spec.names.kind`).
 pub const KIND: &str = "CronTab";
+/// The CRD's `metadata.name`: `<plural>.<group>`, as upstream requires.
 pub const CRD_NAME: &str = "crontabs.stable.example.com";
 /// The cronSpec pattern of the upstream CronTab example.
 pub const CRON_PATTERN: &str = r"^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$";
 /// uid/generation the tool uses for the CRD it hands to the validation service directly.
 pub const LOADTEST_CRD_UID: &str = "6c6f6164-7465-7374-2d63-72646c6f6164";
+/// `metadata.generation` of that CRD (part of the validation service's schema key).
 pub const LOADTEST_CRD_GENERATION: i64 = 1;
 
 /// The CronTab CRD (apiextensions.k8s.io/v1) with its schema.
@@ -99,8 +105,11 @@ const CRON_SPECS: [&str; 4] = ["* * * * */5", "*/5 * * * *", "0 3 * * 1", "15/30
 /// One CronTab's content. `seq` varies the spec (so updates really change it).
 #[derive(Clone, Debug)]
 pub struct CronTabSpec<'a> {
+    /// `metadata.name`.
     pub name: &'a str,
+    /// `metadata.namespace`.
     pub namespace: &'a str,
+    /// Sequence number the spec is derived from (cronSpec, replicas).
     pub seq: u64,
     /// Target serialized size in bytes; 0 = no padding.
     pub size: usize,

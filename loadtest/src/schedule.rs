@@ -20,6 +20,7 @@ pub fn due_offset(ticket: u64, rate: f64) -> Duration {
 /// One permission to send a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
+    /// Position of the request in the run (0-based, across all workers).
     pub index: u64,
     /// Open loop: when the request is due (latency is measured from here).
     pub due: Option<Instant>,
@@ -36,6 +37,8 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule starting at `start` that ends after `duration` and/or `requests` tickets,
+    /// open loop at `rate` requests/second when given (a non-positive rate = closed loop).
     pub fn new(
         start: Instant,
         duration: Option<Duration>,
@@ -51,6 +54,7 @@ impl Schedule {
         }
     }
 
+    /// When the measured phase started.
     pub fn start(&self) -> Instant {
         self.start
     }
@@ -90,10 +94,12 @@ impl Schedule {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator whose sequence is fixed by `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

@@ -19,6 +19,7 @@ pub const MAX_ERROR_SAMPLES: usize = 5;
 /// Bytes of an error body kept in a sample.
 pub const MAX_SAMPLE_BODY: usize = 600;
 
+/// An empty latency histogram (µs, 1 µs ..= [`MAX_LATENCY_US`], 3 significant digits).
 pub fn new_histogram() -> Histogram<u64> {
     // 3 significant digits from 1 µs to 1 h: a few tens of KiB per histogram.
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("static histogram bounds are valid")
@@ -27,11 +28,14 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Counters read by the progress printer while workers run.
 #[derive(Default, Debug)]
 pub struct LiveCounters {
+    /// Requests completed so far, successful or not.
     pub ops: AtomicU64,
+    /// Requests failed so far (error status, transport error or timeout).
     pub errors: AtomicU64,
 }
 
 impl LiveCounters {
+    /// (completed, failed) at this moment.
     pub fn snapshot(&self) -> (u64, u64) {
         (
             self.ops.load(Ordering::Relaxed),
@@ -43,16 +47,22 @@ impl LiveCounters {
 /// One failed request kept for display.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ErrorSample {
+    /// Operation name (`create`, `get`, ...).
     pub op: String,
+    /// Error key (`http 409 AlreadyExists`, `grpc Unavailable`, `timeout`, ...).
     pub error: String,
+    /// Response body or error message, truncated to [`MAX_SAMPLE_BODY`] bytes.
     pub body: String,
 }
 
 /// Per-operation measurements.
 #[derive(Clone, Debug)]
 pub struct OpStats {
+    /// Latencies of the successful requests, in µs.
     pub hist: Histogram<u64>,
+    /// Successful requests.
     pub ok: u64,
+    /// Failed requests.
     pub errors: u64,
 }
 
@@ -69,9 +79,11 @@ impl Default for OpStats {
 /// What one worker measured (merged into the others at the end; no locks on the hot path).
 #[derive(Clone, Debug, Default)]
 pub struct Recorder {
+    /// Counts and latencies per operation.
     pub per_op: BTreeMap<Op, OpStats>,
     /// (operation, error key such as "http 409" or "grpc AlreadyExists") → count.
     pub errors: BTreeMap<(Op, String), u64>,
+    /// The first [`MAX_ERROR_SAMPLES`] failures, with their bodies.
     pub samples: Vec<ErrorSample>,
 }
 
@@ -89,6 +101,7 @@ pub fn truncate_body(body: &[u8]) -> String {
 }
 
 impl Recorder {
+    /// Records a successful request and its latency (clamped to 1 µs ..= 1 h).
     pub fn success(&mut self, op: Op, latency: Duration) {
         let us = u64::try_from(latency.as_micros())
             .unwrap_or(u64::MAX)
@@ -98,6 +111,8 @@ impl Recorder {
         s.ok += 1;
     }
 
+    /// Records a failed request under its error key, keeping its body as a sample while
+    /// there is room.
     pub fn error(&mut self, op: Op, key: String, body: &[u8]) {
         self.per_op.entry(op).or_default().errors += 1;
         if self.samples.len() < MAX_ERROR_SAMPLES {
@@ -110,6 +125,7 @@ impl Recorder {
         *self.errors.entry((op, key)).or_default() += 1;
     }
 
+    /// Adds another worker's measurements to these.
     pub fn merge(&mut self, other: Recorder) {
         for (op, s) in other.per_op {
             let mine = self.per_op.entry(op).or_default();
@@ -133,17 +149,26 @@ impl Recorder {
 /// Latency percentiles of successful requests, in microseconds.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LatencySummary {
+    /// Number of successful requests measured.
     pub count: u64,
+    /// Fastest request.
     pub min: u64,
+    /// Mean, rounded to 0.1 µs.
     pub mean: f64,
+    /// Median.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p999: u64,
+    /// Slowest request.
     pub max: u64,
 }
 
 impl LatencySummary {
+    /// The summary of a histogram; all zeros when it is empty.
     pub fn from_histogram(h: &Histogram<u64>) -> LatencySummary {
         if h.is_empty() {
             return LatencySummary {
@@ -170,60 +195,95 @@ impl LatencySummary {
     }
 }
 
+/// The results of one operation in the report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct OpReport {
+    /// Operation name (`create`, `get`, ...).
     pub op: String,
+    /// Requests issued (ok + errors).
     pub requests: u64,
+    /// Successful requests.
     pub ok: u64,
+    /// Failed requests.
     pub errors: u64,
     /// Successful requests per second.
     pub ok_per_sec: f64,
+    /// Latency of its successful requests.
     pub latency_us: LatencySummary,
 }
 
+/// How often one error occurred for one operation.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ErrorCount {
+    /// Operation name (`create`, `get`, ...).
     pub op: String,
+    /// Error key (`http 409 AlreadyExists`, `grpc Unavailable`, `timeout`, ...).
     pub error: String,
+    /// Number of failed requests with that key.
     pub count: u64,
 }
 
 /// The result of one run (the JSON written by `--json-out` and summarized on stdout).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Report {
+    /// Always `crdplane-load` (tells these JSON files apart from others).
     pub tool: String,
+    /// `http`, `storage` or `validation`.
     pub target: String,
+    /// Gateway base URL or gRPC endpoint.
     pub endpoint: String,
+    /// Scenario name (`create`, ..., `mixed`).
     pub scenario: String,
+    /// Operation weights as `op=weight,...`.
     pub mix: String,
+    /// Number of concurrent workers.
     pub concurrency: usize,
     /// Target open-loop rate, None for closed loop.
     pub rate: Option<f64>,
+    /// Serialized size CronTabs were padded to; 0 = no padding.
     pub object_size: usize,
+    /// Objects pre-created for get/update/list; 0 when the scenario needs none.
     pub working_set: usize,
+    /// Length of the measured phase, in seconds (ms precision).
     pub elapsed_sec: f64,
+    /// Requests issued (ok + errors).
     pub requests: u64,
+    /// Successful requests.
     pub ok: u64,
+    /// Failed requests.
     pub errors: u64,
+    /// Successful requests per second.
     pub ok_per_sec: f64,
+    /// All requests per second, failed ones included.
     pub requests_per_sec: f64,
     /// Latency of all successful requests.
     pub latency_us: LatencySummary,
+    /// Results per operation, in `Op` order.
     pub ops: Vec<OpReport>,
+    /// Failures by operation and error key, most frequent first.
     pub error_counts: Vec<ErrorCount>,
+    /// The first few failures with their bodies.
     pub error_samples: Vec<ErrorSample>,
 }
 
 /// Run parameters copied into the report.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
+    /// [`Report::target`].
     pub target: String,
+    /// [`Report::endpoint`].
     pub endpoint: String,
+    /// [`Report::scenario`].
     pub scenario: String,
+    /// [`Report::mix`].
     pub mix: String,
+    /// [`Report::concurrency`].
     pub concurrency: usize,
+    /// [`Report::rate`].
     pub rate: Option<f64>,
+    /// [`Report::object_size`].
     pub object_size: usize,
+    /// [`Report::working_set`].
     pub working_set: usize,
 }
 
@@ -236,6 +296,7 @@ fn per_sec(n: u64, secs: f64) -> f64 {
 }
 
 impl Report {
+    /// Totals, rates and percentiles of the merged measurements of a run that took `elapsed`.
     pub fn build(info: RunInfo, rec: &Recorder, elapsed: Duration) -> Report {
         let secs = elapsed.as_secs_f64();
         let mut all = new_histogram();

@@ -8,6 +8,8 @@
 //!   through `/readyz`, never on sleeps.
 //! - [`kubectls`]: every real kubectl found on the machine.
 
+#![warn(missing_docs, unreachable_pub)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,11 +17,14 @@ use std::time::{Duration, Instant};
 /// A private redis-server, killed on drop.
 pub struct RedisServer {
     child: Child,
+    /// Data directory (AOF files and the socket), removed on drop.
     pub dir: tempfile::TempDir,
+    /// Path of the unix socket redis-server listens on.
     pub socket: PathBuf,
 }
 
 impl RedisServer {
+    /// Starts redis-server in a fresh temporary directory.
     pub fn start() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         Self::start_in(dir)
@@ -90,6 +95,7 @@ impl RedisServer {
             })
     }
 
+    /// The `--redis-url` for the services (`redis+unix://<socket>`).
     pub fn url(&self) -> String {
         format!("redis+unix://{}", self.socket.display())
     }
@@ -102,6 +108,8 @@ impl Drop for RedisServer {
     }
 }
 
+/// The redis-server binary to run: `$CRDPLANE_REDIS_SERVER` if set, else `redis-server` on
+/// PATH.
 pub fn redis_server_bin() -> String {
     std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
@@ -120,6 +128,7 @@ pub fn bin_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Path of the binary `name` (e.g. `crdplane-gateway`) in [`bin_dir`].
 pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
@@ -186,12 +195,20 @@ fn announced_address(stdout: std::process::ChildStdout, name: &str) -> anyhow::R
 /// The whole stack as real processes on one Redis.
 pub struct Stack {
     children: Vec<Child>,
+    /// Base URL of the gateway (the Kubernetes API endpoint), `http://127.0.0.1:PORT`.
     pub gateway: String,
+    /// gRPC URL of the storage service.
     pub storage: String,
+    /// gRPC URL of the validation service.
     pub validation: String,
+    /// gRPC URL of the registry service.
     pub registry: String,
+    /// The private Redis when the stack started its own (`start_with_redis*`); None when it
+    /// was given a `redis_url`.
     pub redis: Option<RedisServer>,
+    /// A kubeconfig whose current context points at the gateway (no credentials).
     pub kubeconfig: PathBuf,
+    /// HOME for the clients run against the stack (holds `kubeconfig` and kubectl's cache).
     pub home: tempfile::TempDir,
     /// Extra flags of the registry, kept for [`Stack::kill_and_restart_registry`].
     registry_args: Vec<String>,
@@ -391,6 +408,7 @@ impl Stack {
         Ok(())
     }
 
+    /// Waits until the gateway's `/readyz` answers 200, or fails after `timeout`.
     pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -409,6 +427,7 @@ impl Stack {
         self.kubectl_stdin(kubectl, args, None)
     }
 
+    /// As [`Stack::kubectl`], with `stdin` (e.g. a manifest for `apply -f -`) on its input.
     pub fn kubectl_stdin(
         &self,
         kubectl: &Path,
@@ -456,13 +475,19 @@ impl Drop for Stack {
     }
 }
 
+/// What a kubectl run printed, and whether it exited 0.
 #[derive(Debug)]
 pub struct KubectlOutput {
+    /// kubectl exited with status 0.
     pub ok: bool,
+    /// Its standard output.
     pub stdout: String,
+    /// Its standard error (kubectl prints server errors here, e.g. `Error from server ...`).
     pub stderr: String,
 }
 
+/// A kubeconfig (YAML) with one cluster, context and user, all named `name`, for `server`
+/// without TLS or credentials; namespace `default`.
 pub fn kubeconfig_yaml(server: &str, name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: default\ncurrent-context: {name}\nusers:\n- name: {name}\n  user: {{}}\n"
@@ -474,6 +499,8 @@ pub fn http_get(url: &str) -> std::io::Result<(u16, String)> {
     http_request("GET", url, None, None)
 }
 
+/// A minimal blocking HTTP/1.1 request (`Connection: close`) with an optional body and
+/// `Content-Type`; returns the status and the (de-chunked) body.
 pub fn http_request(
     method: &str,
     url: &str,
@@ -725,14 +752,21 @@ pub struct Replicas {
     children: Vec<Option<Child>>,
     storage_children: Vec<usize>,
     redis_url: String,
+    /// gRPC URLs of the storage replicas.
     pub storages: Vec<String>,
+    /// Base URLs of the gateway replicas.
     pub gateways: Vec<String>,
+    /// gRPC URL of the registry service.
     pub registry: String,
+    /// gRPC URL of the validation service.
     pub validation: String,
+    /// The private Redis all replicas share.
     pub redis: Option<RedisServer>,
 }
 
 impl Replicas {
+    /// Starts a private Redis, `storages` storage and `gateways` gateway replicas (at least
+    /// one each), and waits until every gateway is ready.
     pub fn start(storages: usize, gateways: usize) -> anyhow::Result<Self> {
         let redis = RedisServer::start()?;
         let redis_url = redis.url();
