@@ -62,16 +62,19 @@ pub async fn serve(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<B
         );
         return Err(e);
     }
+    // Each verb's future is boxed on its own: the request's future (boxed once by the router)
+    // then holds a pointer instead of the largest verb's state, and only the verb taken is
+    // allocated and moved — a GET does not pay for the size of a create or a watch.
     let mut resp = match (sub, i.verb.as_str()) {
-        ("scale", _) => crate::scale::serve(ctx, req, &crd, ver).await,
-        (_, "get") => get(ctx, req, &crd, ver).await,
-        ("", "list") => list(ctx, req, &crd, ver).await,
-        ("", "watch") => crate::watch::serve_cr(ctx, req, crd.clone()).await,
-        ("", "create") => create(ctx, req, &crd, ver).await,
-        (_, "update") => update(ctx, req, &crd, ver).await,
-        (_, "patch") => patch(ctx, req, &crd, ver).await,
-        ("", "delete") => delete(ctx, req, &crd, ver).await,
-        ("", "deletecollection") => delete_collection(ctx, req, &crd, ver).await,
+        ("scale", _) => Box::pin(crate::scale::serve(ctx, req, &crd, ver)).await,
+        (_, "get") => Box::pin(get(ctx, req, &crd, ver)).await,
+        ("", "list") => Box::pin(list(ctx, req, &crd, ver)).await,
+        ("", "watch") => Box::pin(crate::watch::serve_cr(ctx, req, crd.clone())).await,
+        ("", "create") => Box::pin(create(ctx, req, &crd, ver)).await,
+        (_, "update") => Box::pin(update(ctx, req, &crd, ver)).await,
+        (_, "patch") => Box::pin(patch(ctx, req, &crd, ver)).await,
+        ("", "delete") => Box::pin(delete(ctx, req, &crd, ver)).await,
+        ("", "deletecollection") => Box::pin(delete_collection(ctx, req, &crd, ver)).await,
         _ => Err(ApiError::method_not_supported(&crd.gr(), &i.verb)),
     }?;
     if let Some(w) = deprecation_warning(&crd, ver) {
