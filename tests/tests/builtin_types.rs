@@ -113,6 +113,31 @@ fn kubectl_creates_and_reads_configmaps_secrets_serviceaccounts() {
             "{}",
             o.stderr
         );
+        // Client-side apply of a changed manifest: a strategic merge patch computed from the
+        // last-applied annotation (a dropped label goes, a new key comes).
+        let manifest = |labels: &str, data: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: {ns}\n  labels: {labels}\ndata: {data}\n"
+            )
+        };
+        for m in [
+            manifest("{a: \"1\"}", "{k: v1}"),
+            manifest("{b: \"2\"}", "{k: v2, k2: x}"),
+        ] {
+            let o = stack.kubectl_stdin(k, &["apply", "-f", "-"], Some(&m));
+            assert!(o.ok, "{}", o.stderr);
+        }
+        let (_, applied) = req(
+            "GET",
+            &format!("{g}/api/v1/namespaces/{ns}/configmaps/applied"),
+            None,
+        );
+        assert_eq!(
+            applied["metadata"]["labels"],
+            json!({"b": "2"}),
+            "{applied}"
+        );
+        assert_eq!(applied["data"], json!({"k": "v2", "k2": "x"}));
         // An existing name is AlreadyExists.
         let o = stack.kubectl(
             k,
