@@ -19,8 +19,11 @@ pub const MAX_TENANTS: usize = 10_000;
 
 /// The OpenAPI v2 document of a tenant, in both encodings.
 pub struct OpenApiV2 {
+    /// The Swagger 2.0 document as JSON (`/openapi/v2`).
     pub json: Vec<u8>,
+    /// The same document as a gnostic `openapi.v2.Document` protobuf message.
     pub protobuf: Vec<u8>,
+    /// kube-openapi's ETag of the JSON form, sent for both encodings.
     pub etag: String,
 }
 
@@ -28,13 +31,18 @@ pub struct OpenApiV2 {
 pub struct Snapshot {
     /// Raw CRD objects, in name order.
     pub raw: Vec<Value>,
+    /// Typed views of `raw`, index for index (default for an undecodable object).
     pub views: Vec<CrdView>,
+    /// Discovery documents, built on first use.
     pub discovery: OnceLock<Arc<Documents>>,
+    /// OpenAPI v2 document, built on first use.
     pub openapi_v2: OnceLock<Arc<OpenApiV2>>,
+    /// OpenAPI v3 index and group-version documents, built on first use.
     pub openapi_v3: OnceLock<Arc<crate::openapi::V3Documents>>,
 }
 
 impl Snapshot {
+    /// A snapshot of `raw` (the tenant's CRDs as listed), with nothing derived yet.
     pub fn new(raw: Vec<Value>) -> Self {
         let views = raw
             .iter()
@@ -66,6 +74,7 @@ struct Entry {
     snapshot: Option<Arc<Snapshot>>,
 }
 
+/// Snapshots of every tenant, valid only while the storage change feed is live.
 #[derive(Default)]
 pub struct Cache {
     tenants: Mutex<HashMap<String, Entry>>,
@@ -124,11 +133,13 @@ impl Cache {
         }
     }
 
+    /// Marks the change feed connected (`true`) or broken; either way drops every snapshot.
     pub fn set_live(&self, live: bool) {
         self.invalidate_all();
         self.live.store(live, Ordering::Release);
     }
 
+    /// Whether the change feed is connected (snapshots are kept only then).
     pub fn is_live(&self) -> bool {
         self.live.load(Ordering::Acquire)
     }

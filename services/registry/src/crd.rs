@@ -14,15 +14,21 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
+/// API group of CustomResourceDefinitions.
 pub const GROUP: &str = "apiextensions.k8s.io";
+/// The one served version of that group.
 pub const VERSION: &str = "v1";
+/// `apiVersion` of a CRD object.
 pub const API_VERSION: &str = "apiextensions.k8s.io/v1";
+/// Plural resource name of CRDs.
 pub const RESOURCE: &str = "customresourcedefinitions";
+/// `kind` of a CRD object.
 pub const KIND: &str = "CustomResourceDefinition";
 /// Largest CRD accepted (bytes of JSON); etcd's default request limit is 1.5 MiB, the
 /// apiserver's body limit 3 MiB.
 pub const MAX_CRD_BYTES: usize = 3 * 1024 * 1024;
 
+/// `customresourcedefinitions.apiextensions.k8s.io`, as error messages name it.
 pub fn group_resource() -> GroupResource {
     GroupResource::new(GROUP, RESOURCE)
 }
@@ -224,61 +230,94 @@ fn strip_nulls(v: &Value) -> Value {
     }
 }
 
+/// `CustomResourceDefinitionNames`: `spec.names` and `status.acceptedNames`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Names {
+    /// Plural resource name, used in URLs (`crontabs`).
     pub plural: String,
+    /// Singular name, an alias on the CLI (lowercase kind when empty).
     pub singular: String,
+    /// Short aliases on the CLI (`ct`).
     pub short_names: Vec<String>,
+    /// CamelCase kind of the objects (`CronTab`).
     pub kind: String,
+    /// Kind of the list (`CronTabList`; kind + `List` when empty).
     pub list_kind: String,
+    /// Grouped resources it belongs to (`all`), for `kubectl get <category>`.
     pub categories: Vec<String>,
 }
 
+/// `CustomResourceSubresourceScale`: the `/scale` subresource's JSON paths.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Scale {
+    /// JSON path of the desired replicas (`.spec.replicas`).
     pub spec_replicas_path: String,
+    /// JSON path of the observed replicas (`.status.replicas`).
     pub status_replicas_path: String,
+    /// JSON path of the serialized label selector, if any (`.status.selector`).
     pub label_selector_path: Option<String>,
 }
 
+/// `CustomResourceSubresources` of a version.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct Subresources {
+    /// `{}` when the `/status` subresource is enabled.
     pub status: Option<Value>,
+    /// The `/scale` subresource, when enabled.
     pub scale: Option<Scale>,
 }
 
+/// `CustomResourceColumnDefinition`: one `additionalPrinterColumns` entry (table output).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Column {
+    /// Column header.
     pub name: String,
+    /// OpenAPI type of the cell (`string`, `integer`, `number`, `boolean`, `date`).
     #[serde(rename = "type")]
     pub type_: String,
+    /// OpenAPI format of the cell (e.g. `int32`, `date-time`), may be empty.
     pub format: String,
+    /// Human-readable description of the column.
     pub description: String,
+    /// 0 = shown by default; higher = only with `-o wide`.
     pub priority: i64,
+    /// JSON path evaluated against each object for the cell.
     pub json_path: String,
 }
 
+/// `SelectableField`: a field usable in field selectors.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct SelectableField {
+    /// JSON path of the field (`.spec.color`).
     pub json_path: String,
 }
 
+/// `CustomResourceDefinitionVersion`: one entry of `spec.versions`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Version {
+    /// Version name, as in URLs (`v1`, `v1beta1`).
     pub name: String,
+    /// Whether the version is served over REST.
     pub served: bool,
+    /// Whether objects are persisted in this version (exactly one is).
     pub storage: bool,
+    /// Whether requests to this version get a deprecation warning.
     pub deprecated: bool,
+    /// Overrides the default deprecation warning text.
     pub deprecation_warning: Option<String>,
+    /// `CustomResourceValidation`: `{"openAPIV3Schema": …}`.
     pub schema: Option<Value>,
+    /// The `/status` and `/scale` subresources, if any.
     pub subresources: Option<Subresources>,
+    /// Columns of table output (`kubectl get`).
     pub additional_printer_columns: Vec<Column>,
+    /// Extra fields usable in field selectors.
     pub selectable_fields: Vec<SelectableField>,
 }
 
@@ -292,80 +331,124 @@ impl Version {
     }
 }
 
+/// `ServiceReference`: the in-cluster Service of a conversion webhook.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ServiceRef {
+    /// Namespace of the Service.
     pub namespace: String,
+    /// Name of the Service.
     pub name: String,
+    /// URL path requests are sent to.
     pub path: Option<String>,
+    /// Service port (upstream default 443).
     pub port: Option<i64>,
 }
 
+/// `WebhookClientConfig`: how to reach a conversion webhook (`url` or `service`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ClientConfig {
+    /// `https://host:port/path` of the webhook.
     pub url: Option<String>,
+    /// In-cluster Service of the webhook.
     pub service: Option<ServiceRef>,
+    /// Base64 PEM CA bundle that validates the webhook's certificate.
     pub ca_bundle: Option<String>,
 }
 
+/// `WebhookConversion`: settings of `strategy: Webhook`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Webhook {
+    /// Where the webhook is.
     pub client_config: Option<ClientConfig>,
+    /// `ConversionReview` versions the webhook accepts, in preference order.
     pub conversion_review_versions: Vec<String>,
 }
 
+/// `CustomResourceConversion`: `spec.conversion`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct Conversion {
+    /// `None` (only apiVersion changes) or `Webhook`.
     pub strategy: String,
+    /// Webhook settings, required with `strategy: Webhook`.
     pub webhook: Option<Webhook>,
 }
 
+/// `CustomResourceDefinitionSpec`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Spec {
+    /// API group of the custom resources (`stable.example.com`).
     pub group: String,
+    /// Requested names of the resource and kind.
     pub names: Names,
+    /// `Namespaced` or `Cluster`.
     pub scope: String,
+    /// Every version, served or not.
     pub versions: Vec<Version>,
+    /// How objects are converted between versions.
     pub conversion: Option<Conversion>,
+    /// Legacy pruning opt-out; only `false` is allowed in v1.
     pub preserve_unknown_fields: Option<bool>,
 }
 
+/// `CustomResourceDefinitionCondition`: one entry of `status.conditions`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Condition {
+    /// `Established`, `NamesAccepted`, `Terminating`, …
     #[serde(rename = "type")]
     pub type_: String,
+    /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// RFC 3339 time the status last changed.
     pub last_transition_time: Option<String>,
+    /// CamelCase machine-readable reason of the last transition.
     pub reason: String,
+    /// Human-readable details.
     pub message: String,
 }
 
+/// `CustomResourceDefinitionStatus`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Status {
+    /// Current conditions of the CRD.
     pub conditions: Vec<Condition>,
+    /// The names actually served (may lag `spec.names` on a conflict).
     pub accepted_names: Names,
+    /// Versions objects have ever been persisted in.
     pub stored_versions: Vec<String>,
 }
 
+/// The CRD's `metadata` (the ObjectMeta fields the registry reads).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Meta {
+    /// `<plural>.<group>`.
     pub name: String,
+    /// Prefix for a server-generated name.
     pub generate_name: String,
+    /// Always empty once stored (CRDs are cluster-scoped).
     pub namespace: String,
+    /// Unique id assigned at creation.
     pub uid: String,
+    /// Opaque storage version, for optimistic concurrency.
     pub resource_version: String,
+    /// Incremented on every spec change.
     pub generation: i64,
+    /// RFC 3339 creation time.
     pub creation_timestamp: Option<String>,
+    /// RFC 3339 time deletion was requested, while finalizers run.
     pub deletion_timestamp: Option<String>,
+    /// Labels.
     pub labels: BTreeMap<String, String>,
+    /// Annotations (e.g. `api-approved.kubernetes.io`).
     pub annotations: BTreeMap<String, String>,
+    /// Finalizers that must be removed before the object goes.
     pub finalizers: Vec<String>,
 }
 
@@ -373,8 +456,11 @@ pub struct Meta {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct CrdView {
+    /// Object metadata.
     pub metadata: Meta,
+    /// Desired state.
     pub spec: Spec,
+    /// Observed state (conditions, accepted names, stored versions).
     pub status: Status,
 }
 
@@ -388,22 +474,27 @@ impl CrdView {
         })
     }
 
+    /// The version with `storage: true`.
     pub fn storage_version(&self) -> Option<&Version> {
         self.spec.versions.iter().find(|v| v.storage)
     }
 
+    /// The condition of `type_`, if present.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.status.conditions.iter().find(|c| c.type_ == type_)
     }
 
+    /// Whether the condition of `type_` is present with status `True`.
     pub fn is_condition_true(&self, type_: &str) -> bool {
         self.condition(type_).is_some_and(|c| c.status == "True")
     }
 
+    /// Whether `Established` is True (the CRD is served).
     pub fn established(&self) -> bool {
         self.is_condition_true("Established")
     }
 
+    /// Whether `spec.scope` is `Namespaced`.
     pub fn namespaced(&self) -> bool {
         self.spec.scope == "Namespaced"
     }

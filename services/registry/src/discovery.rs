@@ -239,9 +239,14 @@ fn push_apiextensions(
 /// The discovery documents of a tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Documents {
+    /// The `APIGroupList` served at `/apis`.
     pub group_list: Value,
+    /// `APIResourceList` of each served group-version, keyed by `<group>/<version>`.
     pub resource_lists: BTreeMap<String, Value>,
+    /// The aggregated `APIGroupDiscoveryList` (apidiscovery.k8s.io/v2) for `/apis`.
     pub aggregated: Value,
+    /// Hex of the first 16 bytes of a SHA-256 over all the documents; changes whenever any
+    /// of them does.
     pub etag: String,
 }
 
@@ -376,6 +381,7 @@ pub fn build(crds: &[CrdView]) -> Documents {
     }
 }
 
+/// Lowercase hex of `b`.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

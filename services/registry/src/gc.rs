@@ -68,7 +68,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// The finalizer of an owner deleted with `propagationPolicy: Orphan` (upstream
+/// `metav1.FinalizerOrphanDependents`): its dependents lose the ownerReference first.
 pub const FINALIZER_ORPHAN: &str = "orphan";
+/// The finalizer of an owner deleted with `propagationPolicy: Foreground` (upstream
+/// `metav1.FinalizerDeleteDependents`): it goes only after its blocking dependents.
 pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 /// How long a claimed item stays with its holder without renewal.
 const LEASE_MS: u64 = 15_000;
@@ -113,9 +117,13 @@ pub const EVENT_COMPONENT: &str = "garbage-collector-controller";
 /// A resource of the tenant that owners and dependents may belong to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kind {
+    /// API group ("" for the core group).
     pub group: String,
+    /// Plural resource name, as stored.
     pub resource: String,
+    /// The kind that ownerReferences name.
     pub kind: String,
+    /// Whether objects of the kind live in a namespace.
     pub namespaced: bool,
 }
 
@@ -149,6 +157,7 @@ fn builtin_kinds() -> Vec<Kind> {
 }
 
 impl Kinds {
+    /// The kinds of a tenant with the CRD objects `crds` (only established ones count).
     pub fn new(crds: &[Value]) -> Self {
         let mut kinds = vec![Kind {
             group: String::new(),
@@ -207,6 +216,7 @@ fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// `metadata.finalizers` of an object (empty when absent).
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -219,6 +229,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether the object is being deleted (`metadata.deletionTimestamp` is set).
 pub fn deleting(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())
@@ -270,8 +281,12 @@ pub fn without_finalizer(obj: &Value, finalizer: &str) -> Value {
 /// Deletion propagation (metav1.DeletionPropagation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
+    /// `Background`: the owner goes at once; the collector deletes dependents afterwards.
     Background,
+    /// `Foreground`: the owner waits (`foregroundDeletion`) until its blocking dependents
+    /// are gone.
     Foreground,
+    /// `Orphan`: dependents lose the ownerReference and stay (`orphan` finalizer).
     Orphan,
 }
 

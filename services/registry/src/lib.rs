@@ -17,6 +17,7 @@
 // `ApiError` (crdplane-core) is the edge error carried to the gateway unchanged; it is large
 // (Status details with causes) but only built on failure paths, so boxing it buys nothing.
 #![allow(clippy::result_large_err)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cache;
 pub mod config;
@@ -43,6 +44,7 @@ pub type Channel = crdplane_transport::Channel;
 /// Largest request accepted (a CRD body plus framing).
 const MAX_REQUEST: usize = 8 * 1024 * 1024;
 
+/// What [`serve`] needs: the endpoints of storage and validation and the timings.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Storage service endpoints, comma-separated, e.g. `http://127.0.0.1:7001`.

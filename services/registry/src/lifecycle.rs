@@ -50,7 +50,9 @@ use std::time::Duration;
 
 /// Tenant of the work queue (not a valid tenant name, so it cannot collide with one).
 pub const QUEUE_TENANT: &str = "_crdplane";
+/// API group under which the work queue's entries are stored.
 pub const QUEUE_GROUP: &str = "crdplane.io";
+/// Resource under which the work queue's entries (`PendingDeletion`) are stored.
 pub const QUEUE_RESOURCE: &str = "pendingdeletions";
 /// `apiextensions.CustomResourceCleanupFinalizer`.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -67,8 +69,20 @@ const PAGE: u32 = 500;
 /// What a queue entry asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Work {
-    Crd { tenant: String, name: String },
-    Namespace { tenant: String, name: String },
+    /// Delete every instance of a deleted CRD, then drop its cleanup finalizer.
+    Crd {
+        /// Tenant of the CRD.
+        tenant: String,
+        /// CRD name (`<plural>.<group>`).
+        name: String,
+    },
+    /// Delete a deleted namespace's contents (custom resources and built-in objects).
+    Namespace {
+        /// Tenant of the namespace.
+        tenant: String,
+        /// Namespace name.
+        name: String,
+    },
 }
 
 impl Work {
@@ -112,6 +126,7 @@ impl Work {
     }
 }
 
+/// Storage reference of the work queue (all tenants' entries, one collection).
 pub fn queue_ref() -> pb::ResourceRef {
     pb::ResourceRef {
         tenant: QUEUE_TENANT.into(),
@@ -206,6 +221,7 @@ enum Step {
 /// Count of what is left in a resource after one deletion pass.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Remaining {
+    /// Objects still present.
     pub objects: u64,
     /// finalizer → number of objects still carrying it.
     pub finalizers: BTreeMap<String, u64>,

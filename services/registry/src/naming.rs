@@ -16,7 +16,9 @@ use std::collections::BTreeSet;
 /// Names already claimed by the CRDs of one group (their accepted names).
 #[derive(Debug, Default)]
 pub struct UsedNames {
+    /// Plural, singular and short names taken.
     pub resources: BTreeSet<String>,
+    /// Kind and list kind names taken.
     pub kinds: BTreeSet<String>,
 }
 
@@ -57,8 +59,11 @@ fn equal_to_accepted_or_fresh(
 /// The outcome of the naming controller for one CRD.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamingResult {
+    /// The names to write to `status.acceptedNames`.
     pub accepted: Names,
+    /// The `NamesAccepted` condition (False with reason `NameConflict` on a clash).
     pub names_accepted: Condition,
+    /// The `Established` condition (True once the names are accepted).
     pub established: Condition,
 }
 

@@ -164,13 +164,18 @@ pub fn new_pass(pass: u64, me: &str, now: u64) -> Value {
 /// triples of the current SCAN page still to walk (the first one from `start_after`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cursor {
+    /// Redis SCAN cursor of the next `ScanResources` page (0 before the first).
     pub scan: u64,
+    /// Whether the SCAN came back to cursor 0 (no more pages).
     pub scanned: bool,
+    /// (tenant, group, resource) triples of the current page not yet walked.
     pub pending: Vec<(String, String, String)>,
+    /// Object key after which the first pending resource's walk resumes ("" = start).
     pub start_after: String,
 }
 
 impl Cursor {
+    /// The cursor stored in a pass entry's `cursor` (the start for a fresh entry).
     pub fn of(entry: &Value) -> Self {
         let c = entry.get("cursor").cloned().unwrap_or_default();
         let pending = c
@@ -198,6 +203,7 @@ impl Cursor {
         }
     }
 
+    /// The entry's `cursor` JSON, as [`Cursor::of`] reads it back.
     pub fn to_json(&self) -> Value {
         let pending: Vec<Value> = self
             .pending
@@ -217,10 +223,15 @@ impl Cursor {
 /// Work of one page (added to the entry's `counts`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
+    /// Resources walked to their end.
     pub resources: u64,
+    /// Objects read by `ScanOwned`.
     pub examined: u64,
+    /// Objects with owner references among them.
     pub owned: u64,
+    /// Missing owner-index entries written by `ScanOwned`.
     pub repaired: u64,
+    /// Verification items recorded for absent owners.
     pub recorded: u64,
 }
 

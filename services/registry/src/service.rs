@@ -33,6 +33,8 @@ const MAX_STORAGE_MESSAGE: usize = 256 * 1024 * 1024;
 /// Page size used when listing a tenant's CRDs for a snapshot.
 const LIST_PAGE: u32 = 500;
 
+/// The registry's gRPC service (`crdplane.v1.Registry`): CRD writes and reads of every
+/// tenant, `Resolve`, discovery and OpenAPI documents; cheap to clone (shared state).
 #[derive(Clone)]
 pub struct RegistryService {
     inner: Arc<Inner>,
@@ -162,6 +164,8 @@ fn merge(errs: &mut Vec<FieldError>, schema: Vec<FieldError>) {
 }
 
 impl RegistryService {
+    /// A service persisting through `storage` and checking schemas through `validation`
+    /// (None: no schema checks).
     pub fn new(storage: Channel, validation: Option<Channel>) -> Self {
         let storage = StorageClient::new(storage)
             .max_decoding_message_size(MAX_STORAGE_MESSAGE)
@@ -377,6 +381,8 @@ impl RegistryService {
         }
     }
 
+    /// Creates a CRD: defaults, `PrepareForCreate` and validation as apiextensions-apiserver
+    /// `pkg/registry/customresourcedefinition/strategy.go`, then names and conditions.
     pub async fn create(&self, req: pb::CrdWriteRequest) -> ApiResult<pb::CrdObject> {
         let _guard = self.write_lock(&req.tenant).await;
         let mut v = crd::decode(&req.crd_json)?;
@@ -521,6 +527,7 @@ impl RegistryService {
         Ok(crd_object(o))
     }
 
+    /// Updates a CRD's spec and metadata (status is kept from the stored object).
     pub async fn update(&self, req: pb::CrdWriteRequest) -> ApiResult<pb::CrdObject> {
         let _guard = self.write_lock(&req.tenant).await;
         let (mut v, old, old_rv) = self.begin_update(&req).await?;
@@ -627,6 +634,7 @@ impl RegistryService {
         Ok(out)
     }
 
+    /// Updates a CRD's `status` subresource (everything else is kept from the stored object).
     pub async fn update_status(&self, req: pb::CrdWriteRequest) -> ApiResult<pb::CrdObject> {
         let _guard = self.write_lock(&req.tenant).await;
         let (v, old, old_rv) = self.begin_update(&req).await?;
@@ -752,6 +760,7 @@ impl RegistryService {
         Ok(crd_object(o))
     }
 
+    /// Reads one CRD by name.
     pub async fn get(&self, req: pb::CrdGetRequest) -> ApiResult<pb::CrdObject> {
         let o = self
             .storage()
@@ -764,6 +773,7 @@ impl RegistryService {
         Ok(crd_object(o))
     }
 
+    /// Lists a tenant's CRDs, one page at a time.
     pub async fn list(&self, req: pb::CrdListRequest) -> ApiResult<pb::CrdListResponse> {
         let r = self
             .storage()
@@ -789,6 +799,8 @@ impl RegistryService {
         })
     }
 
+    /// The Established CRD serving `<resource>.<group>`; NotFound (404 page not found)
+    /// otherwise.
     pub async fn resolve(&self, req: pb::ResolveRequest) -> ApiResult<pb::CrdObject> {
         let snap = self.snapshot(&req.tenant).await?;
         // The CRD serving <resource>.<group> is the one of that name (the name is enforced
@@ -805,6 +817,7 @@ impl RegistryService {
         Err(ApiError::path_not_found())
     }
 
+    /// The tenant's discovery documents (`/apis`, `/apis/<g>/<v>`, aggregated).
     pub async fn discovery(&self, req: pb::DiscoveryRequest) -> ApiResult<pb::DiscoveryResponse> {
         let snap = self.snapshot(&req.tenant).await?;
         let d = snap
@@ -823,6 +836,7 @@ impl RegistryService {
         })
     }
 
+    /// The tenant's `/openapi/v2` document (JSON, protobuf and ETag).
     pub async fn openapi_v2(&self, req: pb::OpenApiRequest) -> ApiResult<pb::OpenApiV2Response> {
         let snap = self.snapshot(&req.tenant).await?;
         let doc = snap
@@ -846,6 +860,7 @@ impl RegistryService {
         })
     }
 
+    /// The tenant's `/openapi/v3` index, or the group-version document at `path`.
     pub async fn openapi_v3(&self, req: pb::OpenApiRequest) -> ApiResult<pb::OpenApiV3Response> {
         let snap = self.snapshot(&req.tenant).await?;
         let docs = snap

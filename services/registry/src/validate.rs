@@ -25,6 +25,7 @@ const PRINTER_COLUMN_FORMATS: &[&str] = &[
     "int64",
     "password",
 ];
+/// Most `selectableFields` a CRD version may declare (more is `TooMany`).
 pub const MAX_SELECTABLE_FIELDS: usize = 8;
 const API_APPROVAL_ANNOTATION: &str = "api-approved.kubernetes.io";
 

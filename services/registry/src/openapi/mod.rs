@@ -43,7 +43,7 @@
 mod builtin_gen;
 mod convert_v3;
 mod paths;
-pub mod proto;
+mod proto;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -366,12 +366,15 @@ pub fn v3_etag(doc: &Value) -> String {
 /// All OpenAPI v3 documents at once, for callers that cache them: the index and, per
 /// `apis/<g>/<v>` key, the group-version document with its JSON bytes and hash.
 pub struct V3Documents {
+    /// The `/openapi/v3` discovery index (`{"paths": {...}}`).
     pub index: Value,
+    /// Group-version documents keyed by `apis/<g>/<v>` (`api/v1` for the core group).
     pub group_versions: BTreeMap<String, V3GroupVersion>,
 }
 
 /// One cached `/openapi/v3/apis/<g>/<v>` document.
 pub struct V3GroupVersion {
+    /// The document's JSON bytes, served as they are.
     pub json: Vec<u8>,
     /// [`compute_etag`] of `json`; the `hash` in the index and the upstream ETag.
     pub hash: String,

@@ -22,17 +22,17 @@ const CRD_ITEM: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/
 
 /// Naming information of one served CR version.
 pub(crate) struct KindInfo<'a> {
-    pub group: &'a str,
-    pub version: &'a str,
-    pub kind: &'a str,
-    pub plural: &'a str,
-    pub namespaced: bool,
-    pub status: bool,
-    pub scale: bool,
+    pub(crate) group: &'a str,
+    pub(crate) version: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) plural: &'a str,
+    pub(crate) namespaced: bool,
+    pub(crate) status: bool,
+    pub(crate) scale: bool,
     /// Definition name of the kind (`com.example.stable.v1.CronTab`).
-    pub def: &'a str,
+    pub(crate) def: &'a str,
     /// Definition name of the list kind.
-    pub list_def: &'a str,
+    pub(crate) list_def: &'a str,
 }
 
 /// `ToValidOperationID`: keep letters, `_` and (not leading) digits; any other

@@ -17,136 +17,136 @@ use serde_json::{Map, Value};
 use super::schema::MAX_DEPTH;
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Any {
+pub(crate) struct Any {
     #[prost(string, tag = "2")]
-    pub yaml: String,
+    pub(crate) yaml: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedAny {
+pub(crate) struct NamedAny {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<Any>,
+    pub(crate) value: Option<Any>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Document {
+pub(crate) struct Document {
     #[prost(string, tag = "1")]
-    pub swagger: String,
+    pub(crate) swagger: String,
     #[prost(message, optional, tag = "2")]
-    pub info: Option<Info>,
+    pub(crate) info: Option<Info>,
     #[prost(string, tag = "3")]
-    pub host: String,
+    pub(crate) host: String,
     #[prost(string, tag = "4")]
-    pub base_path: String,
+    pub(crate) base_path: String,
     #[prost(string, repeated, tag = "5")]
-    pub schemes: Vec<String>,
+    pub(crate) schemes: Vec<String>,
     #[prost(string, repeated, tag = "6")]
-    pub consumes: Vec<String>,
+    pub(crate) consumes: Vec<String>,
     #[prost(string, repeated, tag = "7")]
-    pub produces: Vec<String>,
+    pub(crate) produces: Vec<String>,
     #[prost(message, optional, tag = "8")]
-    pub paths: Option<Paths>,
+    pub(crate) paths: Option<Paths>,
     #[prost(message, optional, tag = "9")]
-    pub definitions: Option<Definitions>,
+    pub(crate) definitions: Option<Definitions>,
     #[prost(message, optional, tag = "10")]
-    pub parameters: Option<ParameterDefinitions>,
+    pub(crate) parameters: Option<ParameterDefinitions>,
     #[prost(message, repeated, tag = "12")]
-    pub security: Vec<SecurityRequirement>,
+    pub(crate) security: Vec<SecurityRequirement>,
     #[prost(message, optional, tag = "13")]
-    pub security_definitions: Option<SecurityDefinitions>,
+    pub(crate) security_definitions: Option<SecurityDefinitions>,
     #[prost(message, repeated, tag = "16")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Info {
+pub(crate) struct Info {
     #[prost(string, tag = "1")]
-    pub title: String,
+    pub(crate) title: String,
     #[prost(string, tag = "2")]
-    pub version: String,
+    pub(crate) version: String,
     #[prost(string, tag = "3")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(message, repeated, tag = "7")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Paths {
+pub(crate) struct Paths {
     #[prost(message, repeated, tag = "1")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
     #[prost(message, repeated, tag = "2")]
-    pub path: Vec<NamedPathItem>,
+    pub(crate) path: Vec<NamedPathItem>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedPathItem {
+pub(crate) struct NamedPathItem {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<PathItem>,
+    pub(crate) value: Option<PathItem>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PathItem {
+pub(crate) struct PathItem {
     #[prost(string, tag = "1")]
-    pub r#ref: String,
+    pub(crate) r#ref: String,
     #[prost(message, optional, tag = "2")]
-    pub get: Option<Operation>,
+    pub(crate) get: Option<Operation>,
     #[prost(message, optional, tag = "3")]
-    pub put: Option<Operation>,
+    pub(crate) put: Option<Operation>,
     #[prost(message, optional, tag = "4")]
-    pub post: Option<Operation>,
+    pub(crate) post: Option<Operation>,
     #[prost(message, optional, tag = "5")]
-    pub delete: Option<Operation>,
+    pub(crate) delete: Option<Operation>,
     #[prost(message, optional, tag = "6")]
-    pub options: Option<Operation>,
+    pub(crate) options: Option<Operation>,
     #[prost(message, optional, tag = "7")]
-    pub head: Option<Operation>,
+    pub(crate) head: Option<Operation>,
     #[prost(message, optional, tag = "8")]
-    pub patch: Option<Operation>,
+    pub(crate) patch: Option<Operation>,
     #[prost(message, repeated, tag = "9")]
-    pub parameters: Vec<ParametersItem>,
+    pub(crate) parameters: Vec<ParametersItem>,
     #[prost(message, repeated, tag = "10")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Operation {
+pub(crate) struct Operation {
     #[prost(string, repeated, tag = "1")]
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     #[prost(string, tag = "2")]
-    pub summary: String,
+    pub(crate) summary: String,
     #[prost(string, tag = "3")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(string, tag = "5")]
-    pub operation_id: String,
+    pub(crate) operation_id: String,
     #[prost(string, repeated, tag = "6")]
-    pub produces: Vec<String>,
+    pub(crate) produces: Vec<String>,
     #[prost(string, repeated, tag = "7")]
-    pub consumes: Vec<String>,
+    pub(crate) consumes: Vec<String>,
     #[prost(message, repeated, tag = "8")]
-    pub parameters: Vec<ParametersItem>,
+    pub(crate) parameters: Vec<ParametersItem>,
     #[prost(message, optional, tag = "9")]
-    pub responses: Option<Responses>,
+    pub(crate) responses: Option<Responses>,
     #[prost(string, repeated, tag = "10")]
-    pub schemes: Vec<String>,
+    pub(crate) schemes: Vec<String>,
     #[prost(bool, tag = "11")]
-    pub deprecated: bool,
+    pub(crate) deprecated: bool,
     #[prost(message, repeated, tag = "13")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ParametersItem {
+pub(crate) struct ParametersItem {
     #[prost(oneof = "parameters_item::Oneof", tags = "1, 2")]
-    pub oneof: Option<parameters_item::Oneof>,
+    pub(crate) oneof: Option<parameters_item::Oneof>,
 }
 
-pub mod parameters_item {
+pub(crate) mod parameters_item {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Parameter(super::Parameter),
         #[prost(message, tag = "2")]
@@ -155,22 +155,22 @@ pub mod parameters_item {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct JsonReference {
+pub(crate) struct JsonReference {
     #[prost(string, tag = "1")]
-    pub r#ref: String,
+    pub(crate) r#ref: String,
     #[prost(string, tag = "2")]
-    pub description: String,
+    pub(crate) description: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Parameter {
+pub(crate) struct Parameter {
     #[prost(oneof = "parameter::Oneof", tags = "1, 2")]
-    pub oneof: Option<parameter::Oneof>,
+    pub(crate) oneof: Option<parameter::Oneof>,
 }
 
-pub mod parameter {
+pub(crate) mod parameter {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         BodyParameter(super::BodyParameter),
         #[prost(message, tag = "2")]
@@ -179,31 +179,33 @@ pub mod parameter {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct BodyParameter {
+pub(crate) struct BodyParameter {
     #[prost(string, tag = "1")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(string, tag = "2")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(string, tag = "3")]
-    pub r#in: String,
+    pub(crate) r#in: String,
     #[prost(bool, tag = "4")]
-    pub required: bool,
+    pub(crate) required: bool,
     #[prost(message, optional, boxed, tag = "5")]
-    pub schema: Option<Box<Schema>>,
+    pub(crate) schema: Option<Box<Schema>>,
     #[prost(message, repeated, tag = "6")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NonBodyParameter {
+pub(crate) struct NonBodyParameter {
     #[prost(oneof = "non_body_parameter::Oneof", tags = "1, 2, 3, 4")]
-    pub oneof: Option<non_body_parameter::Oneof>,
+    pub(crate) oneof: Option<non_body_parameter::Oneof>,
 }
 
-pub mod non_body_parameter {
+pub(crate) mod non_body_parameter {
     /// Header and path sub-schemas share one field layout, as do query and formData.
+    /// The variant names are the gnostic oneof's field names.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         HeaderParameterSubSchema(Box<super::PathLayoutParameter>),
         #[prost(message, tag = "2")]
@@ -217,109 +219,109 @@ pub mod non_body_parameter {
 
 /// `QueryParameterSubSchema` / `FormDataParameterSubSchema`.
 #[derive(Clone, PartialEq, Message)]
-pub struct QueryLayoutParameter {
+pub(crate) struct QueryLayoutParameter {
     #[prost(bool, tag = "1")]
-    pub required: bool,
+    pub(crate) required: bool,
     #[prost(string, tag = "2")]
-    pub r#in: String,
+    pub(crate) r#in: String,
     #[prost(string, tag = "3")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(string, tag = "4")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(bool, tag = "5")]
-    pub allow_empty_value: bool,
+    pub(crate) allow_empty_value: bool,
     #[prost(string, tag = "6")]
-    pub r#type: String,
+    pub(crate) r#type: String,
     #[prost(string, tag = "7")]
-    pub format: String,
+    pub(crate) format: String,
     #[prost(message, optional, tag = "8")]
-    pub items: Option<PrimitivesItems>,
+    pub(crate) items: Option<PrimitivesItems>,
     #[prost(string, tag = "9")]
-    pub collection_format: String,
+    pub(crate) collection_format: String,
     #[prost(message, optional, tag = "10")]
-    pub default: Option<Any>,
+    pub(crate) default: Option<Any>,
     #[prost(bool, tag = "20")]
-    pub unique_items: bool,
+    pub(crate) unique_items: bool,
     #[prost(message, repeated, tag = "21")]
-    pub r#enum: Vec<Any>,
+    pub(crate) r#enum: Vec<Any>,
     #[prost(message, repeated, tag = "23")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 /// `PathParameterSubSchema` / `HeaderParameterSubSchema`.
 #[derive(Clone, PartialEq, Message)]
-pub struct PathLayoutParameter {
+pub(crate) struct PathLayoutParameter {
     #[prost(bool, tag = "1")]
-    pub required: bool,
+    pub(crate) required: bool,
     #[prost(string, tag = "2")]
-    pub r#in: String,
+    pub(crate) r#in: String,
     #[prost(string, tag = "3")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(string, tag = "4")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(string, tag = "5")]
-    pub r#type: String,
+    pub(crate) r#type: String,
     #[prost(string, tag = "6")]
-    pub format: String,
+    pub(crate) format: String,
     #[prost(message, optional, tag = "7")]
-    pub items: Option<PrimitivesItems>,
+    pub(crate) items: Option<PrimitivesItems>,
     #[prost(string, tag = "8")]
-    pub collection_format: String,
+    pub(crate) collection_format: String,
     #[prost(message, optional, tag = "9")]
-    pub default: Option<Any>,
+    pub(crate) default: Option<Any>,
     #[prost(bool, tag = "19")]
-    pub unique_items: bool,
+    pub(crate) unique_items: bool,
     #[prost(message, repeated, tag = "20")]
-    pub r#enum: Vec<Any>,
+    pub(crate) r#enum: Vec<Any>,
     #[prost(message, repeated, tag = "22")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct PrimitivesItems {
+pub(crate) struct PrimitivesItems {
     #[prost(string, tag = "1")]
-    pub r#type: String,
+    pub(crate) r#type: String,
     #[prost(string, tag = "2")]
-    pub format: String,
+    pub(crate) format: String,
     #[prost(message, optional, boxed, tag = "3")]
-    pub items: Option<Box<PrimitivesItems>>,
+    pub(crate) items: Option<Box<PrimitivesItems>>,
     #[prost(string, tag = "4")]
-    pub collection_format: String,
+    pub(crate) collection_format: String,
     #[prost(message, optional, tag = "5")]
-    pub default: Option<Any>,
+    pub(crate) default: Option<Any>,
     #[prost(bool, tag = "15")]
-    pub unique_items: bool,
+    pub(crate) unique_items: bool,
     #[prost(message, repeated, tag = "16")]
-    pub r#enum: Vec<Any>,
+    pub(crate) r#enum: Vec<Any>,
     #[prost(message, repeated, tag = "18")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Responses {
+pub(crate) struct Responses {
     #[prost(message, repeated, tag = "1")]
-    pub response_code: Vec<NamedResponseValue>,
+    pub(crate) response_code: Vec<NamedResponseValue>,
     #[prost(message, repeated, tag = "2")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedResponseValue {
+pub(crate) struct NamedResponseValue {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<ResponseValue>,
+    pub(crate) value: Option<ResponseValue>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ResponseValue {
+pub(crate) struct ResponseValue {
     #[prost(oneof = "response_value::Oneof", tags = "1, 2")]
-    pub oneof: Option<response_value::Oneof>,
+    pub(crate) oneof: Option<response_value::Oneof>,
 }
 
-pub mod response_value {
+pub(crate) mod response_value {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Response(super::Response),
         #[prost(message, tag = "2")]
@@ -328,146 +330,146 @@ pub mod response_value {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Response {
+pub(crate) struct Response {
     #[prost(string, tag = "1")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(message, optional, tag = "2")]
-    pub schema: Option<SchemaItem>,
+    pub(crate) schema: Option<SchemaItem>,
     #[prost(message, repeated, tag = "5")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct SchemaItem {
+pub(crate) struct SchemaItem {
     #[prost(oneof = "schema_item::Oneof", tags = "1")]
-    pub oneof: Option<schema_item::Oneof>,
+    pub(crate) oneof: Option<schema_item::Oneof>,
 }
 
-pub mod schema_item {
+pub(crate) mod schema_item {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Schema(Box<super::Schema>),
     }
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Definitions {
+pub(crate) struct Definitions {
     #[prost(message, repeated, tag = "1")]
-    pub additional_properties: Vec<NamedSchema>,
+    pub(crate) additional_properties: Vec<NamedSchema>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Properties {
+pub(crate) struct Properties {
     #[prost(message, repeated, tag = "1")]
-    pub additional_properties: Vec<NamedSchema>,
+    pub(crate) additional_properties: Vec<NamedSchema>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedSchema {
+pub(crate) struct NamedSchema {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<Schema>,
+    pub(crate) value: Option<Schema>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ParameterDefinitions {
+pub(crate) struct ParameterDefinitions {
     #[prost(message, repeated, tag = "1")]
-    pub additional_properties: Vec<NamedParameter>,
+    pub(crate) additional_properties: Vec<NamedParameter>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedParameter {
+pub(crate) struct NamedParameter {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<Parameter>,
+    pub(crate) value: Option<Parameter>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct SecurityDefinitions {
+pub(crate) struct SecurityDefinitions {
     #[prost(message, repeated, tag = "1")]
-    pub additional_properties: Vec<NamedSecurityDefinitionsItem>,
+    pub(crate) additional_properties: Vec<NamedSecurityDefinitionsItem>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedSecurityDefinitionsItem {
+pub(crate) struct NamedSecurityDefinitionsItem {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<SecurityDefinitionsItem>,
+    pub(crate) value: Option<SecurityDefinitionsItem>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct SecurityDefinitionsItem {
+pub(crate) struct SecurityDefinitionsItem {
     #[prost(oneof = "security_definitions_item::Oneof", tags = "2")]
-    pub oneof: Option<security_definitions_item::Oneof>,
+    pub(crate) oneof: Option<security_definitions_item::Oneof>,
 }
 
-pub mod security_definitions_item {
+pub(crate) mod security_definitions_item {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "2")]
         ApiKeySecurity(super::ApiKeySecurity),
     }
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ApiKeySecurity {
+pub(crate) struct ApiKeySecurity {
     #[prost(string, tag = "1")]
-    pub r#type: String,
+    pub(crate) r#type: String,
     #[prost(string, tag = "2")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(string, tag = "3")]
-    pub r#in: String,
+    pub(crate) r#in: String,
     #[prost(string, tag = "4")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(message, repeated, tag = "5")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct SecurityRequirement {
+pub(crate) struct SecurityRequirement {
     #[prost(message, repeated, tag = "1")]
-    pub additional_properties: Vec<NamedStringArray>,
+    pub(crate) additional_properties: Vec<NamedStringArray>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NamedStringArray {
+pub(crate) struct NamedStringArray {
     #[prost(string, tag = "1")]
-    pub name: String,
+    pub(crate) name: String,
     #[prost(message, optional, tag = "2")]
-    pub value: Option<StringArray>,
+    pub(crate) value: Option<StringArray>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct StringArray {
+pub(crate) struct StringArray {
     #[prost(string, repeated, tag = "1")]
-    pub value: Vec<String>,
+    pub(crate) value: Vec<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct TypeItem {
+pub(crate) struct TypeItem {
     #[prost(string, repeated, tag = "1")]
-    pub value: Vec<String>,
+    pub(crate) value: Vec<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ItemsItem {
+pub(crate) struct ItemsItem {
     #[prost(message, repeated, tag = "1")]
-    pub schema: Vec<Schema>,
+    pub(crate) schema: Vec<Schema>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct AdditionalPropertiesItem {
+pub(crate) struct AdditionalPropertiesItem {
     #[prost(oneof = "additional_properties_item::Oneof", tags = "1, 2")]
-    pub oneof: Option<additional_properties_item::Oneof>,
+    pub(crate) oneof: Option<additional_properties_item::Oneof>,
 }
 
-pub mod additional_properties_item {
+pub(crate) mod additional_properties_item {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Oneof {
+    pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
         Schema(Box<super::Schema>),
         #[prost(bool, tag = "2")]
@@ -476,75 +478,75 @@ pub mod additional_properties_item {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ExternalDocs {
+pub(crate) struct ExternalDocs {
     #[prost(string, tag = "1")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(string, tag = "2")]
-    pub url: String,
+    pub(crate) url: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct Schema {
+pub(crate) struct Schema {
     #[prost(string, tag = "1")]
-    pub r#ref: String,
+    pub(crate) r#ref: String,
     #[prost(string, tag = "2")]
-    pub format: String,
+    pub(crate) format: String,
     #[prost(string, tag = "3")]
-    pub title: String,
+    pub(crate) title: String,
     #[prost(string, tag = "4")]
-    pub description: String,
+    pub(crate) description: String,
     #[prost(message, optional, tag = "5")]
-    pub default: Option<Any>,
+    pub(crate) default: Option<Any>,
     #[prost(double, tag = "6")]
-    pub multiple_of: f64,
+    pub(crate) multiple_of: f64,
     #[prost(double, tag = "7")]
-    pub maximum: f64,
+    pub(crate) maximum: f64,
     #[prost(bool, tag = "8")]
-    pub exclusive_maximum: bool,
+    pub(crate) exclusive_maximum: bool,
     #[prost(double, tag = "9")]
-    pub minimum: f64,
+    pub(crate) minimum: f64,
     #[prost(bool, tag = "10")]
-    pub exclusive_minimum: bool,
+    pub(crate) exclusive_minimum: bool,
     #[prost(int64, tag = "11")]
-    pub max_length: i64,
+    pub(crate) max_length: i64,
     #[prost(int64, tag = "12")]
-    pub min_length: i64,
+    pub(crate) min_length: i64,
     #[prost(string, tag = "13")]
-    pub pattern: String,
+    pub(crate) pattern: String,
     #[prost(int64, tag = "14")]
-    pub max_items: i64,
+    pub(crate) max_items: i64,
     #[prost(int64, tag = "15")]
-    pub min_items: i64,
+    pub(crate) min_items: i64,
     #[prost(bool, tag = "16")]
-    pub unique_items: bool,
+    pub(crate) unique_items: bool,
     #[prost(int64, tag = "17")]
-    pub max_properties: i64,
+    pub(crate) max_properties: i64,
     #[prost(int64, tag = "18")]
-    pub min_properties: i64,
+    pub(crate) min_properties: i64,
     #[prost(string, repeated, tag = "19")]
-    pub required: Vec<String>,
+    pub(crate) required: Vec<String>,
     #[prost(message, repeated, tag = "20")]
-    pub r#enum: Vec<Any>,
+    pub(crate) r#enum: Vec<Any>,
     #[prost(message, optional, boxed, tag = "21")]
-    pub additional_properties: Option<Box<AdditionalPropertiesItem>>,
+    pub(crate) additional_properties: Option<Box<AdditionalPropertiesItem>>,
     #[prost(message, optional, tag = "22")]
-    pub r#type: Option<TypeItem>,
+    pub(crate) r#type: Option<TypeItem>,
     #[prost(message, optional, tag = "23")]
-    pub items: Option<ItemsItem>,
+    pub(crate) items: Option<ItemsItem>,
     #[prost(message, repeated, tag = "24")]
-    pub all_of: Vec<Schema>,
+    pub(crate) all_of: Vec<Schema>,
     #[prost(message, optional, tag = "25")]
-    pub properties: Option<Properties>,
+    pub(crate) properties: Option<Properties>,
     #[prost(string, tag = "26")]
-    pub discriminator: String,
+    pub(crate) discriminator: String,
     #[prost(bool, tag = "27")]
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     #[prost(message, optional, tag = "29")]
-    pub external_docs: Option<ExternalDocs>,
+    pub(crate) external_docs: Option<ExternalDocs>,
     #[prost(message, optional, tag = "30")]
-    pub example: Option<Any>,
+    pub(crate) example: Option<Any>,
     #[prost(message, repeated, tag = "31")]
-    pub vendor_extension: Vec<NamedAny>,
+    pub(crate) vendor_extension: Vec<NamedAny>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -589,7 +591,7 @@ fn strings(m: &Map<String, Value>, k: &str) -> Vec<String> {
 
 /// A JSON value as gnostic's `Any`: its YAML text. JSON is a subset of YAML, so the
 /// compact JSON rendering plus a newline is a YAML document with the same value.
-pub fn any(v: &Value) -> Any {
+pub(crate) fn any(v: &Value) -> Any {
     Any {
         yaml: format!("{}\n", serde_json::to_string(v).unwrap_or_default()),
     }
@@ -859,7 +861,7 @@ fn path_item(m: &Map<String, Value>) -> PathItem {
 }
 
 /// Builds the `openapi.v2.Document` message for a Swagger 2.0 JSON document.
-pub fn document(doc: &Value) -> Document {
+pub(crate) fn document(doc: &Value) -> Document {
     let empty = Map::new();
     let m = doc.as_object().unwrap_or(&empty);
     let info = m.get("info").and_then(Value::as_object).map(|i| Info {
@@ -978,6 +980,6 @@ pub fn document(doc: &Value) -> Document {
 }
 
 /// Serialises [`document`] to protobuf bytes.
-pub fn encode_document(doc: &Value) -> Vec<u8> {
+pub(crate) fn encode_document(doc: &Value) -> Vec<u8> {
     document(doc).encode_to_vec()
 }
