@@ -47,7 +47,7 @@ pub struct Target {
     pub resource: pb::ResourceRef,
     /// Namespace watched ("" = all namespaces or cluster scope).
     pub namespace: String,
-    /// Single object watched (`metadata.name` field selector; "" = all).
+    /// Name of the single object watched ("" = every object).
     pub name: String,
     /// apiVersion of the served objects and of BOOKMARK events.
     pub api_version: String,
