@@ -25,8 +25,11 @@ use std::task::Poll;
 /// Gateway configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// gRPC address(es) of the registry service.
     pub registry_endpoint: String,
+    /// gRPC address(es) of the validation service.
     pub validation_endpoint: String,
+    /// gRPC address(es) of the storage service.
     pub storage_endpoint: String,
     /// Tenant of requests without a `/clusters/<tenant>` prefix.
     pub default_tenant: String,
@@ -81,10 +84,15 @@ impl Default for Config {
 
 /// Shared state of one gateway process.
 pub struct Ctx {
+    /// The configuration the gateway started with.
     pub cfg: Config,
+    /// Client of the storage service.
     pub storage: StorageClient<Channel>,
+    /// Client of the registry service.
     pub registry: RegistryClient<Channel>,
+    /// Client of the validation service.
     pub validation: ValidationClient<Channel>,
+    /// Served CRDs per (tenant, group, plural).
     pub crds: CrdCache,
     /// Custom resource GETs, coalesced into storage GetMany calls.
     pub gets: crate::batch::GetBatcher,
@@ -122,6 +130,8 @@ fn channel(urls: &str, timeout: Option<std::time::Duration>) -> anyhow::Result<C
 }
 
 impl Ctx {
+    /// The gateway state: service clients on the configured endpoints (an address that does
+    /// not parse is an error), batchers, and empty caches.
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
         let max = 256 << 20;
         let storage = StorageClient::new(channel(&cfg.storage_endpoint, cfg.call_timeout)?)
@@ -295,6 +305,7 @@ pub struct Router {
 }
 
 impl Router {
+    /// The router over the gateway state `ctx`.
     pub fn new(ctx: Arc<Ctx>) -> Self {
         Self { ctx }
     }
@@ -323,10 +334,15 @@ impl tower::Service<Request<Payload>> for Router {
 
 /// Everything a resource handler needs about the request.
 pub struct Req {
+    /// What the path addresses (tenant, group, version, resource, name, verb).
     pub info: RequestInfo,
+    /// HTTP method.
     pub method: Method,
+    /// Parsed query parameters.
     pub query: Query,
+    /// Request headers.
     pub headers: http::HeaderMap,
+    /// The whole request body.
     pub body: Bytes,
     /// Strict-decoding findings of the body (`duplicate field "spec.a"`), recorded by the
     /// one decode of the body (create/update) or of the patch document; see
@@ -335,9 +351,11 @@ pub struct Req {
 }
 
 impl Req {
+    /// The value of header `k`, when it is valid text.
     pub fn header(&self, k: &str) -> Option<&str> {
         self.headers.get(k).and_then(|v| v.to_str().ok())
     }
+    /// The `dryRun` query parameter: `All` = true, absent or empty = false, else 400 BadRequest.
     pub fn dry_run(&self) -> Result<bool, ApiError> {
         match self.query.get("dryRun") {
             None | Some("") => Ok(false),
@@ -520,6 +538,7 @@ fn crd_handler_delegates(
 /// The three namespaces every tenant starts with (created once per tenant, idempotently).
 pub const DEFAULT_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
+/// Creates the tenant's default namespaces on its first request (once per gateway process).
 pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
     if ctx.tenants.read().expect("lock").contains(tenant) {
         return Ok(());
@@ -557,6 +576,7 @@ pub const EMPTY_CORE: [(&str, &str); 3] = [
     ("services", "Service"),
 ];
 
+/// The kind of `resource` when it is one of [`EMPTY_CORE`].
 pub fn empty_core_kind(resource: &str) -> Option<&'static str> {
     EMPTY_CORE
         .iter()

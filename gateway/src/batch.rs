@@ -147,6 +147,7 @@ pub type CreateBatcher = Batcher<pb::CreateRequest, pb::StoredObject>;
 /// Admissions of writes, coalesced into validation `AdmitMany` calls.
 pub type AdmitBatcher = Batcher<pb::AdmitRequest, pb::AdmitResponse>;
 
+/// The GET batcher over `storage`, at most `max_in_flight` `GetMany` calls at once.
 pub fn gets(storage: StorageClient<Channel>, max_in_flight: usize) -> GetBatcher {
     Batcher::new(
         max_in_flight,
@@ -170,6 +171,7 @@ fn item<T>(value: Option<T>, error: Option<pb::ItemStatus>) -> Result<T, Status>
     }
 }
 
+/// The create batcher over `storage`, at most `max_in_flight` `CreateMany` calls at once.
 pub fn creates(storage: StorageClient<Channel>, max_in_flight: usize) -> CreateBatcher {
     Batcher::new(
         max_in_flight,
@@ -187,6 +189,7 @@ pub fn creates(storage: StorageClient<Channel>, max_in_flight: usize) -> CreateB
     )
 }
 
+/// The admission batcher over `validation`, at most `max_in_flight` `AdmitMany` calls at once.
 pub fn admits(validation: ValidationClient<Channel>, max_in_flight: usize) -> AdmitBatcher {
     Batcher::new(
         max_in_flight,

@@ -418,6 +418,7 @@ pub struct BuiltinStore<'a> {
 }
 
 impl<'a> BuiltinStore<'a> {
+    /// The store of built-in type `ty` for `tenant`.
     pub fn new(ctx: &'a Ctx, tenant: &'a str, ty: &'static dyn BuiltinType) -> Self {
         let r = ty.resource();
         Self {

@@ -12,37 +12,61 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+/// One entry of the CRD's `spec.versions`, as the gateway serves it.
 #[derive(Debug)]
 pub struct VersionInfo {
+    /// Version name, e.g. `v1`.
     pub name: String,
+    /// `served`: the version's endpoints exist.
     pub served: bool,
+    /// `storage`: objects are stored in this version.
     pub storage: bool,
+    /// `deprecated`: responses carry a deprecation warning.
     pub deprecated: bool,
+    /// `deprecationWarning`, replacing the default warning text.
     pub deprecation_warning: Option<String>,
+    /// `subresources.status` is set: `/status` is served and the main resource ignores status.
     pub has_status: bool,
+    /// `subresources.scale` (the replica paths), when `/scale` is served.
     pub scale: Option<Value>,
     /// The schema declares defaults somewhere (the read path must apply them).
     pub has_defaults: bool,
+    /// `selectableFields[].jsonPath`: extra fields a field selector may use.
     pub selectable_fields: Vec<String>,
+    /// Table printing by the version's `additionalPrinterColumns`.
     pub table: TableConvertor,
 }
 
+/// What the gateway serves a CRD's resources by, parsed once from its JSON.
 #[derive(Debug)]
 pub struct CrdInfo {
+    /// `metadata.name` (`<plural>.<group>`).
     pub name: String,
+    /// `metadata.uid`.
     pub uid: String,
+    /// `metadata.generation`.
     pub generation: i64,
+    /// `spec.group`.
     pub group: String,
+    /// `status.acceptedNames.plural`, else `spec.names.plural`.
     pub plural: String,
+    /// `spec.names.singular` (lowercased kind by default).
     pub singular: String,
+    /// `status.acceptedNames.kind`, else `spec.names.kind`.
     pub kind: String,
+    /// `spec.names.listKind` (`<kind>List` by default).
     pub list_kind: String,
+    /// `spec.scope` is `Namespaced`.
     pub namespaced: bool,
+    /// `spec.versions`, in the CRD's order.
     pub versions: Vec<VersionInfo>,
+    /// Name of the version with `storage: true`.
     pub storage_version: String,
+    /// The CRD's `Terminating` condition is True (it is being deleted): no new objects.
     pub terminating: bool,
     /// [`serving_hash`] of this CRD: what its resources' watches are bound to.
     pub serving: u64,
+    /// The CRD object itself.
     pub json: Value,
 }
 
@@ -65,6 +89,7 @@ pub fn serving_hash(crd: &Value) -> u64 {
 }
 
 impl CrdInfo {
+    /// Reads what serving needs from a CRD object (missing fields read as empty).
     pub fn from_json(crd: Value) -> Result<Self, ApiError> {
         let s = |p: &str| {
             crd.pointer(p)
@@ -169,10 +194,12 @@ impl CrdInfo {
         })
     }
 
+    /// The served version named `v`.
     pub fn version(&self, v: &str) -> Option<&VersionInfo> {
         self.versions.iter().find(|x| x.name == v && x.served)
     }
 
+    /// The custom resource's group/resource (`<plural>.<group>`).
     pub fn gr(&self) -> crdplane_core::GroupResource {
         crdplane_core::GroupResource::new(self.group.clone(), self.plural.clone())
     }
@@ -195,6 +222,7 @@ pub struct CrdCache {
 }
 
 impl CrdCache {
+    /// The cached CRD serving `group`/`plural` in `tenant`.
     pub fn get(&self, tenant: &str, group: &str, plural: &str) -> Option<Arc<CrdInfo>> {
         self.entries
             .read()
@@ -203,6 +231,7 @@ impl CrdCache {
             .cloned()
     }
 
+    /// Caches a resolved CRD of `tenant` under its group and plural.
     pub fn insert(&self, tenant: &str, info: Arc<CrdInfo>) {
         let key = (tenant.to_string(), info.group.clone(), info.plural.clone());
         self.entries.write().expect("cache lock").insert(key, info);
@@ -216,14 +245,17 @@ impl CrdCache {
             .retain(|k, v| !(k.0 == tenant && v.name == crd_name));
     }
 
+    /// Drops every entry.
     pub fn clear(&self) {
         self.entries.write().expect("cache lock").clear();
     }
 
+    /// Number of cached entries.
     pub fn len(&self) -> usize {
         self.entries.read().expect("cache lock").len()
     }
 
+    /// No entry is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

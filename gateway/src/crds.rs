@@ -79,6 +79,7 @@ fn crd_name(v: &Value) -> String {
         .to_string()
 }
 
+/// Serves one CustomResourceDefinition request of the tenant.
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let tenant = i.tenant.clone();

@@ -34,6 +34,7 @@ pub fn apply_patch(content_type: &str, patch: &[u8], target: &Value) -> Result<V
     crdplane_apiserver::patch::apply_patch(&crate::http::media_type(content_type), patch, target)
 }
 
+/// Serves one request for a custom resource of `crd` (main resource, `/status`, `/scale`).
 pub async fn serve(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let ver = crd
@@ -105,6 +106,8 @@ pub fn deprecation_warning(crd: &CrdInfo, ver: &VersionInfo) -> Option<String> {
     Some(msg)
 }
 
+/// Appends each text as a `Warning: 299 - "<text>"` header (upstream
+/// apiserver/pkg/endpoints/handlers `warning` headers).
 pub fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {
     for w in warnings {
         // Upstream: `299 - "<text>"` with the text escaped as a Go quoted string.
@@ -123,6 +126,7 @@ fn key(crd: &CrdInfo, tenant: &str, ns: &str, name: &str) -> pb::ObjectKey {
     }
 }
 
+/// The storage service's reference to the CRD's resource in `tenant`.
 pub fn resource_ref(crd: &CrdInfo, tenant: &str) -> pb::ResourceRef {
     pb::ResourceRef {
         tenant: tenant.into(),
@@ -131,6 +135,7 @@ pub fn resource_ref(crd: &CrdInfo, tenant: &str) -> pb::ResourceRef {
     }
 }
 
+/// A stored object as a JSON value; stored bytes that are not JSON are a 500 InternalError.
 pub fn parse_object(b: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(b)
         .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))
@@ -300,6 +305,7 @@ pub fn field_validation(req: &Req) -> Result<FieldValidation, ApiError> {
     crdplane_core::options::field_validation(req.query.get("fieldValidation"))
 }
 
+/// A field error as the validation service sent it, back in `metav1.Status` cause form.
 pub fn field_error_from_proto(e: &pb::FieldError) -> FieldError {
     let kind = FieldErrorType::from_cause_type(&e.r#type).unwrap_or(FieldErrorType::Invalid);
     let bad_value = if e.bad_value_json.is_empty() && !e.has_value {
@@ -563,6 +569,7 @@ async fn for_version(
 
 // ---- handlers -----------------------------------------------------------------------------
 
+/// The Table `includeObject` query parameter (None, Metadata or Object; default Metadata).
 pub fn include_object(req: &Req) -> Result<IncludeObject, ApiError> {
     IncludeObject::parse(req.query.get("includeObject").unwrap_or(""))
         .map_err(ApiError::bad_request)
@@ -598,6 +605,7 @@ fn table_response(
     ))
 }
 
+/// The Table apiVersion for a requested `meta.k8s.io` version (`v1beta1` or `v1`).
 pub fn table_api_version(v: &str) -> &'static str {
     if v == "v1beta1" {
         crate::table::TABLE_API_VERSION_V1BETA1
@@ -652,6 +660,8 @@ pub fn check_selectors(
     Ok((label, field))
 }
 
+/// The `limit` query parameter: page size, 0 = no limit (negative counts as 0); not a number
+/// is 400 BadRequest.
 pub fn parse_limit(req: &Req) -> Result<u32, ApiError> {
     match req.query.get("limit") {
         None | Some("") => Ok(0),
@@ -758,6 +768,7 @@ fn storage_write(crd: &CrdInfo, obj: Value) -> Result<pb::ObjectWrite, ApiError>
     })
 }
 
+/// `r` with the warnings added as `Warning` headers (see [`add_warnings`]).
 pub fn with_warnings(mut r: Response<Body>, w: &[String]) -> Response<Body> {
     add_warnings(&mut r, w);
     r

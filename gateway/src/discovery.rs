@@ -16,6 +16,7 @@ use crdplane_proto::v1 as pb;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 
+/// Content type of aggregated discovery v2 (`APIGroupDiscoveryList`).
 pub const AGGREGATED_CT: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 const PROTO_V2: [&str; 2] = [
@@ -124,6 +125,7 @@ async fn tenant_discovery(ctx: &Ctx, tenant: &str) -> Result<pb::DiscoveryRespon
         .into_inner())
 }
 
+/// Serves one non-resource request: health, version, discovery or OpenAPI.
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let path = req.info.path.trim_end_matches('/');
     let path = if path.is_empty() { "/" } else { path };

@@ -10,14 +10,17 @@ use http_body_util::{BodyExt, Full, Limited};
 /// Upstream `MaxRequestBodyBytes` (k8s.io/apiserver/pkg/server/config.go).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
+/// Response body of every handler: boxed, so bytes and streams (watch) share one type.
 pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
 
+/// A body of these bytes, all at once.
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())
         .map_err(|never| match never {})
         .boxed_unsync()
 }
 
+/// A response with status `code`, `Content-Type: application/json` and this body.
 pub fn json_response(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = code;
@@ -70,6 +73,7 @@ pub fn too_many_requests() -> Response<Body> {
     r
 }
 
+/// A response with status `code`, `Content-Type: text/plain` and this body.
 pub fn text_response(code: StatusCode, body: &'static str) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = code;
@@ -164,6 +168,7 @@ where
 pub struct Query(pub Vec<(String, String)>);
 
 impl Query {
+    /// Splits a raw query string at `&` and `=` and percent-decodes each key and value.
     pub fn parse(q: Option<&str>) -> Self {
         let mut v = Vec::new();
         for pair in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
@@ -172,6 +177,7 @@ impl Query {
         }
         Self(v)
     }
+    /// The first value of key `k`.
     pub fn get(&self, k: &str) -> Option<&str> {
         self.0
             .iter()
@@ -229,11 +235,14 @@ pub fn pct_decode(s: &str) -> String {
 /// One media range of an Accept header with its parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MediaRange {
+    /// `type/subtype`, lowercased, e.g. `application/json`.
     pub mime: String,
+    /// `;key=value` parameters in order (keys lowercased, quotes removed), e.g. `as=Table`.
     pub params: Vec<(String, String)>,
 }
 
 impl MediaRange {
+    /// The value of parameter `k`.
     pub fn param(&self, k: &str) -> Option<&str> {
         self.params
             .iter()
@@ -242,6 +251,7 @@ impl MediaRange {
     }
 }
 
+/// The media ranges of an `Accept` header, in order (none when absent).
 pub fn parse_accept(h: Option<&str>) -> Vec<MediaRange> {
     let Some(h) = h else { return vec![] };
     h.split(',')
@@ -268,6 +278,7 @@ pub fn parse_accept(h: Option<&str>) -> Vec<MediaRange> {
 /// What representation a GET/LIST/WATCH response should have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
+    /// The object or list itself as JSON.
     Json,
     /// meta.k8s.io Table; the version string ("v1" or "v1beta1").
     Table(&'static str),

@@ -14,6 +14,8 @@
 //! [`partial`]; strategic merge patch of built-in types is [`strategic`].
 //! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod api;
 pub mod batch;
 pub mod builtin;

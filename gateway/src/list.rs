@@ -44,9 +44,13 @@ pub fn checked_selectors(
 
 /// The stored objects of one page and the list metadata to send with them.
 pub struct Page {
+    /// The stored objects' JSON, in key order.
     pub items: Vec<Bytes>,
+    /// The list's `metadata.resourceVersion`.
     pub resource_version: u64,
+    /// The list's `metadata.continue` ("" = last page).
     pub continue_token: String,
+    /// The list's `metadata.remainingItemCount`, when known.
     pub remaining: Option<u64>,
 }
 
@@ -75,7 +79,9 @@ impl Page {
 
 /// A page, or the answer the request gets instead (410 / 504, see the module doc).
 pub enum Listed {
+    /// The page to send.
     Page(Page),
+    /// The response to send instead (410 Expired or 504 Timeout).
     Answer(Response<Body>),
 }
 

@@ -139,6 +139,7 @@ fn ns_table() -> TableFn {
     })
 }
 
+/// Serves one `/api/v1/namespaces` request (main resource, `/status`, `/finalize`).
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let tenant = &i.tenant;

@@ -7,17 +7,26 @@
 /// What a request addresses.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestInfo {
+    /// Tenant from the path prefix; the default tenant when there is none.
     pub tenant: String,
     /// Path with the tenant prefix removed, e.g. `/apis/stable.example.com/v1/...`.
     pub path: String,
+    /// True for `/api/...` and `/apis/...` paths that name a resource (upstream
+    /// `RequestInfo.IsResourceRequest`), false for discovery and other non-resource paths.
     pub is_resource_request: bool,
     /// "api" or "apis".
     pub api_prefix: String,
+    /// API group ("" = the core group).
     pub api_group: String,
+    /// API version, e.g. `v1`.
     pub api_version: String,
+    /// Namespace of a namespaced request ("" = cluster scope or all namespaces).
     pub namespace: String,
+    /// Plural resource name, e.g. `crontabs`.
     pub resource: String,
+    /// Subresource, e.g. `status` or `scale` ("" = the main resource).
     pub subresource: String,
+    /// Object name ("" for collection requests).
     pub name: String,
     /// get, list, watch, create, update, patch, delete, deletecollection (resource requests),
     /// or the lowercase HTTP method for non-resource requests.

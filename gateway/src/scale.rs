@@ -155,22 +155,32 @@ pub fn set_nested_field(obj: &mut Value, fields: &[&str], value: Value) -> Resul
 /// `autoscaling/v1` `Scale`, serialized in upstream's field order and omitempty rules.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scale {
+    /// Always `Scale`.
     pub kind: &'static str,
+    /// Always `autoscaling/v1`.
     #[serde(rename = "apiVersion")]
     pub api_version: &'static str,
+    /// The scaled object's identity (name, namespace, uid, resourceVersion, creation time).
     pub metadata: ScaleMeta,
+    /// Desired replicas.
     pub spec: ScaleSpec,
+    /// Observed replicas and label selector.
     pub status: ScaleStatus,
 }
 
+/// The `metadata` of a Scale: copied from the scaled custom resource.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct ScaleMeta {
+    /// The object's `metadata.name`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The object's `metadata.namespace`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// The object's `metadata.uid`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The object's `metadata.resourceVersion`.
     #[serde(rename = "resourceVersion", skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
     /// `metav1.Time` is a struct: a zero time is written as `null`, never omitted.
@@ -178,15 +188,20 @@ pub struct ScaleMeta {
     pub creation_timestamp: Value,
 }
 
+/// `ScaleSpec`: the desired state.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct ScaleSpec {
+    /// Desired replicas, read from the CRD's `specReplicasPath` (omitted when 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub replicas: i32,
 }
 
+/// `ScaleStatus`: the observed state.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct ScaleStatus {
+    /// Observed replicas, read from the CRD's `statusReplicasPath`.
     pub replicas: i32,
+    /// Label selector string, read from the CRD's `labelSelectorPath` ("" = none).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub selector: String,
 }
@@ -196,9 +211,11 @@ fn is_zero(v: &i32) -> bool {
 }
 
 impl Scale {
+    /// The Scale as JSON bytes.
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("scale serializes")
     }
+    /// The Scale as a JSON value.
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("scale serializes")
     }
@@ -254,8 +271,11 @@ pub fn scale_from_object(obj: &Value, paths: &ScalePaths) -> Result<(Scale, bool
 /// precondition (other fields are read-only and ignored, as upstream).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScaleWrite {
+    /// The Scale's `metadata.name` (must match the URL's).
     pub name: String,
+    /// The Scale's `metadata.namespace` (must match the URL's).
     pub namespace: String,
+    /// `spec.replicas`, written to the CRD's `specReplicasPath`.
     pub replicas: i64,
     /// "" = no precondition.
     pub resource_version: String,

@@ -64,6 +64,7 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The edge settings from the gateway configuration, recording into `metrics`.
     pub fn new(cfg: &crate::api::Config, metrics: Arc<RequestMetrics>) -> Self {
         Self {
             default_tenant: cfg.default_tenant.as_str().into(),

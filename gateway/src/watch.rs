@@ -43,13 +43,21 @@ pub type TableFn = Arc<dyn Fn(&[Value], bool, IncludeObject) -> Value + Send + S
 
 /// What one watch streams.
 pub struct Target {
+    /// The tenant's resource in the storage service.
     pub resource: pb::ResourceRef,
+    /// Namespace watched ("" = all namespaces or cluster scope).
     pub namespace: String,
+    /// Name of the single object watched ("" = every object).
     pub name: String,
+    /// apiVersion of the served objects and of BOOKMARK events.
     pub api_version: String,
+    /// Kind of the served objects and of BOOKMARK events.
     pub kind: String,
+    /// Table rendering, for `Accept: ...;as=Table` watches.
     pub table: TableFn,
+    /// The `labelSelector` query parameter.
     pub label_selector: String,
+    /// The `fieldSelector` query parameter.
     pub field_selector: String,
     /// Post-processing of each event object (version conversion).
     pub transform: Option<Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>>,
@@ -66,8 +74,11 @@ pub struct Target {
 /// resources.
 #[derive(Debug, Clone)]
 pub struct CrdNow {
+    /// The CRD's tenant.
     pub tenant: String,
+    /// The CRD's name (`<plural>.<group>`).
     pub name: String,
+    /// Its uid and serving hash now; None when it no longer exists.
     pub now: Option<(String, u64)>,
 }
 
@@ -179,9 +190,14 @@ pub(crate) async fn normalize_items(
 /// Parsed watch parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
+    /// `resourceVersion` to stream the changes after; None for "" or "0" (start with the
+    /// current state as ADDED events).
     pub from_rv: Option<u64>,
+    /// `sendInitialEvents=true` (watch-list: initial ADDED events ended by a BOOKMARK).
     pub send_initial_events: bool,
+    /// `allowWatchBookmarks=true`.
     pub bookmarks: bool,
+    /// `timeoutSeconds`, or upstream's random 30–60 min when absent.
     pub timeout: Duration,
 }
 
@@ -510,6 +526,7 @@ fn defaulting_key(t: &Target) -> String {
     }
 }
 
+/// Serves one watch request on `t`: a chunked stream of `WatchEvent` lines (JSON or Table).
 pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, ApiError> {
     let p = params(req)?;
     let output = negotiate_output(req.header("accept"))?;

@@ -43,7 +43,9 @@ pub enum ClientKey {
 /// Bounds on concurrent watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchLimits {
+    /// Most watches open at once on this gateway.
     pub max_total: usize,
+    /// Most watches open at once for one client.
     pub max_per_client: usize,
 }
 
@@ -59,7 +61,9 @@ impl Default for WatchLimits {
 /// Why a watch was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
+    /// The gateway's total limit is reached.
     Total,
+    /// The client's own limit is reached.
     PerClient,
 }
 
@@ -111,6 +115,7 @@ impl Drop for WatchSlot {
 }
 
 impl WatchSlots {
+    /// No watches open yet, admitting under `limits`.
     pub fn new(limits: WatchLimits) -> Self {
         Self {
             limits,
@@ -118,6 +123,7 @@ impl WatchSlots {
         }
     }
 
+    /// The limits this counter admits under.
     pub fn limits(&self) -> WatchLimits {
         self.limits
     }
@@ -163,6 +169,7 @@ pub struct Held<B> {
 }
 
 impl<B> Held<B> {
+    /// `inner`, holding `slot` until it is dropped.
     pub fn new(inner: B, slot: WatchSlot) -> Self {
         Self { inner, _slot: slot }
     }

@@ -136,6 +136,7 @@ impl WatchFilter {
     }
 }
 
+/// The watch event type of a storage event kind byte (`A`, `M`, `D`).
 pub fn type_name(kind: u8) -> &'static str {
     match kind {
         b'A' => "ADDED",
@@ -159,18 +160,28 @@ pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
 #[derive(Debug, Clone)]
 pub enum Item {
     /// A rendered JSON line (shared between watchers).
-    Line { line: Bytes, rv: u64 },
+    Line {
+        /// The `{"type":...,"object":...}` line.
+        line: Bytes,
+        /// Revision of the event.
+        rv: u64,
+    },
     /// The object for a watcher that renders itself (Table output), or that still needs
     /// read defaulting (`needs_defaults`: as stored, not yet transformed).
     Raw {
+        /// Watch event type (`ADDED`, `MODIFIED`, `DELETED`).
         kind: &'static str,
+        /// The object's JSON.
         object: Bytes,
+        /// Revision of the event.
         rv: u64,
+        /// The object still needs read defaulting.
         needs_defaults: bool,
     },
 }
 
 impl Item {
+    /// Revision of the event.
     pub fn rv(&self) -> u64 {
         match self {
             Item::Line { rv, .. } | Item::Raw { rv, .. } => *rv,
@@ -180,9 +191,11 @@ impl Item {
 
 /// What a watcher asked for.
 pub struct Spec {
+    /// Which events of the stream the watcher gets (namespace, name, selectors).
     pub filter: WatchFilter,
     /// apiVersion objects are served with (render-cache key together with the type).
     pub api_version: String,
+    /// Post-processing of each event object (version conversion); None = as stored.
     pub transform: Option<Transform>,
     /// Table output: the watcher renders objects itself.
     pub raw: bool,
@@ -582,6 +595,7 @@ pub struct Mux {
 pub struct Subscription {
     /// Events from the ring with revision > the requested one, to send first.
     pub replay: Vec<Item>,
+    /// Live events after the replay.
     pub rx: mpsc::Receiver<Item>,
     shared: Arc<Shared>,
     mux: Arc<Mux>,
@@ -615,6 +629,7 @@ impl Drop for Subscription {
 
 /// The result of [`Mux::join`].
 pub enum Joined {
+    /// Registered on the shared stream.
     Shared(Subscription),
     /// The revision is older than the shared stream remembers: watch storage directly.
     NotCovered,

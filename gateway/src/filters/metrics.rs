@@ -98,6 +98,7 @@ pub struct MetricsLayer {
 }
 
 impl MetricsLayer {
+    /// The layer recording into `metrics`.
     pub fn new(metrics: Arc<RequestMetrics>) -> Self {
         Self { metrics }
     }

@@ -110,7 +110,7 @@ pub(crate) mod testing {
     use std::convert::Infallible;
 
     /// A request with an empty, already read body.
-    pub fn request(method: &str, uri: &str) -> Request<Payload> {
+    pub(crate) fn request(method: &str, uri: &str) -> Request<Payload> {
         Request::builder()
             .method(method)
             .uri(uri)
@@ -119,7 +119,7 @@ pub(crate) mod testing {
     }
 
     /// An inner service answering 200 with `what(&request)` as the body.
-    pub fn echo(
+    pub(crate) fn echo(
         what: fn(&Request<Payload>) -> String,
     ) -> impl tower::Service<
         Request<Payload>,
@@ -134,7 +134,7 @@ pub(crate) mod testing {
     }
 
     /// Status and body text of a response.
-    pub async fn read(resp: Response<Body>) -> (StatusCode, String) {
+    pub(crate) async fn read(resp: Response<Body>) -> (StatusCode, String) {
         let (parts, body) = resp.into_parts();
         let b = body.collect().await.unwrap().to_bytes();
         (parts.status, String::from_utf8_lossy(&b).into_owned())

@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 /// The W3C trace context of a request (`traceparent`, plus `tracestate` as received).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
+    /// The trace id (16 bytes, never all zero).
     pub trace_id: [u8; 16],
     /// The caller's span.
     pub parent_id: [u8; 8],

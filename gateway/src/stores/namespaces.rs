@@ -17,8 +17,11 @@ use std::sync::OnceLock;
 /// Which endpoint of a namespace is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
+    /// `/api/v1/namespaces/{name}`.
     Main,
+    /// `/api/v1/namespaces/{name}/status`.
     Status,
+    /// `/api/v1/namespaces/{name}/finalize` (writes only `spec.finalizers`).
     Finalize,
 }
 

@@ -16,8 +16,11 @@ use serde_json::Value;
 
 /// One resource of one tenant in the storage service.
 pub struct StorageStore<'a> {
+    /// gRPC client of the storage service.
     pub storage: &'a StorageClient<Channel>,
+    /// The tenant whose objects these are.
     pub tenant: &'a str,
+    /// The group/resource whose objects these are.
     pub gr: GroupResource,
     /// Seconds the objects written live after each write (0: for ever); see the storage
     /// service's expiry.

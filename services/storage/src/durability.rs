@@ -109,6 +109,7 @@ impl fmt::Display for Durability {
 /// What the storage does about a Redis persistence configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// The configuration gives the chosen durability: serve silently.
     Ok,
     /// Serve, but log this warning.
     Warn(String),

@@ -19,6 +19,8 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Parses the request's fixed namespace and name (empty = any) and its label and field
+    /// selector strings; a selector that does not parse is a 400 BadRequest.
     pub fn new(
         namespace: &str,
         name: &str,

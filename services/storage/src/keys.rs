@@ -27,19 +27,28 @@
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1::ResourceRef;
 
+/// The Redis keys of one (tenant, group, resource) triple (layout in the module doc).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keyspace {
+    /// Revision counter: the triple's current resourceVersion.
     pub rev: String,
+    /// Hash `<namespace>/<name>` → `<rv>:<offset>:<json>`: the stored objects.
     pub obj: String,
+    /// Sorted set of the object keys, for paging in namespace-then-name order.
     pub idx: String,
+    /// Stream of events (watch history), entry id `<rv>-0`.
     pub ev: String,
+    /// List of `<unix second>:<first rv>` checkpoints of the event stream, for trimming by age.
     pub evt: String,
     /// Owner uid → dependents index (see the module doc).
     pub own: String,
     /// Expiry times of the objects that expire (see the module doc).
     pub ttl: String,
+    /// Pub/sub channel of live events.
     pub channel: String,
+    /// The group/resource the keys belong to.
     pub gr: GroupResource,
+    /// The tenant the keys belong to.
     pub tenant: String,
 }
 
@@ -51,6 +60,8 @@ fn valid_component(s: &str, allow_empty: bool) -> bool {
 }
 
 impl Keyspace {
+    /// The keys of the triple `r` names; a tenant, group or resource that could break out of
+    /// the hash tag (characters other than `[A-Za-z0-9._-]`, empty, > 253) is a 400 BadRequest.
     pub fn new(r: &ResourceRef) -> Result<Self, ApiError> {
         if !valid_component(&r.tenant, false)
             || !valid_component(&r.group, true)
@@ -93,6 +104,7 @@ pub fn notifies(group: &str, resource: &str) -> bool {
         || (group.is_empty() && resource == "namespaces")
 }
 
+/// The cross-tenant channel `cp:changes:<group>/<resource>` of key-only change notifications.
 pub fn changes_channel(group: &str, resource: &str) -> String {
     format!("cp:changes:{group}/{resource}")
 }

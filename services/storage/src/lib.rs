@@ -8,6 +8,8 @@
 //! written with a time to live are deleted when it ends by [`expiry`] (every replica).
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod config;
 pub mod durability;
 pub mod expiry;
@@ -56,6 +58,7 @@ pub fn manager_config(timeout: std::time::Duration) -> redis::aio::ConnectionMan
 /// ~2,700 writes/s to one resource; memory ≈ events × object size, ×2 for updates, which
 /// also carry the previous state).
 pub const DEFAULT_HISTORY_WINDOW_SECS: u64 = 75;
+/// Default most events kept per (tenant, resource) for watch resume (see above).
 pub const DEFAULT_HISTORY_LEN: usize = 200_000;
 
 impl Default for Config {

@@ -71,7 +71,10 @@ pub enum Updated {
     /// Written at this revision.
     At(u64),
     /// The expected resourceVersion is not the stored one (`current`).
-    Stale { current: u64 },
+    Stale {
+        /// The stored object's resourceVersion.
+        current: u64,
+    },
     /// No such object.
     NotFound,
 }
@@ -80,9 +83,17 @@ pub enum Updated {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Deleted {
     /// Deleted at revision `rv`; `last` is the last state with `rv` spliced in.
-    At { rv: u64, last: Bytes },
+    At {
+        /// Revision of the delete.
+        rv: u64,
+        /// The object's last state, carrying `rv` as its resourceVersion.
+        last: Bytes,
+    },
     /// The expected resourceVersion is not the stored one (`current`).
-    Stale { current: u64 },
+    Stale {
+        /// The stored object's resourceVersion.
+        current: u64,
+    },
     /// No such object.
     NotFound,
 }
@@ -90,6 +101,7 @@ pub enum Deleted {
 /// Reply of `durability::EPOCH_LUA`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Epoch {
+    /// The current recovery epoch number.
     pub epoch: u64,
     /// This call started the epoch.
     pub started: bool,

@@ -19,8 +19,11 @@ use tonic::{Request, Response, Status};
 /// Largest page one List call reads from Redis at a time when filtering.
 const SCAN_CHUNK: usize = 1000;
 
+/// The `crdplane.v1.Storage` gRPC service: requests go to the Redis store, watches to the hub.
 pub struct StorageService {
+    /// Redis-backed reads and writes.
     pub store: Store,
+    /// Live-event fan-out from Redis pub/sub to watch streams.
     pub hub: Arc<Hub>,
 }
 

@@ -14,14 +14,18 @@ use redis::{Script, Value};
 /// An object as stored: its JSON and resourceVersion.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
+    /// The object's JSON, resourceVersion included.
     pub json: Bytes,
+    /// The object's resourceVersion (the revision of its last write).
     pub rv: u64,
 }
 
 /// One page of a list.
 #[derive(Debug, Default)]
 pub struct Page {
+    /// `<namespace>/<name>` key and object, in key order.
     pub items: Vec<(String, Stored)>,
+    /// The resource's revision the page was read at (the list's resourceVersion).
     pub revision: u64,
     /// Objects after this page in the requested range.
     pub remaining: u64,
@@ -33,7 +37,9 @@ pub struct Page {
 /// Writes after a requested revision, read atomically with a page.
 #[derive(Debug, Default, PartialEq)]
 pub struct Later {
+    /// `<namespace>/<name>` keys written after the requested revision.
     pub keys: Vec<String>,
+    /// Revision of the first such write still in the history (0 = none).
     pub first_rv: u64,
 }
 
@@ -88,6 +94,7 @@ pub struct StoreOptions {
     pub redis_timeout: std::time::Duration,
 }
 
+/// Redis connection and loaded scripts: every read and write of the storage service.
 #[derive(Clone)]
 pub struct Store {
     conn: ConnectionManager,
@@ -100,6 +107,7 @@ pub struct Store {
     writes: std::sync::Arc<std::sync::RwLock<std::sync::Arc<WriteScripts>>>,
     /// Why writes are refused (the Redis persistence settings cannot give `durability`).
     refusal: std::sync::Arc<std::sync::RwLock<Option<String>>>,
+    /// Most events kept per (tenant, resource) for watch resume.
     pub history_len: usize,
     history_window_secs: u64,
     durability: Durability,
@@ -181,8 +189,11 @@ pub fn backend_unavailable() -> ApiError {
 /// in seconds (0 = the object never expires).
 #[derive(Debug, Clone, Copy)]
 pub struct Write<'a> {
+    /// The JSON before the resourceVersion slot.
     pub head: &'a [u8],
+    /// The JSON after the resourceVersion slot.
     pub tail: &'a [u8],
+    /// Seconds until the object expires (0 = never).
     pub ttl_seconds: u64,
 }
 
@@ -452,6 +463,7 @@ impl Store {
         }
     }
 
+    /// One object by namespace and name; absent is 404 NotFound.
     pub async fn get(
         &self,
         ks: &Keyspace,
@@ -487,6 +499,7 @@ impl Store {
             .collect()
     }
 
+    /// The resourceVersion of an object, or `None` when it does not exist.
     pub async fn exists(
         &self,
         ks: &Keyspace,
@@ -649,6 +662,7 @@ impl Store {
         Ok((items, repaired, examined, next))
     }
 
+    /// The resource's current revision (0 before its first write).
     pub async fn revision(&self, ks: &Keyspace) -> Result<u64, ApiError> {
         let mut c = self.conn.clone();
         let v: Option<u64> = redis::cmd("GET")
@@ -659,6 +673,7 @@ impl Store {
         Ok(v.unwrap_or(0))
     }
 
+    /// Creates one object at the next revision; a taken name is 409 AlreadyExists.
     pub async fn create(
         &self,
         ks: &Keyspace,
@@ -787,6 +802,8 @@ impl Store {
             .collect()
     }
 
+    /// Replaces one object at the next revision; `expected` (0 = unconditional) must equal the
+    /// stored resourceVersion, else 409 Conflict; absent is 404 NotFound.
     pub async fn update(
         &self,
         ks: &Keyspace,
@@ -827,6 +844,8 @@ impl Store {
         }
     }
 
+    /// Deletes one object at the next revision, returning its last state; `expected` (0 =
+    /// unconditional) must equal the stored resourceVersion, else 409 Conflict.
     pub async fn delete(
         &self,
         ks: &Keyspace,

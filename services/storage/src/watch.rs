@@ -39,9 +39,13 @@ use tokio::sync::{Mutex, broadcast};
 /// One event as published by the write scripts (or read back from history).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveEvent {
+    /// Event type byte as the scripts publish it (`b'M'` = MODIFIED, which carries `prev`).
     pub kind: u8,
+    /// Revision of the write (the event's resourceVersion).
     pub rv: u64,
+    /// `<namespace>/<name>` key of the object.
     pub key: String,
+    /// The object's JSON after the write (its last state for DELETED).
     pub json: Bytes,
     /// MODIFIED: the previous state at this event's revision; empty for ADDED/DELETED and
     /// for events written before the previous state was recorded.
@@ -83,6 +87,8 @@ pub fn parse_event(payload: &Bytes) -> Option<LiveEvent> {
     })
 }
 
+/// Capacity of each channel's broadcast buffer: events a slow receiver may fall behind by
+/// before it lags (its watch stream then ends).
 pub const BUFFER: usize = 4096;
 
 /// What every receiver of a channel gets after the pub/sub connection was lost and made
@@ -96,6 +102,8 @@ pub fn is_resubscribed(payload: &Bytes) -> bool {
 /// A subscribed channel's broadcast sender, and whether Redis confirmed the subscription.
 type Channel = (broadcast::Sender<Arc<Bytes>>, bool);
 
+/// One Redis pub/sub connection shared by all watches of this replica, fanning each channel's
+/// live events out to its receivers.
 pub struct Hub {
     client: redis::Client,
     /// The subscribing half of the pub/sub connection; None while it is lost.

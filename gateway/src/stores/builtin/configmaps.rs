@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
 use std::sync::OnceLock;
 
+/// The core `v1` ConfigMap type.
 pub struct ConfigMaps;
 
 static PATCH: BuiltinPatch = BuiltinPatch(&[("metadata", Field::Struct(OBJECT_META))]);

@@ -14,6 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 use std::sync::OnceLock;
 
+/// The `coordination.k8s.io/v1` Lease type.
 pub struct Leases;
 
 static PATCH: BuiltinPatch = BuiltinPatch(&[("metadata", Field::Struct(OBJECT_META))]);

@@ -169,11 +169,13 @@ pub fn unknown_field_findings(ty: &dyn BuiltinType, input: &Value) -> Vec<String
 
 /// The generic machinery's strategy of one built-in resource.
 pub struct BuiltinStrategy {
+    /// The built-in type this strategy serves.
     pub ty: &'static dyn BuiltinType,
     gr: GroupResource,
 }
 
 impl BuiltinStrategy {
+    /// The strategy of built-in type `ty`.
     pub fn new(ty: &'static dyn BuiltinType) -> Self {
         let r = ty.resource();
         Self {
@@ -325,6 +327,7 @@ pub fn age_column() -> ColumnDefinition {
     )
 }
 
+/// One Table column definition (`metav1.TableColumnDefinition`).
 pub fn column(
     name: &str,
     type_: &str,

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Secret;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
+/// The core `v1` Secret type.
 pub struct Secrets;
 
 static PATCH: BuiltinPatch = BuiltinPatch(&[("metadata", Field::Struct(OBJECT_META))]);

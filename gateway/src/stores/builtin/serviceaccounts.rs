@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::Value;
 use std::sync::OnceLock;
 
+/// The core `v1` ServiceAccount type.
 pub struct ServiceAccounts;
 
 /// `secrets` is `patchStrategy:"merge" patchMergeKey:"name"` (types.go).
