@@ -383,15 +383,26 @@ fn namespace_deletion_removes_custom_resources_of_every_crd() {
             .then_some(())?;
         Some(get(&format!("{gw}/api/v1/namespaces/team")).1)
     });
-    let mut fin = ns.clone();
-    fin["spec"]["finalizers"] = json!([]);
-    let (code, b) = http_request(
-        "PUT",
-        &format!("{gw}/api/v1/namespaces/team/finalize"),
-        Some("application/json"),
-        Some(&fin.to_string()),
-    )
-    .unwrap();
+    // The namespace controller may still be writing the namespace's conditions (its pass
+    // ends after the content it marked): a client re-reads and retries on 409, as here.
+    let mut ns = ns;
+    let mut attempts = 0;
+    let (code, b) = loop {
+        let mut fin = ns.clone();
+        fin["spec"]["finalizers"] = json!([]);
+        let (code, b) = http_request(
+            "PUT",
+            &format!("{gw}/api/v1/namespaces/team/finalize"),
+            Some("application/json"),
+            Some(&fin.to_string()),
+        )
+        .unwrap();
+        attempts += 1;
+        if code != 409 || attempts == 5 {
+            break (code, b);
+        }
+        ns = get(&format!("{gw}/api/v1/namespaces/team")).1;
+    };
     assert_eq!(code, 200, "{b}");
     assert_eq!(get(&format!("{gw}/api/v1/namespaces/team")).0, 404);
 }
