@@ -4,6 +4,13 @@
 //! namespace controller (services/registry/src/lifecycle.rs) deletes the custom resources in
 //! it in the background and then the namespace.
 //!
+//! Create, get, update and patch (main resource, `/status`, `/finalize`) run on the generic
+//! handlers of `crdplane_apiserver::handlers` over the storage service
+//! ([`crate::stores::storage`]) with the namespace strategies ([`crate::stores::namespaces`]).
+//! Delete stays here: it is upstream's own namespace REST.Delete
+//! (pkg/registry/core/namespace/storage/storage.go: its precondition texts, the Terminating
+//! mark, the handoff to the namespace controller), not the generic store's.
+//!
 //! Follows k8s.io/kubernetes pkg/registry/core/namespace/strategy.go (finalizers, phase) and
 //! pkg/apis/core/validation (DNS-1123 label names).
 
@@ -12,6 +19,7 @@ use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::request::{decode_body, delete_options};
 use crate::stores::builtin::protobuf;
 use crate::stores::namespaces::{Endpoint, NamespaceStrategy, finalized, storage_key, storage_ref};
+use crate::stores::storage::StorageStore;
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
@@ -48,6 +56,16 @@ fn ns_table() -> TableFn {
     })
 }
 
+/// The namespaces of `tenant` in the storage service, as the generic handlers' store.
+fn store<'a>(ctx: &'a Ctx, tenant: &'a str) -> StorageStore<'a> {
+    StorageStore {
+        storage: &ctx.storage,
+        tenant,
+        gr: gr(),
+        ttl_seconds: 0,
+    }
+}
+
 /// Serves one `/api/v1/namespaces` request (main resource, `/status`, `/finalize`).
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
@@ -76,19 +94,15 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             ))
         }
         "get" => {
-            let s = ctx
-                .storage
-                .clone()
-                .get(pb::GetRequest {
-                    key: Some(storage_key(tenant, &i.name)),
-                })
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner();
+            // handlers/get.go `GetResource` over the storage service (also `/status`, which
+            // upstream serves from the same object).
+            let o = handlers::get(&store(ctx, tenant), "", &i.name).await?;
             match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(StatusCode::OK, s.json)),
+                Output::Json => Ok(json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&o).expect("json"),
+                )),
                 Output::Table(_) => {
-                    let o: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
                     let t = table().to_table(
                         &[o],
                         include(req),
@@ -163,12 +177,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 None
             };
             let warnings = crate::request::strict_warnings(req, "Namespace", "v1")?;
-            let store = crate::stores::storage::StorageStore {
-                storage: &ctx.storage,
-                tenant,
-                gr: gr(),
-                ttl_seconds: 0,
-            };
+            let store = store(ctx, tenant);
             let strategy = NamespaceStrategy(match i.subresource.as_str() {
                 "status" => Endpoint::Status,
                 "finalize" => Endpoint::Finalize,
