@@ -236,7 +236,7 @@ pub fn continue_token(data: &[u8]) {
     assert!(decode_continue(KEY, "t/g/other", &token).is_err());
 }
 
-/// Request body decoding with its limits: the gateway's `crs::decode_body_bytes` (JSON, or
+/// Request body decoding with its limits: the gateway's `request::decode_body_bytes` (JSON, or
 /// YAML by Content-Type; object-only, depth ≤ `MAX_DEPTH`) and the validation service's
 /// duplicate-reporting decoder. The first byte picks the media type.
 pub fn body_decode(data: &[u8]) {
@@ -249,7 +249,7 @@ pub fn body_decode(data: &[u8]) {
         2 => "application/x-yaml; charset=utf-8",
         _ => "text/plain",
     };
-    if let Ok((v, _dups)) = crdplane_gateway::crs::decode_body_bytes(Some(ct), body) {
+    if let Ok((v, _dups)) = crdplane_gateway::request::decode_body_bytes(Some(ct), body) {
         assert!(v.is_object());
     }
     if let Ok((v, _dups)) = crdplane_validation::decode::decode_with_duplicates(body) {

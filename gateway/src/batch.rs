@@ -10,10 +10,10 @@
 //! merged: every request is still answered by the service, after it arrived, exactly as its
 //! single call would be answered (each item of a batch carries its own result or status).
 
-use crate::api::Channel;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use crdplane_proto::v1::validation_client::ValidationClient;
+use crdplane_transport::Channel;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};

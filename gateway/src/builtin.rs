@@ -5,18 +5,19 @@
 //! (`crate::stores::builtin`); reads render JSON or Table; watches are the shared watch
 //! streams of [`crate::watch`].
 //!
-//! Where it sits: the router ([`crate::api`]) sends `/api/v1/…/{configmaps,secrets,
+//! Where it sits: the router (`api.rs`) sends `/api/v1/…/{configmaps,secrets,
 //! serviceaccounts,events}` and `/apis/{events.k8s.io,coordination.k8s.io}/v1/…` here.
 //! Follows k8s.io/apiserver pkg/endpoints/handlers (verbs) over
 //! pkg/registry/generic/registry/store.go, with upstream's per-type registries for the
 //! rules (see the strategies).
 
-use crate::api::{Ctx, Req};
-use crate::crs::{
-    decode_body, field_validation, include_object, record_patch_findings, request_delete_options,
-    strict_decoding_error, table_api_version, with_warnings, write_dry_run,
-};
+use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::request::{
+    decode_body, field_validation, include_object, record_patch_findings, request_delete_options,
+    strict_decoding_error, write_dry_run,
+};
+use crate::respond::{table_api_version, with_warnings};
 use crate::stores::builtin::{BuiltinStrategy, BuiltinType, protobuf, type_of};
 use crate::stores::storage::StorageStore;
 use crate::table::{ListMeta, RenderOptions};
@@ -90,7 +91,8 @@ pub async fn serve(
         "patch" => {
             let dry = write_dry_run(req)?;
             record_patch_findings(req);
-            let warnings = findings_under_policy(req, ty, crate::crs::body_findings(req).to_vec())?;
+            let warnings =
+                findings_under_policy(req, ty, crate::request::body_findings(req).to_vec())?;
             let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
             let w = handlers::patch(
                 &store,
@@ -117,7 +119,7 @@ pub async fn serve(
             let opts = ListOptions {
                 label_selector: selectors(req, ty)?.0,
                 field_selector: stored_field_selector(ty, &selectors(req, ty)?.1)?,
-                limit: crate::crs::parse_limit(req)?,
+                limit: crate::request::parse_limit(req)?,
                 continue_token: String::new(),
             };
             let all =
@@ -167,7 +169,7 @@ fn request_object(req: &Req, ty: &dyn BuiltinType) -> Result<Value, ApiError> {
 /// The strict-decoding findings of a create/update body (duplicate keys, unknown fields)
 /// under the request's `fieldValidation`: the warnings to send, or the Strict 400.
 fn strictness(req: &Req, ty: &dyn BuiltinType, obj: &Value) -> Result<Vec<String>, ApiError> {
-    let mut found = crate::crs::body_findings(req).to_vec();
+    let mut found = crate::request::body_findings(req).to_vec();
     if field_validation(req)? != FieldValidation::Ignore {
         found.extend(crate::stores::builtin::unknown_field_findings(ty, obj));
     }
@@ -298,7 +300,7 @@ async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Bod
             let objs: Vec<Value> = page
                 .items
                 .iter()
-                .map(|b| crate::crs::parse_object(b).map(|v| ty.served_form(v)))
+                .map(|b| crate::request::parse_object(b).map(|v| ty.served_form(v)))
                 .collect::<Result<_, _>>()?;
             match output {
                 Output::Json => {
@@ -385,7 +387,7 @@ pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> pb::ResourceRef {
 }
 
 /// NamespaceLifecycle for the built-in types over the gateway's namespace cache
-/// (`crate::namespaces::require_namespace_for`): a create needs an existing namespace that
+/// (`crate::lifecycle::require_namespace_for`): a create needs an existing namespace that
 /// is not Terminating.
 struct NamespaceExists {
     ctx: Arc<Ctx>,
@@ -398,7 +400,7 @@ impl Admission for NamespaceExists {
             if a.operation != Operation::Create || a.namespace.is_empty() {
                 return Ok(());
             }
-            crate::namespaces::require_namespace_for(
+            crate::lifecycle::require_namespace_for(
                 &self.ctx,
                 &self.tenant,
                 a.namespace,

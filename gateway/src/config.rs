@@ -1,8 +1,8 @@
 //! The gateway binary's command line (clap), with its environment names
 //! (`CRDPLANE_GATEWAY_<FLAG>`), defaults written once (ports from
-//! [`crdplane_core::ports`], edge timeouts from [`crate::api`], watch bounds from
+//! [`crdplane_core::ports`], edge timeouts from [`crate::context`], watch bounds from
 //! [`crate::watch_limit`]) and [`Args::validate`], which `main` calls before binding.
-//! Not on the request path: it only builds the [`crate::Config`] that `serve` runs with.
+//! Not on the request path: it only builds the [`crate::context::Config`] that `serve` runs with.
 
 use crdplane_core::ports;
 
@@ -48,14 +48,14 @@ pub struct Args {
     #[arg(
         long,
         env = "CRDPLANE_GATEWAY_REQUEST_HEADER_TIMEOUT",
-        default_value_t = crate::api::REQUEST_HEADER_TIMEOUT.as_secs_f64()
+        default_value_t = crate::context::REQUEST_HEADER_TIMEOUT.as_secs_f64()
     )]
     pub request_header_timeout: f64,
     /// Seconds a kept-alive connection may idle between requests (kube-apiserver: 90).
     #[arg(
         long,
         env = "CRDPLANE_GATEWAY_IDLE_TIMEOUT",
-        default_value_t = crate::api::IDLE_TIMEOUT.as_secs_f64()
+        default_value_t = crate::context::IDLE_TIMEOUT.as_secs_f64()
     )]
     pub idle_timeout: f64,
     /// Most watches open at once from one client (today: one client address).
@@ -146,9 +146,9 @@ impl Args {
     }
 
     /// The gateway's configuration, for a listener bound at `advertise_address`.
-    pub fn config(&self, advertise_address: String) -> Result<crate::Config, String> {
+    pub fn config(&self, advertise_address: String) -> Result<crate::context::Config, String> {
         self.validate()?;
-        Ok(crate::Config {
+        Ok(crate::context::Config {
             registry_endpoint: self.registry.clone(),
             validation_endpoint: self.validation.clone(),
             storage_endpoint: self.storage.clone(),
@@ -193,9 +193,12 @@ mod tests {
         assert_eq!(a.registry, ports::REGISTRY_ENDPOINT);
         assert_eq!(a.validation, ports::VALIDATION_ENDPOINT);
         let c = a.config("127.0.0.1:6443".into()).unwrap();
-        assert_eq!(c.request_header_timeout, crate::api::REQUEST_HEADER_TIMEOUT);
-        assert_eq!(c.idle_timeout, crate::api::IDLE_TIMEOUT);
-        assert_eq!(c.event_ttl, crate::api::EVENT_TTL);
+        assert_eq!(
+            c.request_header_timeout,
+            crate::context::REQUEST_HEADER_TIMEOUT
+        );
+        assert_eq!(c.idle_timeout, crate::context::IDLE_TIMEOUT);
+        assert_eq!(c.event_ttl, crate::context::EVENT_TTL);
         assert_eq!(
             parse(&["--event-ttl", "2m30s"]).event_ttl,
             std::time::Duration::from_secs(150)

@@ -261,6 +261,19 @@ impl CrdCache {
     }
 }
 
+/// A CRD of a tenant after a change: its uid and serving hash now, or None when it no
+/// longer exists. Sent by the gateway's CRD cache follower to the watches of that CRD's
+/// resources.
+#[derive(Debug, Clone)]
+pub struct CrdNow {
+    /// The CRD's tenant.
+    pub tenant: String,
+    /// The CRD's name (`<plural>.<group>`).
+    pub name: String,
+    /// Its uid and serving hash now; None when it no longer exists.
+    pub now: Option<(String, u64)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

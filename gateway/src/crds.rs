@@ -4,9 +4,10 @@
 //! at once (other gateways follow the storage change stream). DELETE returns the CRD marked
 //! for deletion; the registry's finalizer controller deletes its instances and then the CRD.
 
-use crate::api::{Ctx, Req};
-use crate::crs::{decode_body, strict_warnings, with_warnings};
+use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::request::{decode_body, strict_warnings};
+use crate::respond::with_warnings;
 use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
@@ -51,7 +52,7 @@ pub fn crd_table(objs: &[Value], with_columns: bool, include: IncludeObject) -> 
 }
 
 fn include(req: &Req) -> IncludeObject {
-    crate::crs::include_object(req).unwrap_or(IncludeObject::Metadata)
+    crate::request::include_object(req).unwrap_or(IncludeObject::Metadata)
 }
 
 fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>, ApiError> {
@@ -237,7 +238,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             ))
         }
         "patch" => {
-            crate::crs::record_patch_findings(req);
+            crate::request::record_patch_findings(req);
             let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
             let (tenant, reg) = (&tenant, &reg);
             // patch.go inside GuaranteedUpdate: the registry's compare-and-swap on the
@@ -255,7 +256,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .into_inner();
                 let old: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
                 // Built-in type: strategic merge patch accepted (crate::strategic).
-                let mut new = crate::namespaces::patch_builtin(
+                let mut new = crate::request::patch_builtin(
                     req,
                     &old,
                     crate::strategic::CUSTOM_RESOURCE_DEFINITION,
@@ -295,7 +296,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             ))
         }
         "delete" if !status => {
-            let (want_rv, want_uid) = crate::crs::delete_options(&req.body)?;
+            let (want_rv, want_uid) = crate::request::delete_options(&req.body)?;
             if !want_uid.is_empty() {
                 // etcd.go REST.Delete: the UID precondition is checked first.
                 let cur = reg

@@ -8,7 +8,7 @@
 //! entries `BuiltinResource::discovery_resource`/`aggregated_resource` build for the
 //! registry too.
 
-use crate::api::{Ctx, Req};
+use crate::context::{Ctx, Req};
 use crate::http::{Body, full, json_response, parse_accept, text_response};
 use crdplane_core::ApiError;
 use crdplane_proto::GrpcStatusExt;

@@ -303,7 +303,7 @@ pub fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError> {
 }
 
 /// What one media range of an Accept header gets from [`negotiate_output`], if anything.
-/// (Metadata-only forms are negotiated before the handlers run, in [`crate::partial`].)
+/// (Metadata-only forms are negotiated before the handlers run, in `partial.rs`.)
 pub fn acceptable(r: &MediaRange) -> Option<Output> {
     match (r.mime.as_str(), r.param("as")) {
         ("application/json", Some("Table")) if r.param("g") == Some("meta.k8s.io") => {
@@ -316,6 +316,17 @@ pub fn acceptable(r: &MediaRange) -> Option<Output> {
         ("application/json", None) | ("application/*", None) | ("*/*", _) => Some(Output::Json),
         _ => None,
     }
+}
+
+/// A request body as the edge service receives it.
+#[derive(Debug)]
+pub enum Payload {
+    /// Read whole by the HTTP/1.1 layer (which enforces the body limit while reading).
+    Read(Bytes),
+    /// Still on the wire (HTTP/2), not yet under the body limit.
+    Incoming(hyper::body::Incoming),
+    /// Still on the wire, bounded by the limits layer.
+    Limited(http_body_util::Limited<hyper::body::Incoming>),
 }
 
 #[cfg(test)]

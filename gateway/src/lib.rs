@@ -8,11 +8,19 @@
 //! authorization) → the router, [`api::Router`] → non-resource endpoints ([`discovery`]:
 //! health, version, discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]),
 //! built-in types ([`builtin`]: ConfigMap, Secret, ServiceAccount, Events, Lease → the
-//! generic machinery over storage), CRDs ([`crds`] → registry), custom resources ([`crs`] → validation + storage; [`watch`]
-//! for streams, [`batch`] coalescing concurrent GETs into storage GetMany calls).
+//! generic machinery over storage), CRDs ([`crds`] → registry), custom resources ([`crs`] →
+//! [`cr_store`] → validation + storage; `/scale` in [`scale_rest`]; [`watch`] for streams
+//! over [`watch_mux`], [`batch`] coalescing concurrent GETs into storage GetMany calls).
 //! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
 //! [`partial`]; strategic merge patch of built-in types is [`strategic`].
-//! Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in [`http`].
+//!
+//! The modules form a DAG (checked by `tests/module_graph.rs`; layers in ARCHITECTURE.md):
+//! the router ([`api`]) is the only module that knows every handler family; the families
+//! share what they decode from the request ([`request`]), how they answer ([`respond`]),
+//! namespace checks and tenant bootstrap ([`lifecycle`]) and the LIST page ([`list`]); all
+//! of them take the process state and the parsed request from [`context`], which imports no
+//! handler. Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in
+//! [`http`].
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -20,6 +28,8 @@ pub mod api;
 pub mod batch;
 pub mod builtin;
 pub mod config;
+pub mod context;
+pub mod cr_store;
 pub mod crd;
 pub mod crds;
 pub mod crs;
@@ -27,11 +37,15 @@ pub mod discovery;
 pub mod filters;
 pub mod gc;
 pub mod http;
+pub mod lifecycle;
 pub mod list;
 pub mod namespaces;
 pub mod partial;
+pub mod request;
 pub mod request_info;
+pub mod respond;
 pub mod scale;
+pub mod scale_rest;
 pub mod server;
 pub mod stack;
 pub mod stores;
@@ -40,7 +54,7 @@ pub mod watch;
 pub mod watch_limit;
 pub mod watch_mux;
 
-pub use api::Config;
+pub use context::Config;
 pub use server::serve;
 // The generic REST machinery, under the names the gateway's modules use.
 pub use crdplane_apiserver::render::table;

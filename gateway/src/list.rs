@@ -9,7 +9,7 @@
 //! splice or Table). Follows k8s.io/apiserver pkg/endpoints/handlers/get.go `ListResource`
 //! and pkg/storage/etcd3/store.go `GetList` (continue tokens, `resourceVersion` rules).
 
-use crate::api::{Ctx, Req};
+use crate::context::{Ctx, Req};
 use crate::http::Body;
 use crate::table::ListMeta;
 use bytes::Bytes;
@@ -123,7 +123,7 @@ pub async fn storage_page(
     let r = match r {
         Ok(r) => r.into_inner(),
         Err(s) => {
-            return crate::crs::list_failure(
+            return crate::respond::list_failure(
                 crdplane_proto::status::from_grpc(s),
                 &opts,
                 &key,

@@ -4,14 +4,22 @@
 //! namespace controller (services/registry/src/lifecycle.rs) deletes the custom resources in
 //! it in the background and then the namespace.
 //!
+//! Create, get, update and patch (main resource, `/status`, `/finalize`) run on the generic
+//! handlers of `crdplane_apiserver::handlers` over the storage service
+//! ([`crate::stores::storage`]) with the namespace strategies ([`crate::stores::namespaces`]).
+//! Delete stays here: it is upstream's own namespace REST.Delete
+//! (pkg/registry/core/namespace/storage/storage.go: its precondition texts, the Terminating
+//! mark, the handoff to the namespace controller), not the generic store's.
+//!
 //! Follows k8s.io/kubernetes pkg/registry/core/namespace/strategy.go (finalizers, phase) and
 //! pkg/apis/core/validation (DNS-1123 label names).
 
-use crate::api::{Ctx, Req};
-use crate::crs::{decode_body, delete_options};
+use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::request::{decode_body, delete_options};
 use crate::stores::builtin::protobuf;
-use crate::stores::namespaces::{Endpoint, NamespaceStrategy, finalized};
+use crate::stores::namespaces::{Endpoint, NamespaceStrategy, finalized, storage_key, storage_ref};
+use crate::stores::storage::StorageStore;
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
@@ -26,22 +34,6 @@ fn gr() -> GroupResource {
     GroupResource::new("", "namespaces")
 }
 
-fn rref(tenant: &str) -> pb::ResourceRef {
-    pb::ResourceRef {
-        tenant: tenant.into(),
-        group: String::new(),
-        resource: "namespaces".into(),
-    }
-}
-
-fn key(tenant: &str, name: &str) -> pb::ObjectKey {
-    pb::ObjectKey {
-        resource: Some(rref(tenant)),
-        namespace: String::new(),
-        name: name.into(),
-    }
-}
-
 fn table() -> &'static TableConvertor {
     static T: OnceLock<TableConvertor> = OnceLock::new();
     T.get_or_init(|| {
@@ -50,81 +42,6 @@ fn table() -> &'static TableConvertor {
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]))
     })
-}
-
-/// Fails with upstream's 404 (`namespaces "x" not found`) when the namespace does not exist.
-pub async fn require_namespace(ctx: &Ctx, tenant: &str, ns: &str) -> Result<(), ApiError> {
-    require_namespace_for(ctx, tenant, ns, &gr(), ns).await
-}
-
-/// As [`require_namespace`], for a create of object `name` of resource `target`: a
-/// Terminating namespace refuses it with the NamespaceLifecycle admission plugin's 403,
-/// which names the object being created (`crontabs.stable.example.com "x" is forbidden:
-/// unable to create new content in namespace team because it is being terminated`).
-pub async fn require_namespace_for(
-    ctx: &Ctx,
-    tenant: &str,
-    ns: &str,
-    target: &GroupResource,
-    name: &str,
-) -> Result<(), ApiError> {
-    let k = (tenant.to_string(), ns.to_string());
-    if ctx.namespaces.read().expect("lock").contains(&k) {
-        return Ok(());
-    }
-    let s = ctx
-        .storage
-        .clone()
-        .get(pb::GetRequest {
-            key: Some(key(tenant, ns)),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    let v: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
-    if v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
-        return Err(ApiError::forbidden(
-            target,
-            name,
-            &format!(
-                "unable to create new content in namespace {ns} because it is being terminated"
-            ),
-        ));
-    }
-    ctx.namespaces.write().expect("lock").insert(k);
-    Ok(())
-}
-
-/// Creates a namespace of `tenant` through the generic create handler with the namespace
-/// strategy (`crate::stores::namespaces`): the request's own namespaces and the default
-/// ones of a new tenant alike.
-pub async fn create_namespace(
-    ctx: &Ctx,
-    tenant: &str,
-    obj: Value,
-    dry: bool,
-) -> Result<Value, ApiError> {
-    let store = crate::stores::storage::StorageStore {
-        storage: &ctx.storage,
-        tenant,
-        gr: gr(),
-        ttl_seconds: 0,
-    };
-    if !obj.is_object() {
-        return Err(ApiError::bad_request(
-            "the object provided is not a JSON object",
-        ));
-    }
-    let w = handlers::create(
-        &store,
-        &NamespaceStrategy(Endpoint::Main),
-        &Chain::none(),
-        "",
-        obj,
-        dry,
-    )
-    .await?;
-    Ok(w.object)
 }
 
 fn ns_table() -> TableFn {
@@ -137,6 +54,16 @@ fn ns_table() -> TableFn {
             with_cols,
         )
     })
+}
+
+/// The namespaces of `tenant` in the storage service, as the generic handlers' store.
+fn store<'a>(ctx: &'a Ctx, tenant: &'a str) -> StorageStore<'a> {
+    StorageStore {
+        storage: &ctx.storage,
+        tenant,
+        gr: gr(),
+        ttl_seconds: 0,
+    }
 }
 
 /// Serves one `/api/v1/namespaces` request (main resource, `/status`, `/finalize`).
@@ -159,27 +86,23 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             } else {
                 decode_body(req)?
             };
-            let warnings = crate::crs::strict_warnings(req, "Namespace", "v1")?;
-            let v = create_namespace(ctx, tenant, obj, dry).await?;
-            Ok(crate::crs::with_warnings(
+            let warnings = crate::request::strict_warnings(req, "Namespace", "v1")?;
+            let v = crate::lifecycle::create_namespace(ctx, tenant, obj, dry).await?;
+            Ok(crate::respond::with_warnings(
                 json_response(StatusCode::CREATED, serde_json::to_vec(&v).expect("json")),
                 &warnings,
             ))
         }
         "get" => {
-            let s = ctx
-                .storage
-                .clone()
-                .get(pb::GetRequest {
-                    key: Some(key(tenant, &i.name)),
-                })
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner();
+            // handlers/get.go `GetResource` over the storage service (also `/status`, which
+            // upstream serves from the same object).
+            let o = handlers::get(&store(ctx, tenant), "", &i.name).await?;
             match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(StatusCode::OK, s.json)),
+                Output::Json => Ok(json_response(
+                    StatusCode::OK,
+                    serde_json::to_vec(&o).expect("json"),
+                )),
                 Output::Table(_) => {
-                    let o: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
                     let t = table().to_table(
                         &[o],
                         include(req),
@@ -196,7 +119,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "list" => {
             let (label, field) = selectors(req)?;
             let page =
-                match crate::list::storage_page(ctx, req, rref(tenant), "", label, field).await? {
+                match crate::list::storage_page(ctx, req, storage_ref(tenant), "", label, field)
+                    .await?
+                {
                     crate::list::Listed::Page(p) => p,
                     crate::list::Listed::Answer(resp) => return Ok(resp),
                 };
@@ -227,7 +152,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "watch" => {
             let (label, field) = selectors(req)?;
             let t = watch::Target {
-                resource: rref(tenant),
+                resource: storage_ref(tenant),
                 namespace: String::new(),
                 name: i.name.clone(),
                 api_version: "v1".into(),
@@ -248,16 +173,11 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let body = if i.verb == "update" {
                 Some(decode_body(req)?)
             } else {
-                crate::crs::record_patch_findings(req);
+                crate::request::record_patch_findings(req);
                 None
             };
-            let warnings = crate::crs::strict_warnings(req, "Namespace", "v1")?;
-            let store = crate::stores::storage::StorageStore {
-                storage: &ctx.storage,
-                tenant,
-                gr: gr(),
-                ttl_seconds: 0,
-            };
+            let warnings = crate::request::strict_warnings(req, "Namespace", "v1")?;
+            let store = store(ctx, tenant);
             let strategy = NamespaceStrategy(match i.subresource.as_str() {
                 "status" => Endpoint::Status,
                 "finalize" => Endpoint::Finalize,
@@ -294,7 +214,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .await?
                 }
             };
-            Ok(crate::crs::with_warnings(
+            Ok(crate::respond::with_warnings(
                 json_response(StatusCode::OK, serde_json::to_vec(&w.object).expect("json")),
                 &warnings,
             ))
@@ -305,7 +225,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
 }
 
 fn include(req: &Req) -> IncludeObject {
-    crate::crs::include_object(req).unwrap_or(IncludeObject::Metadata)
+    crate::request::include_object(req).unwrap_or(IncludeObject::Metadata)
 }
 
 /// Namespaces select by `metadata.name` and `status.phase` (namespace strategy.go
@@ -343,12 +263,12 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         .storage
         .clone()
         .get(pb::GetRequest {
-            key: Some(key(&i.tenant, &i.name)),
+            key: Some(storage_key(&i.tenant, &i.name)),
         })
         .await
         .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
-    if crate::api::DEFAULT_NAMESPACES.contains(&i.name.as_str()) {
+    if crate::lifecycle::DEFAULT_NAMESPACES.contains(&i.name.as_str()) {
         return Err(ApiError::forbidden(
             &gr(),
             &i.name,
@@ -392,7 +312,7 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
             .storage
             .clone()
             .delete(pb::DeleteRequest {
-                key: Some(key(&i.tenant, &i.name)),
+                key: Some(storage_key(&i.tenant, &i.name)),
                 expected_resource_version: s.resource_version,
                 dry_run: false,
             })
@@ -415,7 +335,7 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         .storage
         .clone()
         .update(pb::UpdateRequest {
-            key: Some(key(&i.tenant, &i.name)),
+            key: Some(storage_key(&i.tenant, &i.name)),
             object: Some(pb::ObjectWrite {
                 head: head.into(),
                 tail: tail.into(),
@@ -434,16 +354,4 @@ async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiErr
         .expect("lock")
         .remove(&(i.tenant.clone(), i.name.clone()));
     Ok(json_response(StatusCode::OK, marked.json))
-}
-
-pub use crdplane_apiserver::patch::BUILTIN_PATCH_TYPES;
-
-/// Applies a PATCH body to a built-in object ([`crdplane_apiserver::patch::apply_builtin`]).
-pub fn patch_builtin(
-    req: &crate::api::Req,
-    old: &Value,
-    fields: crate::strategic::Fields,
-) -> Result<Value, ApiError> {
-    let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
-    crdplane_apiserver::patch::apply_builtin(&mime, &req.body, old, fields)
 }

@@ -3,7 +3,7 @@
 //! `list_metadata` / `metadata_watcher` and client-go's metadata client (controller-runtime
 //! metadata watches) ask for.
 //!
-//! Sits around the resource handlers in [`crate::api`]: when negotiation picks one of these
+//! Sits around the resource handlers in the router (`api.rs`): when negotiation picks one of these
 //! media types, the handler runs as for plain JSON and its response is transformed here, as
 //! upstream transforms the object storage returned (k8s.io/apiserver
 //! pkg/endpoints/handlers/response.go `doTransformObject`, `asPartialObjectMetadata`,

@@ -1,32 +1,26 @@
 //! The `/scale` subresource of custom resources: `autoscaling/v1` `Scale` views of an object
 //! (GET) and writes of `spec.replicas` back into it (PUT, merge/JSON PATCH).
 //!
-//! Request path: [`crate::crs::serve`] routes `…/<plural>/<name>/scale` here when the served
-//! version declares `subresources.scale`. A write reads the object, copies the Scale's
-//! `spec.replicas` into the object at `specReplicasPath`, carries the Scale's
-//! `metadata.resourceVersion` (if any) as the optimistic-concurrency precondition, and stores
-//! the object through the main resource's update path (strategy, admission with the schema,
-//! compare-and-swap in storage). The response is the Scale of the stored object.
+//! This module is the pure part: the Scale of an object, a written Scale and its copy into
+//! the object, and the validation of the scale paths on every write. Where it sits: below
+//! the `/scale` endpoint (`scale_rest`) and the admission of custom resources
+//! (`cr_store` validates the scale fields of every write), above nothing of the
+//! gateway but the CRD model ([`crate::crd`]).
 //!
 //! Follows apiextensions-apiserver pkg/registry/customresource/etcd.go (`ScaleREST`,
 //! `scaleFromCustomResource`, `scaleUpdatedObjectInfo`) and validator.go
 //! (`ValidateScaleSpec`, `ValidateScaleStatus`), with apimachinery's unstructured helpers
 //! (`NestedFieldNoCopy`, `NestedInt64`, `NestedString`, `SetNestedField`) for the paths.
 
-use crate::api::{Ctx, Req};
-use crate::crd::{CrdInfo, VersionInfo};
-use crate::http::{Body, json_response};
-use crate::retry::{Failure, guaranteed_update, write_failed};
 use crdplane_core::field::{FieldError, go_quote};
 use crdplane_core::gofmt::{go_sprint as go_plain, go_type};
 use crdplane_core::{ApiError, Reason};
-use http::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// `replicas` placeholder of an object that has no value at `specReplicasPath` (upstream:
 /// the smallest int32), so a patch that does not set replicas can be told apart.
-const INVALID_SPEC_REPLICAS: i64 = i32::MIN as i64;
+pub const INVALID_SPEC_REPLICAS: i64 = i32::MIN as i64;
 
 /// The three JSON paths of a CRD version's `subresources.scale`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -419,142 +413,6 @@ pub fn validate_scale_fields(
         errs.push(FieldError::invalid(p.as_str(), Value::from(""), e));
     }
     errs
-}
-
-// ---- handlers -----------------------------------------------------------------------------
-
-/// GET / PUT / PATCH of `…/<name>/scale`.
-pub async fn serve(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-) -> Result<Response<Body>, ApiError> {
-    let Some(scale) = &ver.scale else {
-        return Err(ApiError::path_not_found());
-    };
-    let paths = ScalePaths::from_crd(scale);
-    if req.info.verb != "get" {
-        crate::crs::write_dry_run(req)?;
-    }
-    match req.info.verb.as_str() {
-        "get" => get(ctx, req, crd, ver, &paths).await,
-        "update" => update(ctx, req, crd, ver, &paths).await,
-        "patch" => patch(ctx, req, crd, ver, &paths).await,
-        v => Err(ApiError::method_not_supported(&crd.gr(), v)),
-    }
-}
-
-/// A non-API error of the scale conversion: upstream's generic 500 carries the raw text.
-fn accessor_error(e: String) -> ApiError {
-    ApiError::new(Reason::InternalError, e)
-}
-
-async fn get(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-    paths: &ScalePaths,
-) -> Result<Response<Body>, ApiError> {
-    let (obj, _) = crate::crs::current(ctx, req, crd, ver).await?;
-    let (scale, found) = scale_from_object(&obj, paths).map_err(accessor_error)?;
-    if !found {
-        return Err(ApiError::internal(format!(
-            "the spec replicas field {} does not exist",
-            go_quote(&paths.spec_replicas)
-        )));
-    }
-    Ok(json_response(StatusCode::OK, scale.to_json()))
-}
-
-/// URL identity checks of a written Scale (the update handler's `checkName`).
-fn check_identity(w: &ScaleWrite, req: &Req) -> Result<(), ApiError> {
-    let i = &req.info;
-    if w.name != i.name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({}) does not match the name on the URL ({})",
-            w.name, i.name
-        )));
-    }
-    if !w.namespace.is_empty() && w.namespace != i.namespace {
-        return Err(ApiError::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        ));
-    }
-    Ok(())
-}
-
-/// Writes `w` into the current object and stores it, re-reading and re-applying after a
-/// lost race (etcd3 store.go `GuaranteedUpdate`); a resourceVersion in the Scale is a
-/// precondition checked against every read (etcd.go `scaleUpdatedObjectInfo`).
-async fn write(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-    paths: &ScalePaths,
-    scale_of: impl Fn(&Value) -> Result<ScaleWrite, ApiError>,
-) -> Result<Response<Body>, ApiError> {
-    let scale_of = &scale_of;
-    let (stored, warnings) = guaranteed_update(|| async move {
-        let (old, old_rv) = crate::crs::current(ctx, req, crd, ver).await?;
-        let w = scale_of(&old)?;
-        check_identity(&w, req)?;
-        if !w.resource_version.is_empty() {
-            let rv: u64 = w.resource_version.parse().map_err(|_| {
-                ApiError::bad_request(format!("invalid resourceVersion {:?}", w.resource_version))
-            })?;
-            if rv != old_rv {
-                return Err(Failure::Final(ApiError::stale(&crd.gr(), &req.info.name)));
-            }
-        }
-        let obj = apply_scale(&old, paths, &w)?;
-        crate::crs::store_existing(ctx, req, crd, ver, obj, &old, old_rv)
-            .await
-            .map_err(write_failed)
-    })
-    .await?;
-    let stored = crate::crs::parse_object(&stored)?;
-    let (scale, _) = scale_from_object(&stored, paths).map_err(ApiError::bad_request)?;
-    let mut r = json_response(StatusCode::OK, scale.to_json());
-    crate::crs::add_warnings(&mut r, &warnings);
-    Ok(r)
-}
-
-async fn update(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-    paths: &ScalePaths,
-) -> Result<Response<Body>, ApiError> {
-    let body = crate::crs::decode_body(req)?;
-    let w = decode_scale(&body)?;
-    write(ctx, req, crd, ver, paths, |_| Ok(w.clone())).await
-}
-
-async fn patch(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-    paths: &ScalePaths,
-) -> Result<Response<Body>, ApiError> {
-    let ct = req.header("content-type").unwrap_or("").to_string();
-    let mime = crate::http::media_type(&ct);
-    if !crate::crs::PATCH_TYPES.contains(&mime.as_str()) {
-        return Err(ApiError::unsupported_media_type(&crate::crs::PATCH_TYPES));
-    }
-    write(ctx, req, crd, ver, paths, |old| {
-        let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;
-        if !found {
-            scale.spec.replicas = INVALID_SPEC_REPLICAS as i32;
-        }
-        let patched = crate::crs::apply_patch(&ct, &req.body, &scale.to_value())?;
-        decode_scale(&patched)
-    })
-    .await
 }
 
 #[cfg(test)]

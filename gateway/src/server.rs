@@ -7,11 +7,13 @@
 //! Go's `http.DefaultMaxHeaderBytes` for the head, `ReadHeaderTimeout` and `IdleTimeout`
 //! from the configuration, 1000 concurrent HTTP/2 streams per connection.
 
-use crate::api::{Config, Ctx, Router};
+use crate::api::Router;
+use crate::context::{Config, Ctx};
 use crate::filters::limits;
 use crate::filters::metrics::RequestMetrics;
 use crate::http::Body;
-use crate::stack::{self, Payload};
+use crate::http::Payload;
+use crate::stack;
 use crate::watch_limit::ClientKey;
 use http::{Request, Response};
 use std::convert::Infallible;

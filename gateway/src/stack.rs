@@ -1,6 +1,6 @@
 //! The gateway's one edge `tower::Service`: every request, HTTP/1.1 (crdplane-http1) or
-//! HTTP/2 (hyper), enters here from [`crate::server`] and leaves through the router
-//! ([`crate::api::Router`]) to the resource handlers.
+//! HTTP/2 (hyper), enters here from the accept loop (`server.rs`) and leaves through the
+//! router ([`crate::api::Router`]) to the resource handlers.
 //!
 //! The layers, outermost first, in the order of upstream's `DefaultBuildHandlerChain`
 //! (staging/src/k8s.io/apiserver/pkg/server/config.go), one file each under
@@ -33,24 +33,11 @@ use crate::filters::{
     panic::PanicLayer, request_info::RequestInfoLayer, tenant_access::TenantAccessLayer,
     trace::TraceLayer,
 };
-use bytes::Bytes;
-use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The response body of every layer (the gateway's one body type).
 pub type Body = crate::http::Body;
-
-/// A request body as the edge service receives it.
-#[derive(Debug)]
-pub enum Payload {
-    /// Read whole by the HTTP/1.1 layer (which enforces the body limit while reading).
-    Read(Bytes),
-    /// Still on the wire (HTTP/2), not yet under the body limit.
-    Incoming(Incoming),
-    /// Still on the wire, bounded by the limits layer.
-    Limited(http_body_util::Limited<Incoming>),
-}
 
 /// What the edge layers are configured with.
 #[derive(Clone)]
@@ -65,7 +52,7 @@ pub struct Settings {
 
 impl Settings {
     /// The edge settings from the gateway configuration, recording into `metrics`.
-    pub fn new(cfg: &crate::api::Config, metrics: Arc<RequestMetrics>) -> Self {
+    pub fn new(cfg: &crate::context::Config, metrics: Arc<RequestMetrics>) -> Self {
         Self {
             default_tenant: cfg.default_tenant.as_str().into(),
             request_timeout: cfg.request_timeout,
@@ -113,8 +100,9 @@ mod tests {
     //! The chain as a whole, with a stub router: what each position sees and answers.
     use super::*;
     use crate::filters::trace::TraceContext;
-    use crate::http::Query;
+    use crate::http::{Payload, Query};
     use crate::request_info::RequestInfo;
+    use bytes::Bytes;
     use http::{Request, Response, StatusCode};
     use http_body_util::BodyExt;
     use std::convert::Infallible;

@@ -61,7 +61,7 @@ pub use crdplane_core::options::{ListOptions, ListRv, list_options};
 /// The HMAC key for continue tokens, fetched once per process from the storage service
 /// (which creates it in Redis once for all replicas).
 pub async fn continue_key(
-    storage: &crdplane_proto::v1::storage_client::StorageClient<crate::api::Channel>,
+    storage: &crdplane_proto::v1::storage_client::StorageClient<crate::context::Channel>,
 ) -> Result<std::sync::Arc<[u8]>, ApiError> {
     static KEY: tokio::sync::OnceCell<std::sync::Arc<[u8]>> = tokio::sync::OnceCell::const_new();
     KEY.get_or_try_init(|| async {

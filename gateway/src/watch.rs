@@ -16,8 +16,8 @@
 //! Objects are served as stored apart from the apiVersion rewrite (no read-time defaulting
 //! for watches, as for the rest of the gateway's watch path).
 
-use crate::api::{Ctx, Req};
-use crate::crd::CrdInfo;
+use crate::context::{Ctx, Req};
+use crate::crd::{CrdInfo, CrdNow};
 use crate::http::{Body, Output, negotiate_output};
 use crate::table::{IncludeObject, ListMeta};
 use bytes::Bytes;
@@ -69,19 +69,6 @@ pub struct Target {
     pub crd: Option<Arc<CrdInfo>>,
 }
 
-/// A CRD of a tenant after a change: its uid and serving hash now, or None when it no
-/// longer exists. Sent by the gateway's CRD cache follower to the watches of that CRD's
-/// resources.
-#[derive(Debug, Clone)]
-pub struct CrdNow {
-    /// The CRD's tenant.
-    pub tenant: String,
-    /// The CRD's name (`<plural>.<group>`).
-    pub name: String,
-    /// Its uid and serving hash now; None when it no longer exists.
-    pub now: Option<(String, u64)>,
-}
-
 /// Resolves once the watched CRD (`crd` of `tenant`) is reported deleted, replaced (another
 /// uid under the same name) or changed in what its serving depends on (spec, accepted names,
 /// see [`crate::crd::serving_hash`]); never when `rx` is None. Upstream ends such watches
@@ -114,78 +101,8 @@ async fn crd_gone(
     }
 }
 
-pub use crate::watch_mux::Normalizer;
-
 /// Most events defaulted in one call (a watcher that is behind catches up in batches).
 const NORMALIZE_BATCH: usize = crate::watch_mux::DEFAULT_BATCH;
-
-/// Applies read defaulting to the object events among `items` that still need it (the
-/// initial list, a ring replay of events that came before any watcher of this version, a
-/// private storage watch; live events of the shared stream come defaulted already): every
-/// such `Item::Raw` is converted (`transform`), defaulted in one batch, and rendered as a
-/// JSON line unless the watcher renders Tables itself. A failed call leaves the objects as
-/// stored (logged).
-pub(crate) async fn normalize_items(
-    items: Vec<Item>,
-    transform: &Option<crate::watch_mux::Transform>,
-    norm: &Normalizer,
-    table: bool,
-) -> Vec<Item> {
-    let objs: Vec<Bytes> = items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Raw {
-                object,
-                needs_defaults: true,
-                ..
-            } => Some(match transform {
-                Some(f) => f(object.clone()),
-                None => object.clone(),
-            }),
-            Item::Raw { .. } | Item::Line { .. } => None,
-        })
-        .collect();
-    if objs.is_empty() {
-        return items;
-    }
-    let n = objs.len();
-    let defaulted = match norm(objs.clone()).await {
-        Ok(d) if d.len() == n => d,
-        Ok(_) => objs,
-        Err(e) => {
-            tracing::warn!(error = %e.message, "read defaulting of watch events failed");
-            objs
-        }
-    };
-    let mut defaulted = defaulted.into_iter();
-    items
-        .into_iter()
-        .map(|i| match i {
-            Item::Raw {
-                kind,
-                rv,
-                object,
-                needs_defaults: true,
-            } => {
-                let object = defaulted.next().unwrap_or(object);
-                if table {
-                    Item::Raw {
-                        kind,
-                        object,
-                        rv,
-                        needs_defaults: false,
-                    }
-                } else {
-                    Item::Line {
-                        line: event_line(kind, &object),
-                        rv,
-                    }
-                }
-            }
-            line => line,
-        })
-        .collect()
-}
 
 /// Parsed watch parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -264,7 +181,10 @@ pub fn params(req: &Req) -> Result<Params, ApiError> {
     })
 }
 
-use crate::watch_mux::{self, Item, Joined, Mux, Spec, Subscription, WatchFilter, event_line};
+use crate::watch_mux::{
+    self, Item, Joined, Mux, Normalizer, Spec, Subscription, WatchFilter, event_line,
+    normalize_items,
+};
 
 fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Bytes {
     bookmark_line(&t.kind, &t.api_version, rv, initial_end)
@@ -652,7 +572,7 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
     let ver = crd
         .version(&i.api_version)
         .ok_or_else(ApiError::path_not_found)?;
-    let (label, field) = crate::crs::check_selectors(req, &crd, ver)?;
+    let (label, field) = crate::request::check_selectors(req, &crd, ver)?;
     let api_version = format!("{}/{}", crd.group, ver.name);
     let crd2 = crd.clone();
     let vname = ver.name.clone();
@@ -680,7 +600,7 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
         }
     });
     let target = Target {
-        resource: crate::crs::resource_ref(&crd, &i.tenant),
+        resource: crate::cr_store::resource_ref(&crd, &i.tenant),
         namespace: i.namespace.clone(),
         name: i.name.clone(),
         api_version,
@@ -689,7 +609,7 @@ pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Respons
         label_selector: label,
         field_selector: field,
         transform: Some(transform),
-        normalize: crate::crs::watch_normalizer(ctx, &crd, &i.tenant, ver),
+        normalize: crate::cr_store::watch_normalizer(ctx, &crd, &i.tenant, ver),
         crd: Some(crd.clone()),
     };
     serve(ctx, req, target).await

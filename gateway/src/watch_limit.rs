@@ -1,6 +1,6 @@
 //! Bounds on concurrent watches: per client and in total.
 //!
-//! Where it sits: in [`crate::api`]'s router, right after the request info is parsed and
+//! Where it sits: in the router (`api.rs`), right after the request info is parsed and
 //! before any handler runs, for requests whose verb is `watch` (HTTP/1.1 and HTTP/2 alike;
 //! each watch stream of an HTTP/2 connection counts on its own). A watch admitted here holds
 //! a [`WatchSlot`] that lives inside its response body, so the slot comes back whenever the

@@ -1,6 +1,6 @@
 //! Shared upstream watch streams: many HTTP watchers of one gateway on one storage `Watch`.
 //!
-//! Where it sits: [`crate::watch::serve`] (HTTP watch) → [`Mux::join`] → one [`Shared`]
+//! Where it sits: `watch::serve` (HTTP watch) → [`Mux::join`] → one [`Shared`]
 //! stream per (tenant, group, resource) → storage gRPC `Watch` without selectors (events
 //! carry the previous state of a MODIFIED) → [`Shared`] dispatch → per-watcher bounded
 //! queues → the HTTP response bodies.
@@ -27,7 +27,7 @@
 //!   watchers then get the line rendered once from them; Table watchers render from the
 //!   defaulted object. Only a watcher whose version had no watcher when the event came
 //!   (it joined later and replays the ring), the initial list and a private storage watch
-//!   default per watcher (`watch.rs` `normalize_items`). Upstream applies defaults when it
+//!   default per watcher ([`normalize_items`]). Upstream applies defaults when it
 //!   decodes an object from storage, once per object read by the watch cache
 //!   (apiextensions-apiserver `pkg/apiserver/customresource_handler.go`
 //!   `schemaCoercingDecoder` / `unstructuredDefaulter`), never per watcher.
@@ -43,7 +43,7 @@
 //! Watchers are indexed by namespace, so an event is only offered to watchers of its
 //! namespace and to all-namespace watchers.
 
-use crate::api::Channel;
+use crate::context::Channel;
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use crdplane_core::filter::{ObjectFilter, Transition, transition};
@@ -837,6 +837,74 @@ async fn run_upstream(mux: Arc<Mux>, shared: Arc<Shared>, r: pb::ResourceRef) {
     mux.forget(&shared);
 }
 
+/// Applies read defaulting to the object events among `items` that still need it (the
+/// initial list, a ring replay of events that came before any watcher of this version, a
+/// private storage watch; live events of the shared stream come defaulted already): every
+/// such `Item::Raw` is converted (`transform`), defaulted in one batch, and rendered as a
+/// JSON line unless the watcher renders Tables itself. A failed call leaves the objects as
+/// stored (logged).
+pub(crate) async fn normalize_items(
+    items: Vec<Item>,
+    transform: &Option<Transform>,
+    norm: &Normalizer,
+    table: bool,
+) -> Vec<Item> {
+    let objs: Vec<Bytes> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Raw {
+                object,
+                needs_defaults: true,
+                ..
+            } => Some(match transform {
+                Some(f) => f(object.clone()),
+                None => object.clone(),
+            }),
+            Item::Raw { .. } | Item::Line { .. } => None,
+        })
+        .collect();
+    if objs.is_empty() {
+        return items;
+    }
+    let n = objs.len();
+    let defaulted = match norm(objs.clone()).await {
+        Ok(d) if d.len() == n => d,
+        Ok(_) => objs,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "read defaulting of watch events failed");
+            objs
+        }
+    };
+    let mut defaulted = defaulted.into_iter();
+    items
+        .into_iter()
+        .map(|i| match i {
+            Item::Raw {
+                kind,
+                rv,
+                object,
+                needs_defaults: true,
+            } => {
+                let object = defaulted.next().unwrap_or(object);
+                if table {
+                    Item::Raw {
+                        kind,
+                        object,
+                        rv,
+                        needs_defaults: false,
+                    }
+                } else {
+                    Item::Line {
+                        line: event_line(kind, &object),
+                        rv,
+                    }
+                }
+            }
+            line => line,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1091,12 +1159,12 @@ mod tests {
             for rx in json.iter_mut().chain([&mut selective]) {
                 let items: Vec<Item> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
                 assert_eq!(items.len(), 2);
-                for i in crate::watch::normalize_items(items, &None, &norm, false).await {
+                for i in normalize_items(items, &None, &norm, false).await {
                     lines.push(i);
                 }
             }
             let items: Vec<Item> = std::iter::from_fn(|| table.try_recv().ok()).collect();
-            let table_items = crate::watch::normalize_items(items, &None, &norm, true).await;
+            let table_items = normalize_items(items, &None, &norm, true).await;
             assert_eq!(
                 calls.load(std::sync::atomic::Ordering::SeqCst),
                 1,

@@ -1,4 +1,4 @@
-//! Authentication seam: sixth layer of the edge stack ([`crate::stack`]), after the limits
+//! Authentication seam: sixth layer of the edge stack (`stack.rs`), after the limits
 //! and before tenant access, where upstream's `WithAuthentication`
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authentication.go) sits.
 //!

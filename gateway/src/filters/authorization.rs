@@ -1,4 +1,4 @@
-//! Authorization seam: ninth layer of the edge stack ([`crate::stack`]), the last before
+//! Authorization seam: ninth layer of the edge stack (`stack.rs`), the last before
 //! the router, where upstream's `WithAuthorization`
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authorization.go) sits. It sees the
 //! request info ([`crate::request_info::RequestInfo`], put there by the request-info

@@ -1,4 +1,4 @@
-//! Fairness seam: eighth layer of the edge stack ([`crate::stack`]), after authentication
+//! Fairness seam: eighth layer of the edge stack (`stack.rs`), after authentication
 //! and tenant access (it queues by tenant and user) and before authorization, where
 //! upstream's `WithPriorityAndFairness`
 //! (staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go, or

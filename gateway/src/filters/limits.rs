@@ -1,4 +1,4 @@
-//! Limits: fifth layer of the edge stack ([`crate::stack`]), inside metrics (a timed-out
+//! Limits: fifth layer of the edge stack (`stack.rs`), inside metrics (a timed-out
 //! request is counted with its 504) and outside authentication, where upstream's
 //! `WithRequestDeadline` (staging/src/k8s.io/apiserver/pkg/endpoints/filters/request_deadline.go)
 //! and `WithTimeoutForNonLongRunningRequests`
@@ -31,9 +31,9 @@
 //! and a plain-text 413 and know nothing of long-running requests; upstream's clients read
 //! the Status texts above.
 
+use crate::http::Payload;
 use crate::http::{Body, Query, error_response};
 use crate::request_info::RequestInfo;
-use crate::stack::Payload;
 use bytes::Bytes;
 use crdplane_core::ApiError;
 use futures::FutureExt;
@@ -46,8 +46,8 @@ use std::time::Duration;
 /// Upstream `MaxRequestBodyBytes` (k8s.io/apiserver/pkg/server/config.go).
 pub use crate::http::MAX_BODY;
 
-/// kube-apiserver's default `--request-timeout` (1m0s).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// kube-apiserver's default `--request-timeout` (1m0s), with the other edge defaults.
+pub use crate::context::REQUEST_TIMEOUT;
 
 /// Upstream's answer to a body over [`MAX_BODY`].
 pub fn too_large() -> Response<Body> {

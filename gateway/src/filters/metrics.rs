@@ -1,4 +1,4 @@
-//! Request metrics: fourth layer of the edge stack ([`crate::stack`]), inside the
+//! Request metrics: fourth layer of the edge stack (`stack.rs`), inside the
 //! request-info layer (it labels by the parsed verb) and outside the limits layer (a
 //! request that timed out is counted with its 504), where upstream's
 //! `WithLatencyTrackers` (staging/src/k8s.io/apiserver/pkg/endpoints/filters/webhook_duration.go)

@@ -1,4 +1,4 @@
-//! The layers of the edge stack, one per file, in the order [`crate::stack`] composes them
+//! The layers of the edge stack, one per file, in the order `stack.rs` composes them
 //! (outermost first, as upstream's `DefaultBuildHandlerChain` in
 //! staging/src/k8s.io/apiserver/pkg/server/config.go): [`panic`], [`trace`],
 //! [`request_info`], [`metrics`], [`limits`], [`authentication`], [`tenant_access`],
@@ -103,7 +103,7 @@ pub(crate) use seam_test;
 pub(crate) mod testing {
     //! Stub inner services for the layers' tests.
     use crate::http::Body;
-    use crate::stack::Payload;
+    use crate::http::Payload;
     use bytes::Bytes;
     use http::{Request, Response, StatusCode};
     use http_body_util::BodyExt;

@@ -1,4 +1,4 @@
-//! Panic recovery: the outermost layer of the edge stack ([`crate::stack`]), as upstream's
+//! Panic recovery: the outermost layer of the edge stack (`stack.rs`), as upstream's
 //! `WithPanicRecovery` (staging/src/k8s.io/apiserver/pkg/server/filters/wrap.go) is the
 //! outermost filter of `DefaultBuildHandlerChain`.
 //!
@@ -115,7 +115,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panic_in_the_future_or_in_call_is_upstreams_500() {
-        let panics_later = tower::service_fn(|_req: Request<crate::stack::Payload>| async {
+        let panics_later = tower::service_fn(|_req: Request<crate::http::Payload>| async {
             if true {
                 panic!("in the handler");
             }
@@ -136,7 +136,7 @@ mod tests {
             )
         );
         // A panic in the inner service's `call` (a layer's synchronous work).
-        let panics_now = tower::service_fn(|req: Request<crate::stack::Payload>| {
+        let panics_now = tower::service_fn(|req: Request<crate::http::Payload>| {
             assert!(req.uri().path() != "/now", "in call");
             std::future::ready(Ok::<_, Infallible>(crate::http::text_response(
                 StatusCode::OK,

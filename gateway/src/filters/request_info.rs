@@ -1,4 +1,4 @@
-//! Request info and tenant: third layer of the edge stack ([`crate::stack`]), as upstream's
+//! Request info and tenant: third layer of the edge stack (`stack.rs`), as upstream's
 //! `WithRequestInfo` (staging/src/k8s.io/apiserver/pkg/endpoints/filters/requestinfo.go):
 //! every layer inside it (metrics, limits, authentication, tenant access, fairness,
 //! authorization) and the router read what the request addresses from the request
@@ -96,7 +96,7 @@ mod tests {
 
     fn svc()
     -> impl tower::Service<
-        Request<crate::stack::Payload>,
+        Request<crate::http::Payload>,
         Response = Response<Body>,
         Error = Infallible,
     > + Clone {

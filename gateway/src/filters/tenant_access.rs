@@ -1,4 +1,4 @@
-//! Tenant-access seam: seventh layer of the edge stack ([`crate::stack`]), after
+//! Tenant-access seam: seventh layer of the edge stack (`stack.rs`), after
 //! authentication (it needs the identity) and before fairness (a request refused here costs
 //! no fairness seat). Upstream has no tenants; this is crdplane's own filter (DESIGN.md,
 //! "Identity and tenancy").

@@ -1,4 +1,4 @@
-//! Trace context: second layer of the edge stack ([`crate::stack`]), right inside panic
+//! Trace context: second layer of the edge stack (`stack.rs`), right inside panic
 //! recovery, where upstream's `WithTracing`
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/traces.go, OpenTelemetry's
 //! `otelhttp` handler) sits.

@@ -11,6 +11,7 @@ use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::Strategy;
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
+use crdplane_proto::v1 as pb;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -38,6 +39,25 @@ static PATCH: BuiltinPatch = BuiltinPatch(crdplane_apiserver::strategic::NAMESPA
 fn has_strings(v: Option<&Value>) -> bool {
     v.and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(Value::is_string))
+}
+
+/// The storage service's reference to the namespaces of `tenant` (group "", resource
+/// `namespaces`).
+pub fn storage_ref(tenant: &str) -> pb::ResourceRef {
+    pb::ResourceRef {
+        tenant: tenant.into(),
+        group: String::new(),
+        resource: "namespaces".into(),
+    }
+}
+
+/// The storage key of namespace `name` of `tenant`.
+pub fn storage_key(tenant: &str, name: &str) -> pb::ObjectKey {
+    pb::ObjectKey {
+        resource: Some(storage_ref(tenant)),
+        namespace: String::new(),
+        name: name.into(),
+    }
 }
 
 /// Whether a namespace being deleted has no finalizer left in `spec` or `metadata`.

@@ -7,7 +7,7 @@
 //! update, patch, /status and /finalize); the removal of an object records the garbage
 //! collector's work item first ([`crate::gc::record`]), as the hand-written paths do.
 
-use crate::api::Channel;
+use crate::context::Channel;
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
 use crdplane_core::{ApiError, GroupResource, rvslot};
 use crdplane_proto::v1 as pb;

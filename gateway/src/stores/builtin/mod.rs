@@ -3,7 +3,7 @@
 //! machinery's `Strategy` by [`BuiltinStrategy`]. Adding a type takes one such module, its
 //! entry in `crdplane_core::builtin::BUILTIN` and its OpenAPI schema.
 //!
-//! Where it sits: the built-in resource handler (`crate::builtin`) runs the generic handlers
+//! Where it sits: the built-in resource handler (`builtin.rs`) runs the generic handlers
 //! of `crdplane_apiserver` with these strategies over the storage service. Every write is
 //! decoded into the type's k8s-openapi struct and encoded back ([`typed`]): that checks each
 //! field's JSON type as upstream's decoder does and drops unknown fields, which the strict

@@ -1,0 +1,337 @@
+//! The gateway's context, per process and per request: the configuration ([`Config`]), the
+//! process state every handler shares ([`Ctx`]: service clients, batchers, caches), the gRPC
+//! [`Channel`] and the parsed request ([`Req`]).
+//!
+//! Where it sits: the bottom of the request path's modules. The router builds a [`Req`] for
+//! each request and hands it with the [`Ctx`] to the resource handlers; every handler module
+//! imports this one, and it imports no handler module (only the CRD cache of
+//! [`crate::crd`], the batchers of [`crate::batch`], the watch bounds of
+//! [`crate::watch_limit`] and the parsers of [`crate::request_info`] and [`crate::http`]).
+//! The per-process context follows kube-apiserver's `GenericAPIServer` config
+//! (staging/src/k8s.io/apiserver/pkg/server/config.go), the per-request one its
+//! `RequestInfo` plus the request (staging/src/k8s.io/apiserver/pkg/endpoints/request).
+
+use crate::crd::{CrdCache, CrdInfo, CrdNow};
+use crate::http::Query;
+use crate::request_info::RequestInfo;
+use bytes::Bytes;
+use crdplane_core::ApiError;
+use crdplane_proto::GrpcStatusExt;
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::registry_client::RegistryClient;
+use crdplane_proto::v1::storage_client::StorageClient;
+use crdplane_proto::v1::validation_client::ValidationClient;
+use http::Method;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+
+/// Gateway configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// gRPC address(es) of the registry service.
+    pub registry_endpoint: String,
+    /// gRPC address(es) of the validation service.
+    pub validation_endpoint: String,
+    /// gRPC address(es) of the storage service.
+    pub storage_endpoint: String,
+    /// Tenant of requests without a `/clusters/<tenant>` prefix.
+    pub default_tenant: String,
+    /// Address clients reach this gateway at (for `/api` serverAddressByClientCIDRs).
+    pub advertise_address: String,
+    /// Bounds on client connections, in total and per client address (0 = automatic, from
+    /// the descriptor limit; see `crdplane_transport::accept`).
+    pub connections: crdplane_transport::accept::ConnLimits,
+    /// Go `http.Server.ReadHeaderTimeout` of kube-apiserver's serving (32 s).
+    pub request_header_timeout: std::time::Duration,
+    /// Go `http.Server.IdleTimeout` of kube-apiserver's serving (90 s).
+    pub idle_timeout: std::time::Duration,
+    /// Bounds on concurrent watches, per client and in total (see [`crate::watch_limit`]).
+    pub watches: crate::watch_limit::WatchLimits,
+    /// kube-apiserver's `--request-timeout`: the most time a non-long-running request may
+    /// take (enforced by the limits layer, `filters/limits.rs`).
+    pub request_timeout: std::time::Duration,
+    /// Deadline of each gRPC call that is not a watch (None: none); see
+    /// `crdplane_transport::deadline`.
+    pub call_timeout: Option<std::time::Duration>,
+    /// kube-apiserver's `--event-ttl`: Events expire this long after their last write.
+    pub event_ttl: std::time::Duration,
+}
+
+/// kube-apiserver's default `--request-timeout` (1m0s).
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// kube-apiserver's `--event-ttl` default.
+pub const EVENT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// kube-apiserver's `ReadHeaderTimeout` (apiserver `pkg/server/secure_serving.go`: "just shy
+/// of requestTimeoutUpperBound").
+pub const REQUEST_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(32);
+/// kube-apiserver's `IdleTimeout` (matches `http.DefaultTransport`'s keep-alive timeout).
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            registry_endpoint: "http://127.0.0.1:7002".into(),
+            validation_endpoint: "http://127.0.0.1:7003".into(),
+            storage_endpoint: "http://127.0.0.1:7001".into(),
+            default_tenant: "default".into(),
+            advertise_address: "127.0.0.1:6443".into(),
+            connections: Default::default(),
+            request_header_timeout: REQUEST_HEADER_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            watches: Default::default(),
+            request_timeout: REQUEST_TIMEOUT,
+            call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
+            event_ttl: EVENT_TTL,
+        }
+    }
+}
+
+/// Shared state of one gateway process.
+pub struct Ctx {
+    /// The configuration the gateway started with.
+    pub cfg: Config,
+    /// Client of the storage service.
+    pub storage: StorageClient<Channel>,
+    /// Client of the registry service.
+    pub registry: RegistryClient<Channel>,
+    /// Client of the validation service.
+    pub validation: ValidationClient<Channel>,
+    /// Served CRDs per (tenant, group, plural).
+    pub crds: CrdCache,
+    /// Custom resource GETs, coalesced into storage GetMany calls.
+    pub gets: crate::batch::GetBatcher,
+    /// Custom resource creates, coalesced into storage CreateMany calls.
+    pub creates: crate::batch::CreateBatcher,
+    /// Admissions of custom resource writes, coalesced into validation AdmitMany calls.
+    pub admits: crate::batch::AdmitBatcher,
+    /// (tenant, namespace) pairs known to exist; dropped on any change to the namespace.
+    pub namespaces: RwLock<HashSet<(String, String)>>,
+    /// Tenants whose default namespaces this process has ensured.
+    pub tenants: RwLock<HashSet<String>>,
+    /// What became of a CRD after each change to it, for the watches of its resources
+    /// (sent only while some watch listens).
+    pub crd_changes: tokio::sync::broadcast::Sender<Arc<CrdNow>>,
+    /// Open watches, per client and in total.
+    pub watches: crate::watch_limit::WatchSlots,
+}
+
+/// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
+/// (see [`crate::batch`]).
+pub const BATCHES_IN_FLIGHT: usize = 2;
+
+/// The gRPC channel of the gateway's service clients: one HTTP/2 connection per endpoint,
+/// opened lazily, driven without tonic's buffer task; calls balanced over the endpoints of a
+/// service (comma-separated in the configuration), each with a deadline unless it is a
+/// watch, each carrying the request's tenant, user and traceparent (see `crdplane-transport`).
+pub type Channel = crdplane_transport::Channel;
+
+fn channel(urls: &str, timeout: Option<std::time::Duration>) -> anyhow::Result<Channel> {
+    let opts = crdplane_transport::ChannelOptions {
+        timeout,
+        ..Default::default()
+    };
+    Channel::with_options(urls, opts).map_err(|e| anyhow::anyhow!("service endpoint {urls:?}: {e}"))
+}
+
+impl Ctx {
+    /// The gateway state: service clients on the configured endpoints (an address that does
+    /// not parse is an error), batchers, and empty caches.
+    pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
+        let max = 256 << 20;
+        let storage = StorageClient::new(channel(&cfg.storage_endpoint, cfg.call_timeout)?)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max);
+        let validation =
+            ValidationClient::new(channel(&cfg.validation_endpoint, cfg.call_timeout)?)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max);
+        Ok(Arc::new(Self {
+            gets: crate::batch::gets(storage.clone(), BATCHES_IN_FLIGHT),
+            creates: crate::batch::creates(storage.clone(), BATCHES_IN_FLIGHT),
+            admits: crate::batch::admits(validation.clone(), BATCHES_IN_FLIGHT),
+            storage,
+            registry: RegistryClient::new(channel(&cfg.registry_endpoint, cfg.call_timeout)?)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+            validation,
+            crds: CrdCache::default(),
+            namespaces: Default::default(),
+            tenants: Default::default(),
+            crd_changes: tokio::sync::broadcast::channel(256).0,
+            watches: crate::watch_limit::WatchSlots::new(cfg.watches),
+            cfg,
+        }))
+    }
+
+    /// The served CRD for (tenant, group, plural): cache, else the registry.
+    pub async fn resolve(
+        &self,
+        tenant: &str,
+        group: &str,
+        plural: &str,
+    ) -> Result<Arc<CrdInfo>, ApiError> {
+        if let Some(i) = self.crds.get(tenant, group, plural) {
+            return Ok(i);
+        }
+        // The registry call, boxed: the cached case above keeps the caller's future small.
+        Box::pin(self.resolve_remote(tenant, group, plural)).await
+    }
+
+    /// [`Self::resolve`] from the registry (and into the cache).
+    async fn resolve_remote(
+        &self,
+        tenant: &str,
+        group: &str,
+        plural: &str,
+    ) -> Result<Arc<CrdInfo>, ApiError> {
+        let r = self
+            .registry
+            .clone()
+            .resolve(pb::ResolveRequest {
+                tenant: tenant.into(),
+                group: group.into(),
+                resource: plural.into(),
+            })
+            .await
+            .map_err(|s| {
+                let e = ApiError::from_grpc(&s);
+                if e.code == 404 {
+                    ApiError::path_not_found()
+                } else {
+                    e
+                }
+            })?
+            .into_inner();
+        let v: serde_json::Value = serde_json::from_slice(&r.json).map_err(ApiError::internal)?;
+        let info = Arc::new(CrdInfo::from_json(v)?);
+        if info.plural == plural && info.group == group {
+            self.crds.insert(tenant, info.clone());
+        }
+        Ok(info)
+    }
+
+    /// Follows the storage change streams of CRDs and namespaces to keep caches fresh;
+    /// reconnects with backoff, dropping the caches whenever the stream was interrupted.
+    pub fn spawn_cache_followers(self: &Arc<Self>) {
+        for (group, resource) in [
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("", "namespaces"),
+        ] {
+            let ctx = Arc::downgrade(self);
+            tokio::spawn(async move {
+                let mut backoff = std::time::Duration::from_millis(100);
+                loop {
+                    let Some(c) = ctx.upgrade() else { return };
+                    let mut storage = c.storage.clone();
+                    drop(c);
+                    let req = pb::ChangesRequest {
+                        group: group.into(),
+                        resource: resource.into(),
+                    };
+                    if let Ok(resp) = storage.changes(req).await {
+                        backoff = std::time::Duration::from_millis(100);
+                        let mut s = resp.into_inner();
+                        // Anything cached before the stream started may be stale.
+                        if let Some(c) = ctx.upgrade() {
+                            c.drop_caches(resource);
+                        }
+                        while let Ok(Some(ch)) = s.message().await {
+                            let Some(c) = ctx.upgrade() else { return };
+                            if resource == "namespaces" {
+                                c.namespaces
+                                    .write()
+                                    .expect("lock")
+                                    .remove(&(ch.tenant.clone(), ch.name.clone()));
+                            } else {
+                                c.crds.invalidate(&ch.tenant, &ch.name);
+                                c.report_crd(ch.tenant, ch.name);
+                            }
+                        }
+                    }
+                    if let Some(c) = ctx.upgrade() {
+                        c.drop_caches(resource);
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                }
+            });
+        }
+    }
+
+    /// Tells the watches of a changed CRD's resources whether it still exists (under which
+    /// uid, serving what), so that those of a deleted, replaced or re-specified CRD end.
+    fn report_crd(&self, tenant: String, name: String) {
+        if self.crd_changes.receiver_count() == 0 {
+            return;
+        }
+        let mut registry = self.registry.clone();
+        let tx = self.crd_changes.clone();
+        tokio::spawn(async move {
+            let req = pb::CrdGetRequest {
+                tenant: tenant.clone(),
+                name: name.clone(),
+            };
+            let now = match registry.get_crd(req).await {
+                Ok(r) => {
+                    let v: serde_json::Value = match serde_json::from_slice(&r.into_inner().json) {
+                        Ok(v) => v,
+                        Err(_) => return,
+                    };
+                    match v["metadata"]["uid"].as_str() {
+                        Some(uid) => Some((uid.to_string(), crate::crd::serving_hash(&v))),
+                        None => return,
+                    }
+                }
+                Err(s) if s.code() == tonic::Code::NotFound => None,
+                // Registry unreachable: nothing known, nothing ended.
+                Err(_) => return,
+            };
+            let _ = tx.send(Arc::new(CrdNow { tenant, name, now }));
+        });
+    }
+
+    fn drop_caches(&self, resource: &str) {
+        if resource == "namespaces" {
+            self.namespaces.write().expect("lock").clear();
+        } else {
+            self.crds.clear();
+        }
+    }
+}
+
+/// Everything a resource handler needs about the request.
+pub struct Req {
+    /// What the path addresses (tenant, group, version, resource, name, verb).
+    pub info: RequestInfo,
+    /// HTTP method.
+    pub method: Method,
+    /// Parsed query parameters.
+    pub query: Query,
+    /// Request headers.
+    pub headers: http::HeaderMap,
+    /// The whole request body.
+    pub body: Bytes,
+    /// Strict-decoding findings of the body (`duplicate field "spec.a"`), recorded by the
+    /// one decode of the body (create/update) or of the patch document; see
+    /// the request module's `decode_body`.
+    pub body_dups: std::sync::OnceLock<Vec<String>>,
+}
+
+impl Req {
+    /// The value of header `k`, when it is valid text.
+    pub fn header(&self, k: &str) -> Option<&str> {
+        self.headers.get(k).and_then(|v| v.to_str().ok())
+    }
+    /// The `dryRun` query parameter: `All` = true, absent or empty = false, else 400 BadRequest.
+    pub fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.query.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
+    }
+}

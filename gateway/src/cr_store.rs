@@ -1,0 +1,425 @@
+//! Custom resources between their handlers and the services: storage keys, admission of a
+//! write through the validation service (prune, default, schema, scale paths), read-path
+//! defaulting and version conversion of stored objects, and the one write of an existing
+//! object that update, patch, `/status` and `/scale` share ([`store_existing`]).
+//!
+//! Where it sits: below the custom-resource handlers (`crs`, the scale handler in it) and
+//! the watch handler (`watch` takes [`watch_normalizer`] and [`resource_ref`]), above the
+//! context ([`crate::context`]), the pure strategy ([`crate::strategy`]) and the Scale
+//! mapping ([`crate::scale`]). Follows apiextensions-apiserver
+//! pkg/registry/customresource (etcd.go, strategy.go, validator.go) and k8s.io/apiserver
+//! pkg/registry/generic/registry/store.go (Update, `deleteWithoutFinalizers`).
+
+use crate::context::{Channel, Ctx, Req};
+use crate::crd::{CrdInfo, VersionInfo};
+use crate::request::{
+    FieldValidation, body_findings, field_validation, parse_object, strict_decoding_error,
+    write_dry_run,
+};
+use crate::strategy;
+use bytes::Bytes;
+use crdplane_apiserver::rest::delete::{no_new_finalizers, should_delete_during_update};
+use crdplane_core::field::{FieldError, FieldErrorType};
+use crdplane_core::{ApiError, rvslot};
+use crdplane_proto::GrpcStatusExt;
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::validation_client::ValidationClient;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The storage key of object `name` in namespace `ns` of the CRD's resource in `tenant`.
+pub fn key(crd: &CrdInfo, tenant: &str, ns: &str, name: &str) -> pb::ObjectKey {
+    pb::ObjectKey {
+        resource: Some(resource_ref(crd, tenant)),
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+/// The storage service's reference to the CRD's resource in `tenant`.
+pub fn resource_ref(crd: &CrdInfo, tenant: &str) -> pb::ResourceRef {
+    pb::ResourceRef {
+        tenant: tenant.into(),
+        group: crd.group.clone(),
+        resource: crd.plural.clone(),
+    }
+}
+
+/// A field error as the validation service sent it, back in `metav1.Status` cause form.
+pub fn field_error_from_proto(e: &pb::FieldError) -> FieldError {
+    let kind = FieldErrorType::from_cause_type(&e.r#type).unwrap_or(FieldErrorType::Invalid);
+    let bad_value = if e.bad_value_json.is_empty() && !e.has_value {
+        None
+    } else {
+        serde_json::from_str(&e.bad_value_json)
+            .ok()
+            .or(Some(Value::Null))
+    };
+    FieldError {
+        kind,
+        field: e.field.clone(),
+        bad_value,
+        detail: e.detail.clone(),
+    }
+}
+
+fn schema_ref(crd: &CrdInfo, tenant: &str, version: &str) -> pb::SchemaRef {
+    pb::SchemaRef {
+        tenant: tenant.into(),
+        crd_uid: crd.uid.clone(),
+        generation: crd.generation,
+        version: version.into(),
+    }
+}
+
+/// The CRD as the validation service compiles it (LoadSchema, or a retry's `crd_json`).
+fn crd_bytes(crd: &CrdInfo) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(&crd.json)
+        .map(Bytes::from)
+        .map_err(ApiError::internal)
+}
+
+/// Admission of a write: returns the pruned + defaulted object and warnings, or the 422.
+#[allow(clippy::too_many_arguments)]
+pub async fn admit(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+    op: pb::admit_request::Operation,
+    obj: &Value,
+    old: Option<&Value>,
+    subresource: &str,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let fv = field_validation(req)?;
+    let tenant = &req.info.tenant;
+    let mk = || pb::AdmitRequest {
+        schema: Some(schema_ref(crd, tenant, &ver.name)),
+        operation: op as i32,
+        object: serde_json::to_vec(obj).expect("json").into(),
+        old_object: old
+            .map(|o| serde_json::to_vec(o).expect("json").into())
+            .unwrap_or_default(),
+        field_validation: match fv {
+            FieldValidation::Ignore => pb::admit_request::FieldValidation::Ignore,
+            FieldValidation::Warn => pb::admit_request::FieldValidation::Warn,
+            FieldValidation::Strict => pb::admit_request::FieldValidation::Strict,
+        } as i32,
+        subresource: subresource.into(),
+        api_version: format!("{}/{}", crd.group, ver.name),
+        kind: crd.kind.clone(),
+        namespaced: crd.namespaced,
+        crd_json: Bytes::new(),
+    };
+    let resp = match ctx.admits.call(mk()).await {
+        Ok(r) => r,
+        // The replica that answered has not compiled this schema: send the CRD along, so
+        // the replica that takes the retry compiles it first, whichever one that is.
+        Err(s) if s.code() == tonic::Code::NotFound => ctx
+            .admits
+            .call(pb::AdmitRequest {
+                crd_json: crd_bytes(crd)?,
+                ..mk()
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?,
+        Err(s) => return Err(ApiError::from_grpc(&s)),
+    };
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // Checks the validation service does not know about, in upstream's order: ObjectMeta
+    // update rules first (no new finalizers while deleting), then the schema's errors, then
+    // the scale subresource's paths (validator.go ValidateScaleSpec/ValidateScaleStatus).
+    let mut errs: Vec<FieldError> = old.map(|o| no_new_finalizers(obj, o)).unwrap_or_default();
+    errs.extend(resp.errors.iter().map(field_error_from_proto));
+    let type_meta_failed = resp
+        .errors
+        .iter()
+        .any(|e| e.field == "kind" || e.field == "apiVersion");
+    if let Some(scale) = &ver.scale
+        && !type_meta_failed
+    {
+        let admitted: Option<Value> = serde_json::from_slice(&resp.object).ok();
+        let target = admitted.as_ref().filter(|v| v.is_object()).unwrap_or(obj);
+        errs.extend(crate::scale::validate_scale_fields(
+            target,
+            &crate::scale::ScalePaths::from_crd(scale),
+            subresource == "status",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(&crd.kind, &crd.group, name, &errs));
+    }
+    // The validation service words the field warnings (`unknown field "spec.foo"`,
+    // `duplicate field "spec.a"`) for Warn and Strict; Strict turns them into a 400.
+    // Findings of the body's own decode (duplicate keys) come first, as upstream's decoder
+    // reports them before the schema's unknown fields.
+    let mut warnings = if fv == FieldValidation::Ignore {
+        Vec::new()
+    } else {
+        body_findings(req).to_vec()
+    };
+    warnings.extend(resp.warnings);
+    if fv == FieldValidation::Strict && !warnings.is_empty() {
+        return Err(ApiError::bad_request(strict_decoding_error(
+            &req.info.verb,
+            &crd.kind,
+            &ver.name,
+            &warnings,
+        )));
+    }
+    let out: Value = serde_json::from_slice(&resp.object)
+        .map_err(|e| ApiError::internal(format!("validation returned invalid JSON: {e}")))?;
+    Ok((out, warnings))
+}
+
+/// Read path: defaults (and pruning) of the schema applied to stored objects.
+async fn normalize(
+    ctx: &Ctx,
+    tenant: &str,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+    objs: Vec<Bytes>,
+) -> Result<Vec<Bytes>, ApiError> {
+    if !ver.has_defaults || objs.is_empty() {
+        return Ok(objs);
+    }
+    normalize_with(ctx.validation.clone(), tenant, crd, &ver.name, objs).await
+}
+
+/// Read-path defaulting (apiextensions-apiserver applies the schema's defaults when it
+/// decodes from storage): the validation service defaults and prunes stored objects with
+/// the served version's schema, loading the schema first if it does not have it.
+async fn normalize_with(
+    validation: ValidationClient<Channel>,
+    tenant: &str,
+    crd: &CrdInfo,
+    version: &str,
+    objs: Vec<Bytes>,
+) -> Result<Vec<Bytes>, ApiError> {
+    let mk = || pb::NormalizeRequest {
+        schema: Some(schema_ref(crd, tenant, version)),
+        objects: objs.clone(),
+        crd_json: Bytes::new(),
+    };
+    let r = match validation.clone().normalize(mk()).await {
+        Ok(r) => r.into_inner(),
+        // As in `admit`: the retry carries the CRD for a replica without the schema.
+        Err(s) if s.code() == tonic::Code::NotFound => validation
+            .clone()
+            .normalize(pb::NormalizeRequest {
+                crd_json: crd_bytes(crd)?,
+                ..mk()
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner(),
+        Err(s) => return Err(ApiError::from_grpc(&s)),
+    };
+    Ok(r.objects)
+}
+
+/// Read defaulting for watch events of `version`, or None when that version's schema has
+/// no defaults (events then pass through as stored).
+pub fn watch_normalizer(
+    ctx: &Ctx,
+    crd: &Arc<CrdInfo>,
+    tenant: &str,
+    version: &VersionInfo,
+) -> Option<crate::watch_mux::Normalizer> {
+    if !version.has_defaults {
+        return None;
+    }
+    let validation = ctx.validation.clone();
+    let crd = crd.clone();
+    let tenant = tenant.to_string();
+    let version = version.name.clone();
+    Some(Arc::new(move |objs: Vec<Bytes>| {
+        let (validation, crd, tenant, version) = (
+            validation.clone(),
+            crd.clone(),
+            tenant.clone(),
+            version.clone(),
+        );
+        Box::pin(async move { normalize_with(validation, &tenant, &crd, &version, objs).await })
+    }))
+}
+
+/// The apiVersion `<group>/<version>` of the CRD's objects in `version`.
+pub fn api_version(crd: &CrdInfo, version: &str) -> String {
+    format!("{}/{}", crd.group, version)
+}
+
+/// Whether stored bytes can be served as they are for `version` (same apiVersion).
+fn served_as_is(json: &[u8], want: &str) -> bool {
+    // Stored objects are written by us with "apiVersion" as their first key.
+    let prefix = format!(
+        "{{\"apiVersion\":{}",
+        serde_json::to_string(want).expect("json")
+    );
+    json.starts_with(prefix.as_bytes())
+}
+
+fn convert(mut obj: Value, api_version: &str) -> Value {
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    }
+    obj
+}
+
+/// Stored bytes → what the request's version shows (apiVersion rewrite, read defaults).
+pub async fn for_version(
+    ctx: &Ctx,
+    tenant: &str,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+    items: Vec<Bytes>,
+) -> Result<Vec<Bytes>, ApiError> {
+    let want = api_version(crd, &ver.name);
+    let items: Vec<Bytes> = items
+        .into_iter()
+        .map(|b| {
+            if served_as_is(&b, &want) {
+                Ok(b)
+            } else {
+                let v = convert(parse_object(&b)?, &want);
+                Ok(Bytes::from(serde_json::to_vec(&v).expect("json")))
+            }
+        })
+        .collect::<Result<_, ApiError>>()?;
+    normalize(ctx, tenant, crd, ver, items).await
+}
+
+/// Converts to the storage version and writes through the rv slot.
+pub fn storage_write(crd: &CrdInfo, obj: Value) -> Result<pb::ObjectWrite, ApiError> {
+    let obj = convert(obj, &api_version(crd, &crd.storage_version));
+    let (head, tail) = rvslot::split(&obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(pb::ObjectWrite {
+        head: head.into(),
+        tail: tail.into(),
+    })
+}
+
+/// One write of an existing object (update, patch, status, scale): strategy, admission,
+/// then a compare-and-swap on `old_rv`; returns the object as the request's version shows
+/// it. An update that leaves no finalizers on an object being deleted deletes it instead
+/// (store.go Update → `deleteWithoutFinalizers`): the response is the updated object,
+/// watchers see DELETED.
+pub async fn store_existing(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+    mut obj: Value,
+    old: &Value,
+    old_rv: u64,
+) -> Result<(Bytes, Vec<String>), ApiError> {
+    let i = &req.info;
+    let dry = write_dry_run(req)?;
+    let sub = i.subresource.as_str();
+    if sub == "status" {
+        // Only .status changes through /status (status_strategy.go PrepareForUpdate).
+        let status = obj.get("status").cloned();
+        let mut base = old.clone();
+        if let Some(m) = base.as_object_mut() {
+            match status {
+                Some(s) => m.insert("status".into(), s),
+                None => m.remove("status"),
+            };
+            if let Some(rv) = obj.pointer("/metadata/resourceVersion").cloned()
+                && let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.insert("resourceVersion".into(), rv);
+            }
+        }
+        obj = base;
+    } else {
+        strategy::prepare_for_update(&mut obj, old, ver.has_status)?;
+    }
+    // /scale writes are validated by the main resource's strategy.
+    let admit_sub = if sub == "status" { "status" } else { "" };
+    let (obj, warnings) = admit(
+        ctx,
+        req,
+        crd,
+        ver,
+        pb::admit_request::Operation::Update,
+        &obj,
+        Some(old),
+        admit_sub,
+    )
+    .await?;
+    if should_delete_during_update(&obj, old) {
+        if !dry {
+            crate::gc::record(&ctx.storage, &i.tenant, &crd.group, &crd.plural, old).await?;
+        }
+        ctx.storage
+            .clone()
+            .delete(pb::DeleteRequest {
+                key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
+                expected_resource_version: old_rv,
+                dry_run: dry,
+            })
+            .await
+            .map_err(|s| match ApiError::from_grpc(&s) {
+                // Changed since it was read: the update's optimistic-lock conflict.
+                e if e.reason == crdplane_core::Reason::Conflict => {
+                    ApiError::stale(&crd.gr(), &i.name)
+                }
+                e => e,
+            })?;
+        return Ok((serde_json::to_vec(&obj).expect("json").into(), warnings));
+    }
+    if strategy::unchanged(&obj, old) {
+        // etcd3 store.go GuaranteedUpdate: new bytes equal to the stored ones are not
+        // written; the stored object is returned, its resourceVersion unchanged, no event.
+        return Ok((serde_json::to_vec(old).expect("json").into(), warnings));
+    }
+    let s = ctx
+        .storage
+        .clone()
+        .update(pb::UpdateRequest {
+            key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
+            object: Some(storage_write(crd, obj)?),
+            expected_resource_version: old_rv,
+            dry_run: dry,
+            ttl_seconds: 0,
+        })
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
+        .into_inner();
+    if !dry {
+        crate::gc::verify_added_refs(&ctx.storage, &i.tenant, &s.json, Some(old)).await;
+    }
+    let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
+        .await?
+        .pop()
+        .unwrap_or_default();
+    Ok((json, warnings))
+}
+
+/// The current object (as the request's version shows it) and its resourceVersion.
+pub async fn current(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+) -> Result<(Value, u64), ApiError> {
+    let i = &req.info;
+    let s = ctx
+        .storage
+        .clone()
+        .get(pb::GetRequest {
+            key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
+        })
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
+        .into_inner();
+    let b = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
+        .await?
+        .pop()
+        .unwrap_or_default();
+    Ok((parse_object(&b)?, s.resource_version))
+}

@@ -1,0 +1,127 @@
+//! Namespace lifecycle checks and tenant bootstrap, shared by the handlers that write into
+//! a namespace (custom resources, built-in types) and by the router.
+//!
+//! Where it sits: below the handler families (`crs`, `builtin`, `namespaces`) and the
+//! router, above the context and the namespace store
+//! ([`crate::stores::namespaces`]). A write into a namespace that does not exist is upstream's
+//! 404, into a Terminating one the 403 of the NamespaceLifecycle admission plugin
+//! (plugin/pkg/admission/namespace/lifecycle/admission.go); known namespaces are cached in
+//! [`Ctx::namespaces`]. A tenant's first request creates its default namespaces (upstream's
+//! system namespaces controller, pkg/controlplane/controller/systemnamespaces) through the
+//! generic create handler with the namespace strategy.
+
+use crate::context::Ctx;
+use crate::stores::namespaces::{Endpoint, NamespaceStrategy, storage_key};
+use crdplane_apiserver::admission::Chain;
+use crdplane_apiserver::handlers;
+use crdplane_core::{ApiError, GroupResource};
+use crdplane_proto::v1 as pb;
+use serde_json::Value;
+
+fn gr() -> GroupResource {
+    GroupResource::new("", "namespaces")
+}
+
+/// Fails with upstream's 404 (`namespaces "x" not found`) when the namespace does not exist.
+pub async fn require_namespace(ctx: &Ctx, tenant: &str, ns: &str) -> Result<(), ApiError> {
+    require_namespace_for(ctx, tenant, ns, &gr(), ns).await
+}
+
+/// As [`require_namespace`], for a create of object `name` of resource `target`: a
+/// Terminating namespace refuses it with the NamespaceLifecycle admission plugin's 403,
+/// which names the object being created (`crontabs.stable.example.com "x" is forbidden:
+/// unable to create new content in namespace team because it is being terminated`).
+pub async fn require_namespace_for(
+    ctx: &Ctx,
+    tenant: &str,
+    ns: &str,
+    target: &GroupResource,
+    name: &str,
+) -> Result<(), ApiError> {
+    let k = (tenant.to_string(), ns.to_string());
+    if ctx.namespaces.read().expect("lock").contains(&k) {
+        return Ok(());
+    }
+    let s = ctx
+        .storage
+        .clone()
+        .get(pb::GetRequest {
+            key: Some(storage_key(tenant, ns)),
+        })
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
+        .into_inner();
+    let v: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
+    if v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
+        return Err(ApiError::forbidden(
+            target,
+            name,
+            &format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        ));
+    }
+    ctx.namespaces.write().expect("lock").insert(k);
+    Ok(())
+}
+
+/// Creates a namespace of `tenant` through the generic create handler with the namespace
+/// strategy (`crate::stores::namespaces`): the request's own namespaces and the default
+/// ones of a new tenant alike.
+pub async fn create_namespace(
+    ctx: &Ctx,
+    tenant: &str,
+    obj: Value,
+    dry: bool,
+) -> Result<Value, ApiError> {
+    let store = crate::stores::storage::StorageStore {
+        storage: &ctx.storage,
+        tenant,
+        gr: gr(),
+        ttl_seconds: 0,
+    };
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
+    }
+    let w = handlers::create(
+        &store,
+        &NamespaceStrategy(Endpoint::Main),
+        &Chain::none(),
+        "",
+        obj,
+        dry,
+    )
+    .await?;
+    Ok(w.object)
+}
+
+/// The three namespaces every tenant starts with (created once per tenant, idempotently).
+pub const DEFAULT_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Creates the tenant's default namespaces on its first request (once per gateway process).
+pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
+    if ctx.tenants.read().expect("lock").contains(tenant) {
+        return Ok(());
+    }
+    for ns in DEFAULT_NAMESPACES {
+        match create_namespace(
+            ctx,
+            tenant,
+            serde_json::json!({"metadata": {"name": ns}}),
+            false,
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    ctx.tenants
+        .write()
+        .expect("lock")
+        .insert(tenant.to_string());
+    Ok(())
+}
