@@ -398,7 +398,10 @@ impl Run {
                     table["apiVersion"] = json!("meta.k8s.io/v1beta1");
                 }
                 self.first = false;
-                Some(event_line(kind, &serde_json::to_vec(&table).expect("json")))
+                Some(event_line(
+                    watch_mux::type_name(kind),
+                    &serde_json::to_vec(&table).expect("json"),
+                ))
             }
         }
     }
