@@ -4,7 +4,7 @@
 
 use super::{Written, meta_str};
 use crate::admission::{Attributes, Chain, Operation};
-use crate::rest::delete::{DeleteOptions, DeletionPlan, check_delete_preconditions, plan_deletion};
+use crate::rest::delete::{DeleteOptions, DeletionPlan, plan_deletion};
 use crate::rest::store::stored_rv;
 use crate::rest::{ListOptions, Store, Strategy};
 use crate::retry::{Failure, guaranteed_update, write_failed};
@@ -31,7 +31,7 @@ pub async fn delete<S: Store, T: Strategy>(
     guaranteed_update(|| async move {
         let old = store.get(namespace, name).await?;
         let old_rv = stored_rv(&old);
-        check_delete_preconditions(&old, o, strategy.kind(), &gr.group)?;
+        strategy.check_delete_preconditions(&old, o)?;
         admission
             .admit(&mut Attributes {
                 operation: Operation::Delete,
@@ -54,6 +54,15 @@ pub async fn delete<S: Store, T: Strategy>(
             object,
             warnings: Vec::new(),
         };
+        // A resource with its own first DELETE (the CRD's mark) answers with the marked
+        // object; a lost swap reads again.
+        if let Some(marked) = store
+            .mark_deleting(&old, old_rv, dry)
+            .await
+            .map_err(write_failed)?
+        {
+            return Ok(pending(marked));
+        }
         match plan_deletion(
             &old,
             o.orphan_dependents,
