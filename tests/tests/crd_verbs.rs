@@ -168,7 +168,12 @@ fn crd_patches_of_every_type_dry_run_and_stale_writes() {
     assert_eq!(v["metadata"]["labels"]["dry"], "1", "{v}");
     let mut put = before.clone();
     put["metadata"]["labels"]["dry"] = json!("2");
-    let (code, v) = api.send("PUT", &format!("{one}?dryRun=All"), "application/json", &put);
+    let (code, v) = api.send(
+        "PUT",
+        &format!("{one}?dryRun=All"),
+        "application/json",
+        &put,
+    );
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["metadata"]["labels"]["dry"], "2", "{v}");
     let (code, v) = api.call("DELETE", &format!("{one}?dryRun=All"), None, None);
@@ -221,7 +226,11 @@ fn crd_patches_of_every_type_dry_run_and_stale_writes() {
         &json!({"spec": {"names": {"shortNames": ["x"]}}}),
     );
     assert_eq!(code, 200, "{v}");
-    assert_eq!(v["spec"]["names"]["shortNames"], json!(["ct", "cts"]), "{v}");
+    assert_eq!(
+        v["spec"]["names"]["shortNames"],
+        json!(["ct", "cts"]),
+        "{v}"
+    );
     assert_eq!(rv(&v), rv(&after), "nothing changed: {v}");
 
     // DELETE preconditions, with apiextensions' etcd.go texts.

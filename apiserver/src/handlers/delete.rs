@@ -17,7 +17,9 @@ pub const DELETE_COLLECTION_PAGE: u32 = 500;
 /// Deletes one object with options `o`. An object without (remaining) finalizers is removed:
 /// the answer is 200 with the deleted object when the strategy returns deleted objects, else
 /// the Success Status naming it. An object with finalizers is marked as deleting and kept:
-/// 200 with it (202 when `orphanDependents: false` was asked, handlers/delete.go).
+/// 200 with it (202 when `orphanDependents: false` was asked, handlers/delete.go). A
+/// resource with its own first DELETE (the store's [`Store::mark_deleting`], e.g. CRDs)
+/// is marked that way instead, after the strategy's precondition checks.
 pub async fn delete<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
