@@ -23,15 +23,11 @@ use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
-use crdplane_core::{ApiError, GroupResource};
+use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-fn gr() -> GroupResource {
-    GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions")
-}
 
 /// The default table of upstream (`rest.NewDefaultTableConvertor`): Name and Created At
 /// (RFC 3339), as `kubectl get crd` shows.
@@ -295,7 +291,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 ),
             ))
         }
-        _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),
+        _ => Err(ApiError::method_not_supported(
+            crate::stores::crds::gr(),
+            &i.verb,
+        )),
     }
 }
 

@@ -2,7 +2,7 @@
 //! registry gRPC service as their `Store` ([`CrdStore`]) and their `Strategy`
 //! ([`CrdStrategy`], main resource and `/status`).
 //!
-//! Where it sits: `crate::crds` decodes a CRD request and calls the generic handlers of
+//! Where it sits: `crds.rs` decodes a CRD request and calls the generic handlers of
 //! `crdplane_apiserver::handlers` (read, retry-on-conflict loop, preconditions, no-op
 //! detection, dry-run) over these two; the registry service underneath validates, names,
 //! sets conditions and persists. Follows apiextensions-apiserver
