@@ -327,3 +327,81 @@ fn first_crd_delete_marks_it_whatever_the_propagation_policy() {
     let (code, v) = api.get(&one);
     assert_eq!(code, 404, "{v}");
 }
+
+fn simple_crd(plural: &str, kind: &str, label: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.stable.example.com"), "labels": {"set": label}},
+        "spec": {"group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
+#[test]
+fn crd_deletecollection_marks_the_selected_ones() {
+    let stack = Stack::start_with_redis().unwrap();
+    let api = Api {
+        base: format!("{}/clusters/crdcoll", stack.gateway),
+    };
+    for (plural, kind, label) in [
+        ("apples", "Apple", "a"),
+        ("pears", "Pear", "a"),
+        ("plums", "Plum", "b"),
+    ] {
+        let (code, v) = api.send(
+            "POST",
+            CRDS,
+            "application/json",
+            &simple_crd(plural, kind, label),
+        );
+        assert_eq!(code, 201, "{v}");
+    }
+    // An unsupported dryRun value: 422 on DeleteOptions (ValidateDeleteOptions).
+    let (code, v) = api.call(
+        "DELETE",
+        &format!("{CRDS}?labelSelector=set%3Da&dryRun=Some"),
+        None,
+        None,
+    );
+    assert_eq!(code, 422, "{v}");
+    // The answer is the list as it was read (store.go DeleteCollection); each selected CRD is
+    // deleted as a DELETE of it would: marked, its instances cleaned up, then removed.
+    let (code, v) = api.call(
+        "DELETE",
+        &format!("{CRDS}?labelSelector=set%3Da"),
+        None,
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["kind"], "CustomResourceDefinitionList", "{v}");
+    let names: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["apples.stable.example.com", "pears.stable.example.com"],
+        "{v}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for name in names {
+        loop {
+            let (code, v) = api.get(&format!("{CRDS}/{name}"));
+            if code == 404 {
+                break;
+            }
+            assert!(
+                v["metadata"]["deletionTimestamp"].is_string(),
+                "not marked: {v}"
+            );
+            assert!(Instant::now() < deadline, "not removed: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let (code, v) = api.get(&format!("{CRDS}/plums.stable.example.com"));
+    assert_eq!(code, 200, "{v}");
+    assert!(v["metadata"]["deletionTimestamp"].is_null(), "{v}");
+}
