@@ -1,26 +1,33 @@
-//! `apiextensions.k8s.io/v1` CustomResourceDefinition endpoints of a tenant: the gateway
-//! decodes, applies patches and renders; the registry service validates, names, sets
-//! conditions and persists. CRD writes made through this gateway drop its own cache entries
-//! at once (other gateways follow the storage change stream). DELETE returns the CRD marked
+//! `apiextensions.k8s.io/v1` CustomResourceDefinition endpoints of a tenant: routing and
+//! rendering only. get, create, update, patch (json, merge and strategic merge patch),
+//! delete and deletecollection of the main resource, and get / update / patch of `/status`,
+//! run on the generic handlers of `crdplane_apiserver::handlers` over the registry service
+//! ([`crate::stores::crds`]: the CRD store and strategy, and which side does what); the
+//! registry validates, names, sets conditions and persists. DELETE returns the CRD marked
 //! for deletion; the registry's finalizer controller deletes its instances and then the CRD.
+//!
+//! list and watch stay here on the shared paths (the registry's paged list with the
+//! gateway's signed continue tokens, the shared watch streams of [`crate::watch`]); this
+//! module also renders the CRD Table.
+//!
+//! Follows k8s.io/apiserver pkg/endpoints/handlers (verbs) and apiextensions-apiserver
+//! pkg/registry/customresourcedefinition (strategy.go, etcd.go).
 
 use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
-use crate::request::{decode_body, strict_warnings};
+use crate::request::{decode_body, request_delete_options, strict_warnings, write_dry_run};
 use crate::respond::with_warnings;
-use crate::retry::{Failure, guaranteed_update, write_failed};
+use crate::stores::crds::{CrdStore, CrdStrategy};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
-use crdplane_core::{ApiError, GroupResource};
-use crdplane_proto::GrpcStatusExt;
+use crdplane_apiserver::admission::Chain;
+use crdplane_apiserver::handlers::{self, Written};
+use crdplane_apiserver::rest::ListOptions;
+use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-fn gr() -> GroupResource {
-    GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions")
-}
 
 /// The default table of upstream (`rest.NewDefaultTableConvertor`): Name and Created At
 /// (RFC 3339), as `kubectl get crd` shows.
@@ -68,23 +75,27 @@ fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>
     }
 }
 
+/// A write's answer: its code and the object (or Status) as JSON, with the request's
+/// warnings and the handler's.
+fn written(w: Written, extra: &[String]) -> Result<Response<Body>, ApiError> {
+    let mut warnings = extra.to_vec();
+    warnings.extend(w.warnings);
+    let code = StatusCode::from_u16(w.code).unwrap_or(StatusCode::OK);
+    Ok(with_warnings(
+        json_response(code, serde_json::to_vec(&w.object).expect("json")),
+        &warnings,
+    ))
+}
+
 /// CRDs select by `metadata.name` only.
 fn selectors(req: &Req) -> Result<(String, String), ApiError> {
     crate::list::checked_selectors(req, |f| f == "metadata.name")
-}
-
-fn crd_name(v: &Value) -> String {
-    v.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
 }
 
 /// Serves one CustomResourceDefinition request of the tenant.
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let tenant = i.tenant.clone();
-    let dry = req.dry_run()?;
     let mut reg = ctx.registry.clone();
     let status = match i.subresource.as_str() {
         "" => false,
@@ -94,38 +105,33 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     if !i.namespace.is_empty() {
         return Err(ApiError::path_not_found());
     }
+    let dry = match i.verb.as_str() {
+        "create" | "update" | "patch" => write_dry_run(req)?,
+        _ => false,
+    };
+    let store = CrdStore {
+        registry: ctx.registry.clone(),
+        cache: &ctx.crds,
+        tenant: &tenant,
+        status,
+    };
+    let strategy = CrdStrategy { status };
+    let admission = Chain::none();
     match i.verb.as_str() {
         "create" if !status => {
             // JSON or YAML in; the registry takes JSON.
-            let body = serde_json::to_vec(&decode_body(req)?).map_err(ApiError::internal)?;
+            let obj = decode_body(req)?;
             let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
-            let r = reg
-                .create_crd(pb::CrdWriteRequest {
-                    tenant: tenant.clone(),
-                    crd_json: body.into(),
-                    dry_run: dry,
-                    name: String::new(),
-                })
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner();
-            let v: Value = serde_json::from_slice(&r.json).map_err(ApiError::internal)?;
-            ctx.crds.invalidate(&tenant, &crd_name(&v));
-            Ok(with_warnings(
-                json_response(StatusCode::CREATED, r.json),
-                &warnings,
-            ))
+            let w = handlers::create(&store, &strategy, &admission, "", obj, dry).await?;
+            written(w, &warnings)
         }
         "get" => {
-            let r = reg
-                .get_crd(pb::CrdGetRequest {
-                    tenant,
-                    name: i.name.clone(),
-                })
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner();
-            one(req, StatusCode::OK, r.json)
+            let o = handlers::get(&store, "", &i.name).await?;
+            one(
+                req,
+                StatusCode::OK,
+                serde_json::to_vec(&o).expect("json").into(),
+            )
         }
         "list" => {
             let (label, field) = selectors(req)?;
@@ -216,175 +222,79 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             watch::serve(ctx, req, t).await
         }
         "update" => {
-            let body = serde_json::to_vec(&decode_body(req)?).map_err(ApiError::internal)?;
+            let obj = decode_body(req)?;
             let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
-            let w = pb::CrdWriteRequest {
-                tenant: tenant.clone(),
-                crd_json: body.into(),
-                dry_run: dry,
-                name: i.name.clone(),
-            };
-            let r = if status {
-                reg.update_crd_status(w).await
-            } else {
-                reg.update_crd(w).await
-            }
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-            ctx.crds.invalidate(&tenant, &i.name);
-            Ok(with_warnings(
-                json_response(StatusCode::OK, r.json),
-                &warnings,
-            ))
+            let w = handlers::update(
+                &store,
+                &strategy,
+                &admission,
+                &i.subresource,
+                "",
+                &i.name,
+                obj,
+                dry,
+            )
+            .await?;
+            written(w, &warnings)
         }
         "patch" => {
             crate::request::record_patch_findings(req);
             let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
-            let (tenant, reg) = (&tenant, &reg);
-            // patch.go inside GuaranteedUpdate: the registry's compare-and-swap on the
-            // resourceVersion read here loses when another write landed in between; read
-            // again and re-apply (a resourceVersion the patch sets fails on the re-read).
-            let json = guaranteed_update(|| async move {
-                let cur = reg
-                    .clone()
-                    .get_crd(pb::CrdGetRequest {
-                        tenant: tenant.clone(),
-                        name: i.name.clone(),
-                    })
-                    .await
-                    .map_err(crdplane_proto::status::from_grpc)?
-                    .into_inner();
-                let old: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
-                // Built-in type: strategic merge patch accepted (crate::strategic).
-                let mut new = crate::request::patch_builtin(
-                    req,
-                    &old,
-                    crate::strategic::CUSTOM_RESOURCE_DEFINITION,
-                )?;
-                let old_rv = old.pointer("/metadata/resourceVersion").cloned();
-                let precondition = new.pointer("/metadata/resourceVersion").cloned();
-                if precondition != old_rv {
-                    return Err(Failure::Final(ApiError::stale(&gr(), &i.name)));
-                }
-                if !new.is_object() {
-                    return Err(Failure::Final(ApiError::bad_request(
-                        "the patched object is not a JSON object",
-                    )));
-                }
-                new["metadata"]["resourceVersion"] = old_rv.unwrap_or(Value::Null);
-                let body = serde_json::to_vec(&new).expect("json");
-                let w = pb::CrdWriteRequest {
-                    tenant: tenant.clone(),
-                    crd_json: body.into(),
-                    dry_run: dry,
-                    name: i.name.clone(),
-                };
-                let mut reg = reg.clone();
-                let r = if status {
-                    reg.update_crd_status(w).await
-                } else {
-                    reg.update_crd(w).await
-                };
-                ctx.crds.invalidate(tenant, &i.name);
-                r.map(|r| r.into_inner().json)
-                    .map_err(|s| write_failed(ApiError::from_grpc(&s)))
-            })
+            let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+            let w = handlers::patch(
+                &store,
+                &strategy,
+                &admission,
+                &i.subresource,
+                "",
+                &i.name,
+                &mime,
+                &req.body,
+                dry,
+            )
             .await?;
-            Ok(with_warnings(
-                json_response(StatusCode::OK, json),
-                &warnings,
-            ))
+            written(w, &warnings)
         }
         "delete" if !status => {
-            let (want_rv, want_uid) = crate::request::delete_options(&req.body)?;
-            if !want_uid.is_empty() {
-                // etcd.go REST.Delete: the UID precondition is checked first.
-                let cur = reg
-                    .get_crd(pb::CrdGetRequest {
-                        tenant: tenant.clone(),
-                        name: i.name.clone(),
-                    })
-                    .await
-                    .map_err(crdplane_proto::status::from_grpc)?
-                    .into_inner();
-                let v: Value = serde_json::from_slice(&cur.json).map_err(ApiError::internal)?;
-                let uid = v
-                    .pointer("/metadata/uid")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if uid != want_uid {
-                    return Err(ApiError::conflict(
-                        &gr(),
-                        &i.name,
-                        &format!(
-                            "Precondition failed: UID in precondition: {want_uid}, UID in object meta: {uid}"
-                        ),
-                    ));
-                }
-            }
             // The first DELETE marks the CRD (deletionTimestamp, cleanup finalizer,
-            // Terminating) and returns it with 200; the registry removes the instances and
-            // then the CRD in the background.
-            let r = reg
-                .delete_crd(pb::CrdDeleteRequest {
-                    tenant: tenant.clone(),
-                    name: i.name.clone(),
-                    expected_resource_version: want_rv,
-                    dry_run: dry,
-                })
-                .await;
-            ctx.crds.invalidate(&tenant, &i.name);
-            Ok(json_response(
-                StatusCode::OK,
-                r.map_err(crdplane_proto::status::from_grpc)?
-                    .into_inner()
-                    .json,
-            ))
+            // Terminating) and returns it; the registry removes the instances and then the
+            // CRD in the background (crate::stores::crds).
+            let o = request_delete_options(req)?;
+            let w = handlers::delete(&store, &strategy, &admission, "", &i.name, &o).await?;
+            written(w, &[])
         }
         "deletecollection" if !status => {
-            let (label, field) = selectors(req)?;
-            let r = reg
-                .list_crds(pb::CrdListRequest {
-                    tenant: tenant.clone(),
-                    label_selector: label,
-                    field_selector: field,
-                    ..Default::default()
-                })
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner();
-            let mut deleted = Vec::new();
-            for item in r.items {
-                let v: Value = serde_json::from_slice(&item).map_err(ApiError::internal)?;
-                let name = crd_name(&v);
-                match reg
-                    .delete_crd(pb::CrdDeleteRequest {
-                        tenant: tenant.clone(),
-                        name: name.clone(),
-                        expected_resource_version: 0,
-                        dry_run: dry,
-                    })
-                    .await
-                {
-                    Ok(d) => deleted.push(d.into_inner().json),
-                    Err(s) if s.code() == tonic::Code::NotFound => {}
-                    Err(s) => return Err(ApiError::from_grpc(&s)),
-                }
-                ctx.crds.invalidate(&tenant, &name);
-            }
+            let (label_selector, field_selector) = selectors(req)?;
+            let o = request_delete_options(req)?;
+            let opts = ListOptions {
+                label_selector,
+                field_selector,
+                limit: crate::request::parse_limit(req)?,
+                continue_token: String::new(),
+            };
+            let all =
+                handlers::delete_collection(&store, &strategy, &admission, "", &opts, &o).await?;
+            let items: Vec<bytes::Bytes> = all
+                .items
+                .iter()
+                .map(|v| serde_json::to_vec(v).expect("json").into())
+                .collect();
             Ok(json_response(
                 StatusCode::OK,
                 crate::strategy::list_json(
                     "apiextensions.k8s.io/v1",
                     "CustomResourceDefinitionList",
-                    &deleted,
-                    r.resource_version,
+                    &items,
+                    all.resource_version,
                     "",
                     None,
                 ),
             ))
         }
-        _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),
+        _ => Err(ApiError::method_not_supported(
+            crate::stores::crds::gr(),
+            &i.verb,
+        )),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::{Written, meta_str};
 use crate::admission::{Attributes, Chain, Operation};
-use crate::rest::delete::{DeleteOptions, DeletionPlan, check_delete_preconditions, plan_deletion};
+use crate::rest::delete::{DeleteOptions, DeletionPlan, plan_deletion};
 use crate::rest::store::stored_rv;
 use crate::rest::{ListOptions, Store, Strategy};
 use crate::retry::{Failure, guaranteed_update, write_failed};
@@ -17,7 +17,9 @@ pub const DELETE_COLLECTION_PAGE: u32 = 500;
 /// Deletes one object with options `o`. An object without (remaining) finalizers is removed:
 /// the answer is 200 with the deleted object when the strategy returns deleted objects, else
 /// the Success Status naming it. An object with finalizers is marked as deleting and kept:
-/// 200 with it (202 when `orphanDependents: false` was asked, handlers/delete.go).
+/// 200 with it (202 when `orphanDependents: false` was asked, handlers/delete.go). A
+/// resource with its own first DELETE (the store's [`Store::mark_deleting`], e.g. CRDs)
+/// is marked that way instead, after the strategy's precondition checks.
 pub async fn delete<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
@@ -31,7 +33,7 @@ pub async fn delete<S: Store, T: Strategy>(
     guaranteed_update(|| async move {
         let old = store.get(namespace, name).await?;
         let old_rv = stored_rv(&old);
-        check_delete_preconditions(&old, o, strategy.kind(), &gr.group)?;
+        strategy.check_delete_preconditions(&old, o)?;
         admission
             .admit(&mut Attributes {
                 operation: Operation::Delete,
@@ -54,6 +56,15 @@ pub async fn delete<S: Store, T: Strategy>(
             object,
             warnings: Vec::new(),
         };
+        // A resource with its own first DELETE (the CRD's mark) answers with the marked
+        // object; a lost swap reads again.
+        if let Some(marked) = store
+            .mark_deleting(&old, old_rv, dry)
+            .await
+            .map_err(write_failed)?
+        {
+            return Ok(pending(marked));
+        }
         match plan_deletion(
             &old,
             o.orphan_dependents,

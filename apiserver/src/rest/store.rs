@@ -90,6 +90,22 @@ pub trait Store: Send + Sync {
         async { Ok(()) }
     }
 
+    /// The first DELETE of a resource whose REST.Delete marks objects its own way
+    /// (apiextensions-apiserver pkg/registry/customresourcedefinition/etcd.go `REST.Delete`:
+    /// a CRD not yet being deleted gets deletionTimestamp, its cleanup finalizer and the
+    /// Terminating condition, whatever the propagation policy). `Some(marked)` answers the
+    /// request; the mark is a compare-and-swap on `expected_rv` (a Conflict when it lost).
+    /// `None`, the default: the generic deletion plan runs.
+    fn mark_deleting(
+        &self,
+        old: &Value,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<Option<Value>, ApiError>> + Send {
+        let _ = (old, expected_rv, dry_run);
+        async { Ok(None) }
+    }
+
     /// Removes the object iff its stored resourceVersion is still `expected_rv` (else a
     /// Conflict); returns the last state.
     fn delete(

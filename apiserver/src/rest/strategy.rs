@@ -66,6 +66,21 @@ pub trait Strategy: Send + Sync {
     /// `ValidateUpdate`; the shared finalizer rule of objects being deleted is always added
     /// by the handlers.
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError>;
+    /// `BeforeDelete`'s precondition checks (UID, resourceVersion) against the stored
+    /// object, with rest/delete.go's texts; a resource whose REST.Delete checks them itself
+    /// (with its own texts) overrides this.
+    fn check_delete_preconditions(
+        &self,
+        obj: &Value,
+        o: &crate::rest::delete::DeleteOptions,
+    ) -> Result<(), ApiError> {
+        crate::rest::delete::check_delete_preconditions(
+            obj,
+            o,
+            self.kind(),
+            &self.group_resource().group,
+        )
+    }
     /// store.go `ShouldDeleteDuringUpdate`: whether the update `new` of `old` completes a
     /// pending deletion (the last finalizer removed), so the object is removed instead.
     fn should_delete_during_update(&self, new: &Value, old: &Value) -> bool {

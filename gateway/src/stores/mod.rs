@@ -4,5 +4,6 @@
 //! ([`builtin`]).
 
 pub mod builtin;
+pub mod crds;
 pub mod namespaces;
 pub mod storage;
