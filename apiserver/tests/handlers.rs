@@ -9,6 +9,7 @@ use crdplane_apiserver::rest::delete::DeleteOptions;
 use crdplane_apiserver::rest::{ListOptions, StatusStrategy, Store, Strategy};
 use crdplane_apiserver::testkit::MemStore;
 use crdplane_core::field::FieldError;
+use crdplane_core::options::FieldValidation;
 use crdplane_core::{ApiError, GroupResource};
 use serde_json::{Value, json};
 
@@ -56,6 +57,16 @@ impl Strategy for Widgets {
     }
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         self.validate(new)
+    }
+    fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        // A Widget's spec has `size` and `legacy`; anything else is unknown.
+        let Some(spec) = obj.get("spec").and_then(Value::as_object) else {
+            return vec![];
+        };
+        spec.keys()
+            .filter(|k| !matches!(k.as_str(), "size" | "legacy"))
+            .map(|k| format!("unknown field \"spec.{k}\""))
+            .collect()
     }
     fn warnings_on_create(&self, obj: &Value) -> Vec<String> {
         if obj.pointer("/spec/legacy").is_some() {
@@ -277,9 +288,12 @@ async fn writes_that_lose_races_are_reapplied_to_the_fresh_object() {
         "",
         "team",
         "a",
-        "application/merge-patch+json",
-        br#"{"spec":{"size":7}}"#,
-        false,
+        &handlers::PatchRequest {
+            mime: "application/merge-patch+json",
+            body: br#"{"spec":{"size":7}}"#,
+            dry_run: false,
+            field_validation: FieldValidation::Warn,
+        },
     )
     .await
     .unwrap();
@@ -318,9 +332,12 @@ async fn patch_types() {
                 "",
                 "team",
                 "a",
-                mime,
-                body.as_bytes(),
-                false,
+                &handlers::PatchRequest {
+                    mime,
+                    body: body.as_bytes(),
+                    dry_run: false,
+                    field_validation: FieldValidation::Warn,
+                },
             )
             .await
         }
@@ -410,9 +427,12 @@ async fn patch_types() {
         "",
         "",
         "team",
-        "application/strategic-merge-patch+json",
-        br#"{"metadata":{"labels":{"b":"2"}}}"#,
-        false,
+        &handlers::PatchRequest {
+            mime: "application/strategic-merge-patch+json",
+            body: br#"{"metadata":{"labels":{"b":"2"}}}"#,
+            dry_run: false,
+            field_validation: FieldValidation::Warn,
+        },
     )
     .await
     .unwrap();
@@ -621,4 +641,71 @@ async fn namespace_lifecycle_admission() {
         )
     );
     assert_eq!(s.len(), 1);
+}
+
+#[tokio::test]
+async fn unknown_fields_of_a_patched_object_follow_field_validation() {
+    let s = store();
+    create(&s, widget("a", 1)).await.unwrap();
+    let patch = |validation, body: &'static [u8]| {
+        let s = &s;
+        async move {
+            handlers::patch(
+                s,
+                &widgets(),
+                &Chain::none(),
+                "",
+                "team",
+                "a",
+                &handlers::PatchRequest {
+                    mime: "application/merge-patch+json",
+                    body,
+                    dry_run: false,
+                    field_validation: validation,
+                },
+            )
+            .await
+        }
+    };
+    // Strict: the patched object's unknown field fails the patch, nothing is written.
+    let e = patch(
+        FieldValidation::Strict,
+        br#"{"spec":{"colour":"red","size":2}}"#,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 400);
+    assert_eq!(
+        e.message,
+        r#"strict decoding error: unknown field "spec.colour""#
+    );
+    assert_eq!(s.get("team", "a").await.unwrap()["spec"]["size"], 1);
+    // Warn: written, with one warning per unknown field.
+    let w = patch(
+        FieldValidation::Warn,
+        br#"{"spec":{"colour":"red","size":2}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["spec"]["size"], 2);
+    assert_eq!(
+        w.warnings,
+        vec![r#"unknown field "spec.colour""#.to_string()]
+    );
+    // Ignore: written, silently. (Custom resources would prune the field instead; this
+    // strategy keeps what it is given.)
+    let w = patch(FieldValidation::Ignore, br#"{"spec":{"size":3}}"#)
+        .await
+        .unwrap();
+    assert_eq!(w.object["spec"]["size"], 3);
+    assert!(w.warnings.is_empty());
+    // Strict with nothing unknown left in the object: fine.
+    let w = patch(
+        FieldValidation::Strict,
+        br#"{"spec":{"colour":null,"size":4}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["spec"]["size"], 4);
+    assert!(w.warnings.is_empty());
 }

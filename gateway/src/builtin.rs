@@ -101,9 +101,12 @@ pub async fn serve(
                 "",
                 &i.namespace,
                 &i.name,
-                &mime,
-                &req.body,
-                dry,
+                &handlers::PatchRequest {
+                    mime: &mime,
+                    body: &req.body,
+                    dry_run: dry,
+                    field_validation: field_validation(req)?,
+                },
             )
             .await?;
             written(req, ty, w, &warnings)

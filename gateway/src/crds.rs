@@ -248,9 +248,12 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 &i.subresource,
                 "",
                 &i.name,
-                &mime,
-                &req.body,
-                dry,
+                &handlers::PatchRequest {
+                    mime: &mime,
+                    body: &req.body,
+                    dry_run: dry,
+                    field_validation: crate::request::field_validation(req)?,
+                },
             )
             .await?;
             written(w, &warnings)

@@ -213,6 +213,69 @@ fn validation_and_immutability_follow_upstream() {
         v["message"],
         "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"spec\""
     );
+    // The patched object is decoded strictly too (patch.go applyPatchToCurrentObject):
+    // an unknown field it gains is a 400 under Strict and a warning under Warn (the
+    // default), as kubectl shows it.
+    let (code, v) = req(
+        "POST",
+        &cms,
+        Some(json!({"metadata": {"name": "pt"}, "data": {"a": "1"}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    for mime in [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ] {
+        let (code, text) = http_request(
+            "PATCH",
+            &format!("{cms}/pt?fieldValidation=Strict"),
+            Some(mime),
+            Some(r#"{"spec":{"x":1},"data":{"a":"2"}}"#),
+        )
+        .expect("patch");
+        let v: Value = serde_json::from_str(&text).expect("status");
+        assert_eq!(code, 400, "{mime}: {v}");
+        assert_eq!(
+            v["message"], "strict decoding error: unknown field \"spec\"",
+            "{mime}"
+        );
+    }
+    let (code, v) = req("GET", &format!("{cms}/pt"), None);
+    assert_eq!((code, &v["data"]["a"]), (200, &json!("1")), "not written");
+    for kubectl in kubectls() {
+        let out = stack.kubectl(
+            &kubectl,
+            &[
+                "patch",
+                "configmap",
+                "pt",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"x":1},"data":{"a":"3"}}"#,
+            ],
+        );
+        // kubectl 1.27+ asks for Strict by default; older ones send nothing (Warn).
+        if out.stderr.contains("strict decoding error") {
+            assert!(!out.ok, "{}", kubectl.display());
+            assert!(
+                out.stderr
+                    .contains("strict decoding error: unknown field \"spec\""),
+                "{}: {}",
+                kubectl.display(),
+                out.stderr
+            );
+        } else {
+            assert!(out.ok, "{}: {}", kubectl.display(), out.stderr);
+            assert!(
+                out.stderr.contains("Warning: unknown field \"spec\""),
+                "{}: {} {}",
+                kubectl.display(),
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
     // Secrets: stringData merged into data, type-specific keys, immutable type.
     let secrets = format!("{}/api/v1/namespaces/default/secrets", stack.gateway);
     let (code, v) = req(

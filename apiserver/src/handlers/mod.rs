@@ -19,7 +19,7 @@ mod update;
 pub use create::create;
 pub use delete::{DELETE_COLLECTION_PAGE, delete, delete_collection};
 pub use get::{get, list};
-pub use update::{check_identity, patch, rv_required, update};
+pub use update::{PatchRequest, check_identity, patch, rv_required, update};
 
 use crdplane_core::ApiError;
 use serde_json::Value;

@@ -10,6 +10,7 @@ use crate::rest::store::stored_rv;
 use crate::rest::{Store, Strategy};
 use crate::retry::{Failure, guaranteed_update, write_failed};
 use crdplane_core::field::FieldError;
+use crdplane_core::options::FieldValidation;
 use crdplane_core::{ApiError, GroupResource, Reason};
 use serde_json::{Value, json};
 
@@ -125,9 +126,26 @@ pub async fn update<S: Store, T: Strategy>(
     Ok(w)
 }
 
+/// What a PATCH request carries besides the object it addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchRequest<'a> {
+    /// The patch's media type (`application/merge-patch+json`, …), parameters removed.
+    pub mime: &'a str,
+    /// The patch document.
+    pub body: &'a [u8],
+    /// `dryRun=All`: every step runs, nothing is written.
+    pub dry_run: bool,
+    /// `fieldValidation`: what an unknown field of the patched object does
+    /// ([`Strategy::unknown_fields`]).
+    pub field_validation: FieldValidation,
+}
+
 /// PATCH: the strategy's patch mechanism applied to each fresh read of the object, then the
 /// same write as an update. A resourceVersion the patch sets is a precondition.
-#[allow(clippy::too_many_arguments)]
+///
+/// The patched object is checked for fields its type does not have, as upstream decodes it
+/// strictly (patch.go `applyPatchToCurrentObject`): under `Strict` they fail the request
+/// with 400 `strict decoding error: unknown field "…"`, under `Warn` they become warnings.
 pub async fn patch<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
@@ -135,10 +153,9 @@ pub async fn patch<S: Store, T: Strategy>(
     subresource: &str,
     namespace: &str,
     name: &str,
-    mime: &str,
-    body: &[u8],
-    dry_run: bool,
+    req: &PatchRequest<'_>,
 ) -> Result<Written, ApiError> {
+    let (mime, body, dry_run) = (req.mime, req.body, req.dry_run);
     let mech = strategy.patch_mechanism();
     if !mech.content_types().contains(&mime) {
         return Err(mech.unsupported());
@@ -150,6 +167,7 @@ pub async fn patch<S: Store, T: Strategy>(
         if !obj.is_object() {
             return Err(Failure::Final(not_an_object(&obj)));
         }
+        let unknown = unknown_field_findings(strategy, &obj, req.field_validation)?;
         check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
         // The patched object carries the stored resourceVersion unless the patch changed
         // (or removed) it: then it is a precondition that fails.
@@ -159,7 +177,7 @@ pub async fn patch<S: Store, T: Strategy>(
                 name,
             )));
         }
-        write_existing(
+        let mut w = write_existing(
             store,
             strategy,
             admission,
@@ -170,9 +188,31 @@ pub async fn patch<S: Store, T: Strategy>(
             &old,
             dry_run,
         )
-        .await
+        .await?;
+        w.warnings.splice(0..0, unknown);
+        Ok(w)
     })
     .await
+}
+
+/// The unknown fields of a patched object under `fieldValidation`: the warnings to send
+/// (`Warn`), nothing (`Ignore`), or the final 400 (`Strict`).
+fn unknown_field_findings<T: Strategy>(
+    strategy: &T,
+    obj: &Value,
+    validation: FieldValidation,
+) -> Result<Vec<String>, Failure> {
+    if validation == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let found = strategy.unknown_fields(obj);
+    if validation == FieldValidation::Strict && !found.is_empty() {
+        return Err(Failure::Final(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            found.join(", ")
+        ))));
+    }
+    Ok(found)
 }
 
 /// One write of an existing object (update, patch, status): strategy, validation, admission,

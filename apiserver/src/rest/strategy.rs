@@ -86,6 +86,13 @@ pub trait Strategy: Send + Sync {
     fn should_delete_during_update(&self, new: &Value, old: &Value) -> bool {
         crate::rest::delete::should_delete_during_update(new, old)
     }
+    /// The fields of `obj` its type does not have, as upstream's strict decoding reports
+    /// them (`unknown field "spec.x"`). The PATCH handler checks the patched object with it
+    /// (create and update bodies are checked where they are decoded). Nothing by default:
+    /// custom resources prune against their schema in the validation service instead.
+    fn unknown_fields(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
     /// `WarningsOnCreate`.
     fn warnings_on_create(&self, _obj: &Value) -> Vec<String> {
         Vec::new()
@@ -139,6 +146,9 @@ impl<S: Strategy> Strategy for StatusStrategy<S> {
     }
     fn warnings_on_update(&self, new: &Value, old: &Value) -> Vec<String> {
         self.0.warnings_on_update(new, old)
+    }
+    fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        self.0.unknown_fields(obj)
     }
     fn should_delete_during_update(&self, new: &Value, old: &Value) -> bool {
         self.0.should_delete_during_update(new, old)

@@ -233,6 +233,9 @@ impl Strategy for BuiltinStrategy {
     fn allow_unconditional_update(&self) -> bool {
         self.ty.allow_unconditional_update()
     }
+    fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        unknown_field_findings(self.ty, obj)
+    }
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         self.ty.patch()
     }
