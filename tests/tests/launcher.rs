@@ -1,0 +1,186 @@
+//! The launcher's `StackBuilder` starting a real stack, and `crdplane up`'s children dying
+//! with it: after a SIGKILL of the launcher (once started up, and while it is still starting
+//! the stack) no process it started may be left running.
+
+use crdplane::{Service, StackBuilder};
+use crdplane_tests::{bin, bin_dir, http_get};
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Pids of the live (not zombie) processes whose environment holds `marker` (every process
+/// the launcher started inherits its environment, wherever it was reparented to).
+fn marked_pids(marker: &str) -> Vec<u32> {
+    let needle = format!("CRDPLANE_TEST_MARK={marker}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if !env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            continue;
+        }
+        // Field 3 of /proc/<pid>/stat is the state; `Z`: exited, not yet reaped.
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next());
+        if !matches!(state, Some("Z") | Some("X") | None) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits (bounded) until no process carrying `marker` is alive; returns those left.
+fn wait_all_gone(marker: &str, timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = marked_pids(marker);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill_left(pids: &[u32]) {
+    for p in pids {
+        let _ = Command::new("kill")
+            .args(["-KILL", &p.to_string()])
+            .status();
+    }
+}
+
+/// Starts `crdplane up` with a fresh marker; returns the launcher, its marker and stdout.
+fn launch(data: &std::path::Path) -> (std::process::Child, String) {
+    let marker = format!("{}-{:?}", std::process::id(), Instant::now());
+    let child = Command::new(bin("crdplane"))
+        .args(["up", "--listen", "127.0.0.1:0", "--durability", "memory"])
+        .arg("--data-dir")
+        .arg(data)
+        .env("CRDPLANE_TEST_MARK", &marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start crdplane up");
+    (child, marker)
+}
+
+#[test]
+fn children_die_when_the_started_launcher_is_killed() {
+    let data = tempfile::tempdir().unwrap();
+    let (mut launcher, marker) = launch(data.path());
+    let out = launcher.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(out).lines();
+    let gateway = loop {
+        let line = lines.next().expect("launcher printed its gateway").unwrap();
+        if let Some(url) = line.trim().strip_prefix("gateway:") {
+            break url.trim().to_string();
+        }
+    };
+    assert_eq!(http_get(&format!("{gateway}/readyz")).unwrap().0, 200);
+    let children: Vec<u32> = marked_pids(&marker)
+        .into_iter()
+        .filter(|&p| p != launcher.id())
+        .collect();
+    assert_eq!(children.len(), 5, "redis and four services: {children:?}");
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let left = wait_all_gone(&marker, Duration::from_secs(20));
+    kill_left(&left);
+    assert!(
+        left.is_empty(),
+        "left running after SIGKILL of the launcher: {left:?}"
+    );
+}
+
+#[test]
+fn children_die_when_the_launcher_is_killed_while_starting() {
+    // Kill at several points of startup: as soon as the first child exists, and after
+    // one, two and three more have appeared.
+    for after in 1..=4 {
+        let data = tempfile::tempdir().unwrap();
+        let (mut launcher, marker) = launch(data.path());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let n = marked_pids(&marker)
+                .into_iter()
+                .filter(|&p| p != launcher.id())
+                .count();
+            if n >= after {
+                break;
+            }
+            assert!(Instant::now() < deadline, "launcher started {n} children");
+            assert!(
+                launcher.try_wait().unwrap().is_none(),
+                "launcher exited during startup"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        launcher.kill().unwrap();
+        launcher.wait().unwrap();
+        let left = wait_all_gone(&marker, Duration::from_secs(20));
+        kill_left(&left);
+        assert!(
+            left.is_empty(),
+            "left running after SIGKILL during startup (after {after} children): {left:?}"
+        );
+    }
+}
+
+#[test]
+fn the_builder_starts_a_ready_stack_with_replicas_and_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut stack = StackBuilder::new(bin_dir(), "")
+        .own_redis(dir.path().join("redis"))
+        .durability("memory")
+        .replicas(2, 2)
+        .args(Service::Gateway, &["--default-tenant", "t1"])
+        .logs(&logs)
+        .start()
+        .expect("stack");
+    assert_eq!(
+        stack.names(),
+        [
+            "redis",
+            "storage-0",
+            "storage-1",
+            "validation",
+            "registry",
+            "gateway-0",
+            "gateway-1"
+        ]
+    );
+    assert_eq!(stack.pids().len(), 7);
+    assert_eq!(stack.storages.len(), 2);
+    for g in &stack.gateways {
+        assert_eq!(http_get(&format!("{g}/readyz")).unwrap().0, 200, "{g}");
+    }
+    for name in ["redis", "storage-0", "gateway-1"] {
+        assert!(logs.join(format!("{name}.log")).exists(), "{name}.log");
+    }
+    // Restart in place: the same address answers again.
+    let i = stack.index("storage-1").unwrap();
+    let before = stack.storages[1].clone();
+    assert_eq!(stack.respawn(i, Duration::from_secs(20)).unwrap(), before);
+    // An added replica is pointed at the stack's services.
+    let (j, url) = stack
+        .add(
+            Service::Registry,
+            &[],
+            &[],
+            Some(&dir.path().join("r2.log")),
+        )
+        .unwrap();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(stack.pids().len(), 8);
+    stack.kill(j).unwrap();
+    stack.stop();
+    assert!(stack.pids().is_empty());
+}
