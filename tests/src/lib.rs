@@ -2,10 +2,11 @@
 //!
 //! - [`RedisServer`]: a private `redis-server` per test (own unix socket and data dir, no TCP
 //!   port), stopped on drop.
-//! - [`Stack`]: the real service binaries (storage, validation, registry, gateway) started as
-//!   processes on ephemeral ports (`127.0.0.1:0` is not possible across processes, so each
-//!   port is reserved by binding and released just before the child binds it), waited on
-//!   through `/readyz`, never on sleeps.
+//! - [`Stack`] and [`Replicas`]: the real service binaries (storage, validation, registry,
+//!   gateway) started as processes by the launcher's [`StackBuilder`] (the one that
+//!   `crdplane up` uses): each on `127.0.0.1:0`, its announced address passed on, waited on
+//!   through `/readyz`, never on sleeps. Every child gets a parent-death signal, so a test
+//!   process that dies leaves nothing running.
 //! - [`kubectls`]: every real kubectl found on the machine.
 
 use crdplane::spawn::spawn_tied;

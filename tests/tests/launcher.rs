@@ -8,38 +8,53 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Pids of the live (not zombie) processes whose environment holds `marker` (every process
-/// the launcher started inherits its environment, wherever it was reparented to).
-fn marked_pids(marker: &str) -> Vec<u32> {
+/// State and parent pid of `/proc/<pid>/stat` (None: no such process).
+fn stat(pid: u32) -> Option<(String, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut f = s.rsplit_once(')')?.1.split_whitespace();
+    let state = f.next()?.to_string();
+    Some((state, f.next()?.parse().ok()?))
+}
+
+/// `pid` exists and has not exited (`Z`: exited, not yet reaped).
+fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|(s, _)| s != "Z" && s != "X")
+}
+
+/// Live processes started by the launcher `launcher`: its children, and every process whose
+/// environment holds `marker` (they inherit it wherever they were reparented to; Redis
+/// overwrites its environment with its process title, so it is found as a child).
+fn launched(launcher: Option<u32>, marker: &str) -> Vec<u32> {
     let needle = format!("CRDPLANE_TEST_MARK={marker}");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        if !env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+        if Some(pid) == launcher || !alive(pid) {
             continue;
         }
-        // Field 3 of /proc/<pid>/stat is the state; `Z`: exited, not yet reaped.
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().next());
-        if !matches!(state, Some("Z") | Some("X") | None) {
+        let child = stat(pid).is_some_and(|(_, ppid)| Some(ppid) == launcher);
+        let marked = std::fs::read(e.path().join("environ"))
+            .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()));
+        if child || marked {
             out.push(pid);
         }
     }
     out
 }
 
-/// Waits (bounded) until no process carrying `marker` is alive; returns those left.
-fn wait_all_gone(marker: &str, timeout: Duration) -> Vec<u32> {
+/// Waits (bounded) until none of `pids` nor any process carrying `marker` is alive;
+/// returns those left.
+fn wait_all_gone(pids: &[u32], marker: &str, timeout: Duration) -> Vec<u32> {
     let deadline = Instant::now() + timeout;
     loop {
-        let left = marked_pids(marker);
+        let mut left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        for p in launched(None, marker) {
+            if !left.contains(&p) {
+                left.push(p);
+            }
+        }
         if left.is_empty() || Instant::now() > deadline {
             return left;
         }
@@ -83,14 +98,11 @@ fn children_die_when_the_started_launcher_is_killed() {
         }
     };
     assert_eq!(http_get(&format!("{gateway}/readyz")).unwrap().0, 200);
-    let children: Vec<u32> = marked_pids(&marker)
-        .into_iter()
-        .filter(|&p| p != launcher.id())
-        .collect();
+    let children = launched(Some(launcher.id()), &marker);
     assert_eq!(children.len(), 5, "redis and four services: {children:?}");
     launcher.kill().unwrap();
     launcher.wait().unwrap();
-    let left = wait_all_gone(&marker, Duration::from_secs(20));
+    let left = wait_all_gone(&children, &marker, Duration::from_secs(20));
     kill_left(&left);
     assert!(
         left.is_empty(),
@@ -106,13 +118,11 @@ fn children_die_when_the_launcher_is_killed_while_starting() {
         let data = tempfile::tempdir().unwrap();
         let (mut launcher, marker) = launch(data.path());
         let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let n = marked_pids(&marker)
-                .into_iter()
-                .filter(|&p| p != launcher.id())
-                .count();
+        let children = loop {
+            let children = launched(Some(launcher.id()), &marker);
+            let n = children.len();
             if n >= after {
-                break;
+                break children;
             }
             assert!(Instant::now() < deadline, "launcher started {n} children");
             assert!(
@@ -120,10 +130,10 @@ fn children_die_when_the_launcher_is_killed_while_starting() {
                 "launcher exited during startup"
             );
             std::thread::sleep(Duration::from_millis(5));
-        }
+        };
         launcher.kill().unwrap();
         launcher.wait().unwrap();
-        let left = wait_all_gone(&marker, Duration::from_secs(20));
+        let left = wait_all_gone(&children, &marker, Duration::from_secs(20));
         kill_left(&left);
         assert!(
             left.is_empty(),
