@@ -194,3 +194,70 @@ fn the_builder_starts_a_ready_stack_with_replicas_and_logs() {
     stack.stop();
     assert!(stack.pids().is_empty());
 }
+
+/// Not a test of its own: with `CRDPLANE_TEST_HOLD` set, starts a stack through the harness
+/// and waits to be killed (see `harness_children_die_with_the_test_process`).
+#[test]
+fn holds_a_stack_until_killed() {
+    if std::env::var_os("CRDPLANE_TEST_HOLD").is_none() {
+        return;
+    }
+    let _stack = crdplane_tests::Stack::start_with_redis().expect("stack");
+    println!("stack is up");
+    loop {
+        std::thread::park();
+    }
+}
+
+#[test]
+fn harness_children_die_with_the_test_process() {
+    let marker = format!("{}-{:?}-harness", std::process::id(), Instant::now());
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "holds_a_stack_until_killed", "--nocapture"])
+        .env("CRDPLANE_TEST_HOLD", "1")
+        .env("CRDPLANE_TEST_MARK", &marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = holder.stdout.take().unwrap();
+    let up = std::io::BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("stack is up"));
+    assert!(up, "the holder started its stack");
+    let children = launched(Some(holder.id()), &marker);
+    assert_eq!(children.len(), 5, "redis and four services: {children:?}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let left = wait_all_gone(&children, &marker, Duration::from_secs(20));
+    kill_left(&left);
+    assert!(
+        left.is_empty(),
+        "left running after SIGKILL of the test: {left:?}"
+    );
+}
+
+#[test]
+fn children_outlive_the_thread_that_started_them() {
+    // The parent-death signal follows the thread that forked: a stack started on a thread
+    // that then exits (a `spawn_blocking` thread, say) must keep running.
+    let stack = std::thread::spawn(|| crdplane_tests::Stack::start_with_redis().expect("stack"))
+        .join()
+        .unwrap();
+    let mut stack = stack;
+    let pids = stack.processes().pids();
+    assert_eq!(pids.len(), 4);
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        assert!(
+            pids.iter().all(|&p| alive(p)),
+            "a child died with its thread"
+        );
+        assert_eq!(
+            http_get(&format!("{}/readyz", stack.gateway)).unwrap().0,
+            200
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
