@@ -7,7 +7,6 @@
 //! rules), [`handlers`] (one generic handler per verb), [`admission`] (plugin chain),
 //! [`patch`] (patch mechanisms over [`jsonpatch`] and [`strategic`]), [`retry`] (the one
 //! retry-on-conflict loop), [`render`] (Table printing), [`testkit`] (an in-memory store).
-#![warn(missing_docs, unreachable_pub)]
 
 pub mod admission;
 pub mod handlers;

@@ -20,7 +20,6 @@
 //! - [`validation`]: DNS/qualified-name/label-value rules with upstream's texts;
 //! - [`selector`] and [`filter`]: label/field selectors and what a list or filtered watch
 //!   returns (selector transitions as upstream's cacher).
-#![warn(missing_docs, unreachable_pub)]
 pub mod builtin;
 pub mod continue_token;
 pub mod decode;

@@ -22,8 +22,6 @@
 //! handler. Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in
 //! [`http`].
 
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod api;
 pub mod batch;
 pub mod builtin;

@@ -13,15 +13,20 @@
 //! must not stop at the common soft default of 1,024). A child that dies after startup is
 //! restarted in place — services on the address they first announced, so the others' flags
 //! stay valid — with a delay of 0.5 s doubling to 30 s while it keeps crashing, as a kubelet
-//! restarts a crashed static-pod apiserver; nothing else is stopped.
-#![warn(missing_docs, unreachable_pub)]
+//! restarts a crashed static-pod apiserver; nothing else is stopped. Every child gets a
+//! parent-death signal ([`spawn`]), so killing the launcher (even with SIGKILL, even during
+//! startup) stops them all.
+//!
+//! How the processes are started (order, flags, readiness) lives in [`stack`]'s
+//! [`StackBuilder`], which the end-to-end test harness uses as well.
 
 pub mod config;
+pub mod spawn;
+pub mod stack;
 
+pub use stack::{RunningStack, Service, StackBuilder, with_listen};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
+use std::time::Duration;
 
 /// What `crdplane up` runs: its flags after validation (see [`config::Up`]).
 #[derive(Debug, Clone)]
@@ -72,25 +77,6 @@ pub fn http_status(addr: &str, path: &str) -> Option<u16> {
     std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
 }
 
-/// How to (re)start one child.
-struct Spec {
-    name: &'static str,
-    bin: PathBuf,
-    args: Vec<String>,
-    /// A crdplane service that prints `listening on http://ADDR` (else: redis).
-    announces: bool,
-}
-
-struct Proc {
-    spec: Spec,
-    /// None while a restart is pending.
-    child: Option<Child>,
-    started: Instant,
-    /// Delay before the next restart, and when it is due.
-    delay: Duration,
-    due: Option<Instant>,
-}
-
 /// First delay before restarting a child that died.
 pub const RESTART_MIN: Duration = Duration::from_millis(500);
 /// Longest delay before restarting a child that died (the backoff doubles up to it).
@@ -126,167 +112,6 @@ pub fn raise_nofile_limit() -> std::io::Result<Option<u64>> {
     Ok(getrlimit(Resource::Nofile).current)
 }
 
-/// `args` with the value of `--listen` replaced by `addr`.
-pub fn with_listen(args: &[String], addr: &str) -> Vec<String> {
-    let mut out = args.to_vec();
-    if let Some(i) = out.iter().position(|a| a == "--listen")
-        && i + 1 < out.len()
-    {
-        out[i + 1] = addr.to_string();
-    }
-    out
-}
-
-fn log_file(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
-    Ok(std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("{name}.log")))?)
-}
-
-/// Starts a crdplane service and returns it with the URL it announced
-/// (`listening on http://ADDR`); the rest of its stdout goes to its log file.
-async fn spawn_service(spec: &Spec, logs: &Path) -> anyhow::Result<(Child, String)> {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let name = spec.name;
-    let log = log_file(logs, name)?;
-    // kill_on_drop: a child that fails to start is stopped with the error.
-    let mut child = Command::new(&spec.bin)
-        .args(&spec.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log.try_clone()?)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", spec.bin.display()))?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    // The first line that is an announcement (anything before it is copied to the log).
-    let mut log = tokio::fs::File::from_std(log);
-    let find = async {
-        while let Some(l) = lines.next_line().await? {
-            if let Some(url) = crdplane_core::names::parse_announcement(&l) {
-                return Ok::<_, std::io::Error>(Some(url.to_string()));
-            }
-            log.write_all(format!("{l}\n").as_bytes()).await?;
-        }
-        Ok(None)
-    };
-    let url = tokio::time::timeout(Duration::from_secs(60), find)
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "{name} did not start within 60s; see {}",
-                logs.join(format!("{name}.log")).display()
-            )
-        })??
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{name} exited during startup; see {}",
-                logs.join(format!("{name}.log")).display()
-            )
-        })?;
-    tokio::spawn(async move {
-        while let Ok(Some(l)) = lines.next_line().await {
-            let _ = log.write_all(format!("{l}\n").as_bytes()).await;
-        }
-    });
-    Ok((child, url))
-}
-
-fn spawn_plain(spec: &Spec, logs: &Path) -> anyhow::Result<Child> {
-    let name = spec.name;
-    let log = log_file(logs, name)?;
-    Command::new(&spec.bin)
-        .args(&spec.args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", spec.bin.display()))
-}
-
-/// Starts a service child, records it in `procs` (so it is stopped on any later failure)
-/// and returns its URL; its restarts reuse the announced address.
-async fn start_service(
-    mut spec: Spec,
-    logs: &Path,
-    procs: &mut Vec<Proc>,
-) -> anyhow::Result<String> {
-    let (child, url) = spawn_service(&spec, logs).await?;
-    spec.args = with_listen(&spec.args, url.trim_start_matches("http://"));
-    procs.push(Proc {
-        spec,
-        child: Some(child),
-        started: Instant::now(),
-        delay: Duration::ZERO,
-        due: None,
-    });
-    Ok(url)
-}
-
-/// One pass of supervision: notes children that died and restarts those whose delay is over.
-async fn supervise(procs: &mut [Proc], logs: &Path) {
-    for p in procs.iter_mut() {
-        let name = p.spec.name;
-        if let Some(c) = &mut p.child
-            && let Ok(Some(st)) = c.try_wait()
-        {
-            p.child = None;
-            p.delay = restart_delay((!p.delay.is_zero()).then_some(p.delay), p.started.elapsed());
-            p.due = Some(Instant::now() + p.delay);
-            eprintln!(
-                "crdplane: {name} exited ({st}); restarting it in {:?} (see {})",
-                p.delay,
-                logs.join(format!("{name}.log")).display()
-            );
-        }
-        if p.child.is_none() && p.due.is_some_and(|d| Instant::now() >= d) {
-            let started = if p.spec.announces {
-                spawn_service(&p.spec, logs).await.map(|(c, _)| c)
-            } else {
-                spawn_plain(&p.spec, logs)
-            };
-            p.started = Instant::now();
-            match started {
-                Ok(c) => {
-                    eprintln!("crdplane: {name} restarted");
-                    p.child = Some(c);
-                    p.due = None;
-                }
-                Err(e) => {
-                    p.delay = restart_delay(Some(p.delay), Duration::ZERO);
-                    p.due = Some(Instant::now() + p.delay);
-                    eprintln!(
-                        "crdplane: restarting {name} failed: {e}; next try in {:?}",
-                        p.delay
-                    );
-                }
-            }
-        }
-    }
-}
-
-async fn terminate(p: &mut Proc) {
-    let Some(child) = p.child.as_mut() else {
-        return;
-    };
-    if let Some(pid) = child.id() {
-        let _ = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(pid.to_string())
-            .status();
-        if tokio::time::timeout(Duration::from_secs(5), child.wait())
-            .await
-            .is_ok()
-        {
-            return;
-        }
-    }
-    let _ = child.kill().await;
-}
-
 /// Runs the stack until interrupted, restarting children that die. Returns an error if
 /// startup fails.
 pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
@@ -298,189 +123,21 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     let data_dir = std::fs::canonicalize(&cfg.data_dir)?;
     let logs = data_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
-    let mut procs: Vec<Proc> = Vec::new();
-
-    let redis_url = match &cfg.redis_url {
-        Some(u) => u.clone(),
-        None => {
-            let rdir = data_dir.join("redis");
-            std::fs::create_dir_all(&rdir)?;
-            let sock = rdir.join("redis.sock");
-            let _ = std::fs::remove_file(&sock);
-            let args: Vec<String> = [
-                "--port",
-                "0",
-                "--unixsocket",
-                &sock.to_string_lossy(),
-                "--unixsocketperm",
-                "700",
-                "--dir",
-                &rdir.to_string_lossy(),
-                "--appendonly",
-                if cfg.durability == "memory" {
-                    "no"
-                } else {
-                    "yes"
-                },
-                // fsync before acknowledging (Redis group-commits the fsync of every write of
-                // one event-loop iteration); `everysec` only when asked for.
-                "--appendfsync",
-                if cfg.durability == "everysec" {
-                    "everysec"
-                } else {
-                    "always"
-                },
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            let bin =
-                std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-            let spec = Spec {
-                name: "redis",
-                bin: PathBuf::from(bin),
-                args,
-                announces: false,
-            };
-            let child = spawn_plain(&spec, &logs).map_err(|e| {
-                anyhow::anyhow!(
-                    "{e}\nInstall it (Debian: apt-get install redis-server) or pass --redis-url"
-                )
-            })?;
-            procs.push(Proc {
-                spec,
-                child: Some(child),
-                started: Instant::now(),
-                delay: Duration::ZERO,
-                due: None,
-            });
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !sock.exists() {
-                if Instant::now() > deadline {
-                    anyhow::bail!(
-                        "redis-server did not start; see {}",
-                        logs.join("redis.log").display()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            format!("redis+unix://{}", sock.display())
-        }
-    };
-
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let started = async {
-        let storage = start_service(
-            Spec {
-                name: "storage",
-                bin: sibling("crdplane-storage"),
-                announces: true,
-                args: s(&[
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--redis-url",
-                    &redis_url,
-                    "--durability",
-                    &cfg.durability,
-                ]),
-            },
-            &logs,
-            &mut procs,
-        )
-        .await?;
-        let validation = start_service(
-            Spec {
-                name: "validation",
-                bin: sibling("crdplane-validation"),
-                announces: true,
-                args: s(&["--listen", "127.0.0.1:0"]),
-            },
-            &logs,
-            &mut procs,
-        )
-        .await?;
-        let registry = start_service(
-            Spec {
-                name: "registry",
-                bin: sibling("crdplane-registry"),
-                announces: true,
-                args: s(&[
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--storage",
-                    &storage,
-                    "--validation",
-                    &validation,
-                ]),
-            },
-            &logs,
-            &mut procs,
-        )
-        .await?;
-        start_service(
-            Spec {
-                name: "gateway",
-                bin: sibling("crdplane-gateway"),
-                announces: true,
-                args: s(&[
-                    "--listen",
-                    &cfg.listen,
-                    "--storage",
-                    &storage,
-                    "--validation",
-                    &validation,
-                    "--registry",
-                    &registry,
-                    "--default-tenant",
-                    &cfg.default_tenant,
-                ]),
-            },
-            &logs,
-            &mut procs,
-        )
-        .await
+    let bin_dir = sibling("crdplane-gateway")
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut builder = StackBuilder::new(bin_dir, cfg.redis_url.clone().unwrap_or_default())
+        .durability(cfg.durability.clone())
+        .gateway_listen(cfg.listen.clone())
+        .args(Service::Gateway, &["--default-tenant", &cfg.default_tenant])
+        .logs(&logs);
+    if cfg.redis_url.is_none() {
+        builder = builder.own_redis(data_dir.join("redis"));
     }
-    .await;
-    let gateway = match started {
-        Ok(g) => g,
-        Err(e) => {
-            shutdown(&mut procs).await;
-            return Err(e);
-        }
-    };
-    let listen = gateway.trim_start_matches("http://").to_string();
+    let mut stack = tokio::task::spawn_blocking(move || builder.start()).await??;
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let l = listen.clone();
-        if tokio::task::spawn_blocking(move || http_status(&l, "/readyz")).await? == Some(200) {
-            break;
-        }
-        for p in &mut procs {
-            if let Some(Ok(Some(st))) = p.child.as_mut().map(|c| c.try_wait()) {
-                let name = p.spec.name;
-                shutdown(&mut procs).await;
-                anyhow::bail!(
-                    "{name} exited during startup ({st}); see {}",
-                    logs.join(format!("{name}.log")).display()
-                );
-            }
-        }
-        if Instant::now() > deadline {
-            shutdown(&mut procs).await;
-            anyhow::bail!(
-                "the stack was not ready within 60s; logs in {}",
-                logs.display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-
-    let server = gateway.clone();
+    let server = stack.gateway().to_string();
     let kubeconfig = cfg
         .kubeconfig
         .clone()
@@ -505,23 +162,16 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     println!("Press Ctrl-C to stop.");
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let result: anyhow::Result<()> = loop {
+    loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break Ok(()),
-            _ = term.recv() => break Ok(()),
-            _ = tokio::time::sleep(Duration::from_millis(200)) => supervise(&mut procs, &logs).await,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => stack.supervise(),
         }
-    };
-    println!("stopping crdplane");
-    shutdown(&mut procs).await;
-    result
-}
-
-/// Stops children in reverse start order (gateway first, Redis last so AOF is flushed).
-async fn shutdown(procs: &mut Vec<Proc>) {
-    while let Some(mut p) = procs.pop() {
-        terminate(&mut p).await;
     }
+    println!("stopping crdplane");
+    tokio::task::spawn_blocking(move || stack.stop()).await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -549,18 +199,6 @@ mod tests {
             [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
         );
         assert_eq!(restart_delay(d, Duration::from_secs(120)), RESTART_MIN);
-    }
-
-    #[test]
-    fn restarts_reuse_the_announced_address() {
-        let args: Vec<String> = ["--listen", "127.0.0.1:0", "--redis-url", "x"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(
-            with_listen(&args, "127.0.0.1:4321"),
-            ["--listen", "127.0.0.1:4321", "--redis-url", "x"]
-        );
     }
 
     #[test]

@@ -13,8 +13,6 @@
 //! (recorders and the report), [`watch`] (watch fan-out scenarios: `watch-fanout`,
 //! `watch-selective`).
 
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod config;
 pub mod grpc;
 pub mod http;

@@ -352,13 +352,13 @@ mod validation_fake {
     use tonic::{Request, Response, Status};
 
     #[derive(Default)]
-    pub struct FakeValidation {
+    pub(crate) struct FakeValidation {
         pub loaded: Mutex<Vec<SchemaRef>>,
         pub admits: AtomicU64,
         pub updates_with_old: AtomicU64,
     }
 
-    pub struct Svc(Arc<FakeValidation>);
+    pub(crate) struct Svc(Arc<FakeValidation>);
 
     #[tonic::async_trait]
     impl Validation for Svc {
@@ -423,7 +423,7 @@ mod validation_fake {
         }
     }
 
-    pub async fn serve(fake: Arc<FakeValidation>) -> SocketAddr {
+    pub(crate) async fn serve(fake: Arc<FakeValidation>) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {

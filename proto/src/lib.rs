@@ -2,7 +2,6 @@
 //! registry). Generated from `proto/crdplane/v1/*.proto` at build time, plus the one
 //! conversion per wire type: [`status`] (Kubernetes Status ⇄ gRPC status).
 #![allow(clippy::all)]
-#![warn(missing_docs, unreachable_pub)]
 
 /// The generated messages, clients and servers of package `crdplane.v1`. Their docs are the
 /// `.proto` comments where there are any; the rest is generated code and exempt.

@@ -2,14 +2,16 @@
 //!
 //! - [`RedisServer`]: a private `redis-server` per test (own unix socket and data dir, no TCP
 //!   port), stopped on drop.
-//! - [`Stack`]: the real service binaries (storage, validation, registry, gateway) started as
-//!   processes on ephemeral ports (`127.0.0.1:0` is not possible across processes, so each
-//!   port is reserved by binding and released just before the child binds it), waited on
-//!   through `/readyz`, never on sleeps.
+//! - [`Stack`] and [`Replicas`]: the real service binaries (storage, validation, registry,
+//!   gateway) started as processes by the launcher's [`StackBuilder`] (the one that
+//!   `crdplane up` uses): each on `127.0.0.1:0`, its announced address passed on, waited on
+//!   through `/readyz`, never on sleeps. Every child gets a parent-death signal, so a test
+//!   process that dies leaves nothing running.
 //! - [`kubectls`]: every real kubectl found on the machine.
 
-#![warn(missing_docs, unreachable_pub)]
-
+use crdplane::spawn::spawn_tied;
+use crdplane::stack::{ChildSpec, Output};
+pub use crdplane::{RunningStack, Service, StackBuilder};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,29 +72,15 @@ impl RedisServer {
     }
 
     fn spawn(dir: &Path, socket: &Path) -> anyhow::Result<Child> {
-        Command::new(redis_server_bin())
-            .args(["--port", "0", "--unixsocket"])
-            .arg(socket)
-            .args(["--unixsocketperm", "700", "--dir"])
-            .arg(dir)
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-                "--loglevel",
-                "warning",
-            ])
+        // The launcher's flags for an own Redis (AOF, fsync always), quieter.
+        let mut c = Command::new(redis_server_bin());
+        c.args(crdplane::stack::redis_args(socket, dir, "fsync"))
+            .args(["--loglevel", "warning"])
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!("cannot start redis-server (install Debian's redis-server): {e}")
-            })
+            .stderr(Stdio::inherit());
+        spawn_tied(c).map_err(|e| {
+            anyhow::anyhow!("cannot start redis-server (install Debian's redis-server): {e}")
+        })
     }
 
     /// The `--redis-url` for the services (`redis+unix://<socket>`).
@@ -111,7 +99,7 @@ impl Drop for RedisServer {
 /// The redis-server binary to run: `$CRDPLANE_REDIS_SERVER` if set, else `redis-server` on
 /// PATH.
 pub fn redis_server_bin() -> String {
-    std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+    crdplane::stack::redis_server_bin()
 }
 
 /// The directory holding the binaries the tests start: `$CRDPLANE_BIN_DIR` if set (e.g. the
@@ -143,58 +131,35 @@ pub fn free_port() -> u16 {
 }
 
 /// Starts a service binary and returns the URL it announced (`listening on http://ADDR`).
-/// The child is pushed to `children` at once, so it is stopped even if startup fails later.
+/// The child is pushed to `children` once it announced (one that fails is stopped).
 pub fn spawn_service(
     children: &mut Vec<Child>,
     name: &str,
     args: &[&str],
 ) -> anyhow::Result<String> {
-    let mut child = Command::new(bin(name))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot start {name} from {}: {e} (build the workspace binaries first)",
-                bin_dir().display()
-            )
-        })?;
-    let stdout = child.stdout.take().expect("piped stdout");
+    let spec = ChildSpec {
+        name: name.to_string(),
+        bin: bin(name),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        envs: Vec::new(),
+        announces: true,
+        output: Output::Inherit,
+    };
+    let (child, url) = spec.spawn().map_err(|e| {
+        anyhow::anyhow!(
+            "{e} (binaries from {}: build the workspace binaries first)",
+            bin_dir().display()
+        )
+    })?;
     children.push(child);
-    announced_address(stdout, name)
+    Ok(url.unwrap_or_default())
 }
 
-/// The address a service announces on its stdout (its first announcement line), waited for
-/// up to 60 s; the rest of its stdout is drained so the child never blocks on a full pipe.
-fn announced_address(stdout: std::process::ChildStdout, name: &str) -> anyhow::Result<String> {
-    use std::io::BufRead;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let mut first = None;
-        for l in lines.by_ref() {
-            let Ok(l) = l else { break };
-            if crdplane_core::names::parse_announcement(&l).is_some() {
-                first = Some(l);
-                break;
-            }
-        }
-        let _ = tx.send(first);
-        for _ in lines {}
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .map_err(|_| anyhow::anyhow!("{name} did not announce its address"))?
-        .ok_or_else(|| anyhow::anyhow!("{name} exited before announcing its address"))?;
-    crdplane_core::names::parse_announcement(&line)
-        .map(str::to_string)
-        .ok_or_else(|| anyhow::anyhow!("{name} printed {line:?} instead of its address"))
-}
-
-/// The whole stack as real processes on one Redis.
+/// The whole stack as real processes on one Redis, started by the launcher's
+/// [`StackBuilder`].
 pub struct Stack {
-    children: Vec<Child>,
+    /// The children (dropped, i.e. killed, before `redis`).
+    inner: RunningStack,
     /// Base URL of the gateway (the Kubernetes API endpoint), `http://127.0.0.1:PORT`.
     pub gateway: String,
     /// gRPC URL of the storage service.
@@ -210,21 +175,51 @@ pub struct Stack {
     pub kubeconfig: PathBuf,
     /// HOME for the clients run against the stack (holds `kubeconfig` and kubectl's cache).
     pub home: tempfile::TempDir,
-    /// Extra flags of the registry, kept for [`Stack::kill_and_restart_registry`].
-    registry_args: Vec<String>,
 }
 
 impl Stack {
+    /// A [`StackBuilder`] for the binaries in [`bin_dir`] on `redis_url`.
+    pub fn builder(redis_url: &str) -> StackBuilder {
+        StackBuilder::new(bin_dir(), redis_url)
+    }
+
+    /// Starts the stack `builder` describes and waits until it is ready; `redis` is the
+    /// private Redis it runs on, if any (kept with the stack).
+    pub fn start_from(builder: StackBuilder, redis: Option<RedisServer>) -> anyhow::Result<Self> {
+        let inner = builder.start()?;
+        let home = tempfile::tempdir()?;
+        let kubeconfig = home.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_yaml(inner.gateway(), "crdplane"))?;
+        Ok(Self {
+            gateway: inner.gateway().to_string(),
+            storage: inner.storages[0].clone(),
+            validation: inner.validation.clone(),
+            registry: inner.registry.clone(),
+            inner,
+            redis,
+            kubeconfig,
+            home,
+        })
+    }
+
+    /// Starts a private Redis and the stack `configure` makes of the default builder on it.
+    pub fn start_with_redis_using(
+        configure: impl FnOnce(StackBuilder) -> StackBuilder,
+    ) -> anyhow::Result<Self> {
+        let redis = RedisServer::start()?;
+        Self::start_from(configure(Self::builder(&redis.url())), Some(redis))
+    }
+
     /// Starts storage, validation, registry and gateway against `redis_url`, each on
     /// `127.0.0.1:0`, in dependency order, reading each one's announced address.
     pub fn start(redis_url: &str) -> anyhow::Result<Self> {
-        Self::start_with_storage_args(redis_url, &[])
+        Self::start_from(Self::builder(redis_url), None)
     }
 
     /// As [`Stack::start`], with extra flags for the storage service (e.g. a tiny
     /// `--history-len` to reach 410 Expired quickly).
     pub fn start_with_storage_args(redis_url: &str, storage_args: &[&str]) -> anyhow::Result<Self> {
-        Self::start_with_args(redis_url, storage_args, &[])
+        Self::start_with_all_args(redis_url, storage_args, &[], &[])
     }
 
     /// As [`Stack::start`], with extra flags for the storage service and for the gateway
@@ -237,15 +232,6 @@ impl Stack {
         Self::start_with_all_args(redis_url, storage_args, gateway_args, &[])
     }
 
-    /// Starts a private Redis and the stack on it, with extra registry flags (e.g. a short
-    /// `--gc-resync-period`).
-    pub fn start_with_redis_and_registry_args(registry_args: &[&str]) -> anyhow::Result<Self> {
-        let redis = RedisServer::start()?;
-        let mut s = Self::start_with_all_args(&redis.url(), &[], &[], registry_args)?;
-        s.redis = Some(redis);
-        Ok(s)
-    }
-
     /// As [`Stack::start_with_args`], with extra registry flags as well.
     pub fn start_with_all_args(
         redis_url: &str,
@@ -253,115 +239,44 @@ impl Stack {
         gateway_args: &[&str],
         registry_args: &[&str],
     ) -> anyhow::Result<Self> {
-        let mut children = Vec::new();
-        let mut args = vec!["--listen", "127.0.0.1:0", "--redis-url", redis_url];
-        args.extend_from_slice(storage_args);
-        let storage = spawn_service(&mut children, "crdplane-storage", &args)?;
-        let validation = spawn_service(
-            &mut children,
-            "crdplane-validation",
-            &["--listen", "127.0.0.1:0"],
-        )?;
-        let mut reg_args = vec![
-            "--listen",
-            "127.0.0.1:0",
-            "--storage",
-            &storage,
-            "--validation",
-            &validation,
-        ];
-        reg_args.extend_from_slice(registry_args);
-        let registry = spawn_service(&mut children, "crdplane-registry", &reg_args)?;
-        let mut gw_args = vec![
-            "--listen",
-            "127.0.0.1:0",
-            "--storage",
-            &storage,
-            "--validation",
-            &validation,
-            "--registry",
-            &registry,
-        ];
-        gw_args.extend_from_slice(gateway_args);
-        let gateway = spawn_service(&mut children, "crdplane-gateway", &gw_args)?;
-        let home = tempfile::tempdir()?;
-        let kubeconfig = home.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_yaml(&gateway, "crdplane"))?;
-        let s = Self {
-            children,
-            gateway,
-            storage,
-            validation,
-            registry,
-            redis: None,
-            kubeconfig,
-            home,
-            registry_args: registry_args.iter().map(|a| a.to_string()).collect(),
-        };
-        s.wait_ready(Duration::from_secs(60))?;
-        Ok(s)
+        let b = Self::builder(redis_url)
+            .args(Service::Storage, storage_args)
+            .args(Service::Gateway, gateway_args)
+            .args(Service::Registry, registry_args);
+        Self::start_from(b, None)
     }
 
     /// Starts a private Redis and the stack on it.
     pub fn start_with_redis() -> anyhow::Result<Self> {
-        Self::start_with_redis_and(&[])
-    }
-
-    /// Starts a private Redis and the stack on it, with extra gateway flags.
-    pub fn start_with_redis_and_gateway_args(gateway_args: &[&str]) -> anyhow::Result<Self> {
-        let redis = RedisServer::start()?;
-        let mut s = Self::start_with_args(&redis.url(), &[], gateway_args)?;
-        s.redis = Some(redis);
-        Ok(s)
+        Self::start_with_redis_using(|b| b)
     }
 
     /// Starts a private Redis and the stack on it, with extra storage flags.
     pub fn start_with_redis_and(storage_args: &[&str]) -> anyhow::Result<Self> {
-        let redis = RedisServer::start()?;
-        let mut s = Self::start_with_storage_args(&redis.url(), storage_args)?;
-        s.redis = Some(redis);
-        Ok(s)
+        Self::start_with_redis_using(|b| b.args(Service::Storage, storage_args))
+    }
+
+    /// Starts a private Redis and the stack on it, with extra gateway flags.
+    pub fn start_with_redis_and_gateway_args(gateway_args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with_redis_using(|b| b.args(Service::Gateway, gateway_args))
+    }
+
+    /// Starts a private Redis and the stack on it, with extra registry flags (e.g. a short
+    /// `--gc-resync-period`).
+    pub fn start_with_redis_and_registry_args(registry_args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with_redis_using(|b| b.args(Service::Registry, registry_args))
+    }
+
+    /// The started processes (kill, restart in place, add replicas, pids).
+    pub fn processes(&mut self) -> &mut RunningStack {
+        &mut self.inner
     }
 
     /// Kills the registry with SIGKILL and starts a new one on the same address (the
     /// gateway keeps its endpoint), e.g. to check that background work survives.
     pub fn kill_and_restart_registry(&mut self) -> anyhow::Result<()> {
-        // Children are pushed in start order: storage, validation, registry, gateway.
-        let mut old = self.children.remove(2);
-        let _ = old.kill();
-        old.wait()?;
-        let addr = self
-            .registry
-            .strip_prefix("http://")
-            .unwrap_or(&self.registry)
-            .to_string();
-        let mut started = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut args = vec![
-            "--listen",
-            &addr,
-            "--storage",
-            &self.storage,
-            "--validation",
-            &self.validation,
-        ];
-        args.extend(self.registry_args.iter().map(String::as_str));
-        let url = loop {
-            match spawn_service(&mut started, "crdplane-registry", &args) {
-                Ok(u) => break u,
-                Err(e) if Instant::now() < deadline => {
-                    for mut c in started.drain(..) {
-                        let _ = c.kill();
-                        let _ = c.wait();
-                    }
-                    eprintln!("registry restart: {e}; retrying");
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        self.children.insert(2, started.remove(0));
-        self.registry = url;
+        let i = self.inner.index("registry").expect("the registry");
+        self.registry = self.inner.respawn(i, Duration::from_secs(30))?;
         Ok(())
     }
 
@@ -379,33 +294,13 @@ impl Stack {
         args: &[&str],
         envs: &[(&str, &str)],
     ) -> anyhow::Result<usize> {
-        let err = std::fs::File::create(log)?;
-        let mut child = Command::new(bin("crdplane-registry"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--storage",
-                &self.storage,
-                "--validation",
-                &self.validation,
-            ])
-            .args(args)
-            .envs(envs.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(err))
-            .spawn()?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        self.children.push(child);
-        announced_address(stdout, "the added registry")?;
-        Ok(self.children.len() - 1)
+        let (i, _) = self.inner.add(Service::Registry, args, envs, Some(log))?;
+        Ok(i)
     }
 
     /// Kills (SIGKILL) a process started by [`Stack::add_registry`].
     pub fn kill_child(&mut self, i: usize) -> anyhow::Result<()> {
-        let c = &mut self.children[i];
-        c.kill()?;
-        c.wait()?;
-        Ok(())
+        Ok(self.inner.kill(i)?)
     }
 
     /// Waits until the gateway's `/readyz` answers 200, or fails after `timeout`.
@@ -460,17 +355,6 @@ impl Stack {
             ok: o.status.success(),
             stdout: String::from_utf8_lossy(&o.stdout).into(),
             stderr: String::from_utf8_lossy(&o.stderr).into(),
-        }
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-        }
-        for c in &mut self.children {
-            let _ = c.wait();
         }
     }
 }
@@ -746,12 +630,11 @@ impl Drop for WatchStream {
 }
 
 /// Several storage and gateway replicas on one Redis (plus one registry and validation).
-/// Gateway `i` talks to storage `i % storages`. Storage replicas listen on fixed ports so
-/// one can be restarted in place ([`Replicas::restart_storage`]).
+/// Gateway `i` talks to storage `i % storages`. A storage replica is restarted in place, on
+/// the address it announced ([`Replicas::restart_storage`]).
 pub struct Replicas {
-    children: Vec<Option<Child>>,
-    storage_children: Vec<usize>,
-    redis_url: String,
+    /// The children (dropped, i.e. killed, before `redis`).
+    inner: RunningStack,
     /// gRPC URLs of the storage replicas.
     pub storages: Vec<String>,
     /// Base URLs of the gateway replicas.
@@ -769,116 +652,29 @@ impl Replicas {
     /// one each), and waits until every gateway is ready.
     pub fn start(storages: usize, gateways: usize) -> anyhow::Result<Self> {
         let redis = RedisServer::start()?;
-        let redis_url = redis.url();
-        let mut kids = Vec::new();
-        let mut storage_urls = Vec::new();
-        let mut storage_children = Vec::new();
-        for _ in 0..storages.max(1) {
-            let port = free_port();
-            let listen = format!("127.0.0.1:{port}");
-            storage_urls.push(spawn_service(
-                &mut kids,
-                "crdplane-storage",
-                &["--listen", &listen, "--redis-url", &redis_url],
-            )?);
-            storage_children.push(kids.len() - 1);
-        }
-        let validation = spawn_service(
-            &mut kids,
-            "crdplane-validation",
-            &["--listen", "127.0.0.1:0"],
-        )?;
-        let registry = spawn_service(
-            &mut kids,
-            "crdplane-registry",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--storage",
-                &storage_urls[0],
-                "--validation",
-                &validation,
-            ],
-        )?;
-        let mut gateway_urls = Vec::new();
-        for i in 0..gateways.max(1) {
-            gateway_urls.push(spawn_service(
-                &mut kids,
-                "crdplane-gateway",
-                &[
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--storage",
-                    &storage_urls[i % storage_urls.len()],
-                    "--validation",
-                    &validation,
-                    "--registry",
-                    &registry,
-                ],
-            )?);
-        }
-        let r = Self {
-            children: kids.into_iter().map(Some).collect(),
-            storage_children,
-            redis_url,
-            storages: storage_urls,
-            gateways: gateway_urls,
-            registry,
-            validation,
+        let inner = Stack::builder(&redis.url())
+            .replicas(storages, gateways)
+            .start()?;
+        Ok(Self {
+            storages: inner.storages.clone(),
+            gateways: inner.gateways.clone(),
+            registry: inner.registry.clone(),
+            validation: inner.validation.clone(),
+            inner,
             redis: Some(redis),
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        for g in &r.gateways {
-            while !matches!(http_get(&format!("{g}/readyz")), Ok((200, _))) {
-                if Instant::now() > deadline {
-                    anyhow::bail!("gateway {g} not ready");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Ok(r)
+        })
     }
 
     /// Kills storage replica `i` and starts it again on the same address.
     pub fn restart_storage(&mut self, i: usize) -> anyhow::Result<()> {
-        let idx = self.storage_children[i];
-        if let Some(mut c) = self.children[idx].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let listen = self.storages[i].trim_start_matches("http://").to_string();
-        let mut kids = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match spawn_service(
-                &mut kids,
-                "crdplane-storage",
-                &["--listen", &listen, "--redis-url", &self.redis_url],
-            ) {
-                Ok(_) => break,
-                Err(e) if Instant::now() > deadline => return Err(e),
-                Err(_) => {
-                    for mut k in kids.drain(..) {
-                        let _ = k.kill();
-                        let _ = k.wait();
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-        self.children[idx] = kids.pop();
+        let name = if self.storages.len() == 1 {
+            "storage".to_string()
+        } else {
+            format!("storage-{i}")
+        };
+        let idx = self.inner.index(&name).expect("a storage replica");
+        self.inner.respawn(idx, Duration::from_secs(20))?;
         Ok(())
-    }
-}
-
-impl Drop for Replicas {
-    fn drop(&mut self) {
-        for c in self.children.iter_mut().flatten() {
-            let _ = c.kill();
-        }
-        for c in self.children.iter_mut().flatten() {
-            let _ = c.wait();
-        }
     }
 }
 

@@ -17,7 +17,6 @@
 //! cannot be reached, puts a deadline on every call that is not a watch ([`deadline`]) and
 //! carries tenant, user and `traceparent` metadata ([`context`]). One endpoint is one
 //! HTTP/2 connection driven by the caller's task ([`client`]).
-#![warn(missing_docs, unreachable_pub)]
 use std::convert::Infallible;
 use std::time::Duration;
 

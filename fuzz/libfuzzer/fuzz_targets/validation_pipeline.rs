@@ -1,2 +1,3 @@
+//! libFuzzer binary over [`crdplane_fuzz::validation_pipeline`] (built by `cargo fuzz`, see scripts/fuzz.sh).
 #![no_main]
 libfuzzer_sys::fuzz_target!(|data: &[u8]| crdplane_fuzz::validation_pipeline(data));

@@ -24,7 +24,6 @@
 //!
 //! The head parser and the chunked decoder are fuzzed (`fuzz/`, targets `http1_head` and
 //! `http1_chunked`).
-#![warn(missing_docs, unreachable_pub)]
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version, header};

@@ -17,7 +17,6 @@
 // `ApiError` (crdplane-core) is the edge error carried to the gateway unchanged; it is large
 // (Status details with causes) but only built on failure paths, so boxing it buys nothing.
 #![allow(clippy::result_large_err)]
-#![warn(missing_docs, unreachable_pub)]
 
 pub mod cache;
 pub mod config;

@@ -8,8 +8,6 @@
 //! written with a time to live are deleted when it ends by [`expiry`] (every replica).
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 
-#![warn(missing_docs, unreachable_pub)]
-
 pub mod config;
 pub mod durability;
 pub mod expiry;

@@ -9,7 +9,6 @@
 //! ([`admit`] composes them; on the write path [`pipeline`] runs pruning, defaulting and
 //! validation as one walk with the same results). Results are data: `crdplane_core::FieldError`s with upstream's
 //! exact paths and texts ([`convert`] maps them to the proto type).
-#![warn(missing_docs, unreachable_pub)]
 pub mod admit;
 pub mod config;
 pub mod convert;

@@ -2,7 +2,7 @@
 //! `examples/profile_pipeline.rs`.
 use serde_json::{Value, json};
 
-pub fn crontab() -> (Value, Value) {
+pub(crate) fn crontab() -> (Value, Value) {
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
         "cronSpec": {"type": "string", "pattern": "^(\\d+|\\*)(/\\d+)?(\\s+(\\d+|\\*)(/\\d+)?){4}$"},
         "image": {"type": "string"},
@@ -13,7 +13,7 @@ pub fn crontab() -> (Value, Value) {
     (schema, obj)
 }
 
-pub fn big() -> (Value, Value) {
+pub(crate) fn big() -> (Value, Value) {
     let port = json!({"type": "object", "required": ["containerPort"], "properties": {
         "name": {"type": "string", "maxLength": 15, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
         "containerPort": {"type": "integer", "minimum": 1, "maximum": 65535},

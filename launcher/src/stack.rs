@@ -1,0 +1,869 @@
+//! [`StackBuilder`]: the one place that knows how to start the stack's processes — which
+//! ones, in which order, with which flags, and how to wait for them — used by `crdplane up`
+//! and by the end-to-end test harness (`tests/src/lib.rs`).
+//!
+//! Order: Redis (when the stack runs its own), the storage replicas, validation, registry,
+//! the gateway replicas; each service is started on `127.0.0.1:0` (the gateway on its listen
+//! address) and announces `listening on http://ADDR` on its stdout
+//! ([`crdplane_core::names::parse_announcement`]); the next ones get those addresses as
+//! flags ([`service_args`]). [`StackBuilder::start`] returns once every gateway's `/readyz`
+//! answers 200 (the readiness endpoint of kube-apiserver,
+//! staging/src/k8s.io/apiserver/pkg/server/healthz), failing early when a child exits.
+//!
+//! The returned [`RunningStack`] holds the children (killed on drop; [`RunningStack::stop`]
+//! stops them as an operator would) and can kill, restart in place, add and supervise them.
+//! Every child is started with [`crate::spawn::spawn_tied`], so it dies with its starter.
+//! Not on the request path.
+
+use crate::spawn::spawn_tied;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One of the four crdplane services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// `crdplane-storage` (on Redis).
+    Storage,
+    /// `crdplane-validation`.
+    Validation,
+    /// `crdplane-registry` (on storage and validation).
+    Registry,
+    /// `crdplane-gateway` (on storage, validation and registry).
+    Gateway,
+}
+
+impl Service {
+    /// All four, in start order.
+    pub const ALL: [Service; 4] = [
+        Service::Storage,
+        Service::Validation,
+        Service::Registry,
+        Service::Gateway,
+    ];
+
+    /// Short name (`storage`, …): log file names and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Storage => "storage",
+            Service::Validation => "validation",
+            Service::Registry => "registry",
+            Service::Gateway => "gateway",
+        }
+    }
+
+    /// File name of its binary (`crdplane-storage`, …).
+    pub fn binary(self) -> &'static str {
+        match self {
+            Service::Storage => "crdplane-storage",
+            Service::Validation => "crdplane-validation",
+            Service::Registry => "crdplane-registry",
+            Service::Gateway => "crdplane-gateway",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The addresses a service is pointed at (those of the services started before it).
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    /// `--redis-url` of the storage.
+    pub redis_url: String,
+    /// gRPC URL of the storage (replica) this service talks to.
+    pub storage: String,
+    /// gRPC URL of the validation service.
+    pub validation: String,
+    /// gRPC URL of the registry.
+    pub registry: String,
+}
+
+/// The flags of `service`: `--listen <listen>`, the peers it needs, then `extra`.
+pub fn service_args(
+    service: Service,
+    listen: &str,
+    peers: &Peers,
+    extra: &[String],
+) -> Vec<String> {
+    let mut a: Vec<String> = vec!["--listen".into(), listen.into()];
+    let mut flag = |f: &str, v: &str| {
+        a.push(f.into());
+        a.push(v.into());
+    };
+    match service {
+        Service::Storage => flag("--redis-url", &peers.redis_url),
+        Service::Validation => {}
+        Service::Registry => {
+            flag("--storage", &peers.storage);
+            flag("--validation", &peers.validation);
+        }
+        Service::Gateway => {
+            flag("--storage", &peers.storage);
+            flag("--validation", &peers.validation);
+            flag("--registry", &peers.registry);
+        }
+    }
+    a.extend(extra.iter().cloned());
+    a
+}
+
+/// The flags of a `redis-server` on the unix socket `socket` only (no TCP port), data in
+/// `dir`, with the persistence `durability` asks for: AOF with `appendfsync always` for
+/// `fsync` (an acknowledged write survives a crash of the machine; Redis group-commits the
+/// fsync of one event-loop iteration), `everysec`, or no persistence for `memory`.
+pub fn redis_args(socket: &Path, dir: &Path, durability: &str) -> Vec<String> {
+    let s = |v: &str| v.to_string();
+    vec![
+        s("--port"),
+        s("0"),
+        s("--unixsocket"),
+        socket.to_string_lossy().into_owned(),
+        s("--unixsocketperm"),
+        s("700"),
+        s("--dir"),
+        dir.to_string_lossy().into_owned(),
+        s("--appendonly"),
+        s(if durability == "memory" { "no" } else { "yes" }),
+        s("--appendfsync"),
+        s(if durability == "everysec" {
+            "everysec"
+        } else {
+            "always"
+        }),
+        s("--save"),
+        s(""),
+        s("--daemonize"),
+        s("no"),
+    ]
+}
+
+/// The redis-server binary: `$CRDPLANE_REDIS_SERVER` if set, else `redis-server` on PATH.
+pub fn redis_server_bin() -> String {
+    std::env::var("CRDPLANE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// `args` with the value of `--listen` replaced by `addr` (a restarted service keeps the
+/// address it first announced, so the flags of the others stay valid).
+pub fn with_listen(args: &[String], addr: &str) -> Vec<String> {
+    let mut out = args.to_vec();
+    if let Some(i) = out.iter().position(|a| a == "--listen")
+        && i + 1 < out.len()
+    {
+        out[i + 1] = addr.to_string();
+    }
+    out
+}
+
+/// How long a service may take to announce its address.
+pub const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where a child's output goes.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// stderr inherited from the starter, stdout (after the announcement) discarded.
+    Inherit,
+    /// stdout and stderr appended to this file.
+    File(PathBuf),
+}
+
+/// How to (re)start one child.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    /// Name in messages and log files (`storage`, `gateway-1`, `redis`).
+    pub name: String,
+    /// The binary.
+    pub bin: PathBuf,
+    /// Its flags (for a service, `--listen` holds the announced address once started).
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub envs: Vec<(String, String)>,
+    /// A crdplane service that announces `listening on http://ADDR` (else: Redis).
+    pub announces: bool,
+    /// Where its output goes.
+    pub output: Output,
+}
+
+impl ChildSpec {
+    fn command(&self) -> std::io::Result<Command> {
+        let mut c = Command::new(&self.bin);
+        c.args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        match &self.output {
+            Output::Inherit => {
+                c.stderr(Stdio::inherit());
+                c.stdout(if self.announces {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                });
+            }
+            Output::File(f) => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(f)?;
+                c.stderr(log.try_clone()?);
+                c.stdout(if self.announces {
+                    Stdio::piped()
+                } else {
+                    Stdio::from(log)
+                });
+            }
+        }
+        Ok(c)
+    }
+
+    fn see_log(&self) -> String {
+        match &self.output {
+            Output::File(f) => format!("; see {}", f.display()),
+            Output::Inherit => String::new(),
+        }
+    }
+
+    /// Starts the child; for a service, also returns the URL it announced (waited for up to
+    /// [`ANNOUNCE_TIMEOUT`]). On failure the child is killed.
+    pub fn spawn(&self) -> anyhow::Result<(Child, Option<String>)> {
+        let name = &self.name;
+        let mut child = spawn_tied(self.command()?)
+            .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", self.bin.display()))?;
+        if !self.announces {
+            return Ok((child, None));
+        }
+        let stdout = child.stdout.take().expect("piped stdout");
+        let log = match &self.output {
+            Output::File(f) => Some(std::fs::OpenOptions::new().append(true).open(f)?),
+            Output::Inherit => None,
+        };
+        match announced(stdout, log) {
+            Ok(url) => Ok((child, Some(url))),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(anyhow::anyhow!("{name} {e}{}", self.see_log()))
+            }
+        }
+    }
+}
+
+/// The URL a service announces on `stdout` (its first announcement line), waited for up to
+/// [`ANNOUNCE_TIMEOUT`]; every other line is copied to `log` (or dropped), on a thread that
+/// drains the pipe for the child's life so the child never blocks on it.
+fn announced(
+    stdout: std::process::ChildStdout,
+    mut log: Option<std::fs::File>,
+) -> Result<String, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for l in std::io::BufReader::new(stdout).lines() {
+            let Ok(l) = l else { break };
+            if tx.is_some()
+                && let Some(url) = crdplane_core::names::parse_announcement(&l)
+            {
+                let _ = tx.take().map(|t| t.send(url.to_string()));
+                continue;
+            }
+            if let Some(f) = log.as_mut() {
+                let _ = writeln!(f, "{l}");
+            }
+        }
+    });
+    match rx.recv_timeout(ANNOUNCE_TIMEOUT) {
+        Ok(url) => Ok(url),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            Err(format!("did not start within {ANNOUNCE_TIMEOUT:?}"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err("exited during startup".into()),
+    }
+}
+
+/// Where the stack's Redis comes from.
+#[derive(Debug, Clone)]
+pub enum RedisSource {
+    /// An existing Redis (`redis://host:port`, `redis+unix:///path`).
+    Url(String),
+    /// A `redis-server` child with its socket and data in this directory.
+    Own(PathBuf),
+}
+
+/// Describes a stack to start; see the module docs.
+#[derive(Debug, Clone)]
+pub struct StackBuilder {
+    bin_dir: PathBuf,
+    redis: RedisSource,
+    durability: Option<String>,
+    storages: usize,
+    gateways: usize,
+    extra: [Vec<String>; 4],
+    gateway_listen: String,
+    logs: Option<PathBuf>,
+    ready_timeout: Duration,
+}
+
+impl StackBuilder {
+    /// A stack of the binaries in `bin_dir` on the Redis at `redis_url`: one replica of each
+    /// service, the gateway on `127.0.0.1:0`, output inherited, 60 s to get ready.
+    pub fn new(bin_dir: impl Into<PathBuf>, redis_url: impl Into<String>) -> Self {
+        Self {
+            bin_dir: bin_dir.into(),
+            redis: RedisSource::Url(redis_url.into()),
+            durability: None,
+            storages: 1,
+            gateways: 1,
+            extra: Default::default(),
+            gateway_listen: "127.0.0.1:0".into(),
+            logs: None,
+            ready_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Runs its own `redis-server` (first child, its socket and data in `dir`) instead.
+    pub fn own_redis(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.redis = RedisSource::Own(dir.into());
+        self
+    }
+
+    /// When a write is acknowledged (`fsync`, `everysec`, `memory`): the storage's
+    /// `--durability`, and the persistence of an own Redis ([`redis_args`]).
+    pub fn durability(mut self, d: impl Into<String>) -> Self {
+        self.durability = Some(d.into());
+        self
+    }
+
+    /// Runs `storages` storage and `gateways` gateway replicas (at least one each); gateway
+    /// `i` talks to storage `i % storages`, the registry to storage 0.
+    pub fn replicas(mut self, storages: usize, gateways: usize) -> Self {
+        self.storages = storages.max(1);
+        self.gateways = gateways.max(1);
+        self
+    }
+
+    /// Appends flags for every replica of `service`.
+    pub fn args<S: AsRef<str>>(mut self, service: Service, args: &[S]) -> Self {
+        self.extra[service.index()].extend(args.iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// The (first) gateway's listen address (`host:port`).
+    pub fn gateway_listen(mut self, addr: impl Into<String>) -> Self {
+        self.gateway_listen = addr.into();
+        self
+    }
+
+    /// Writes each child's output to `<dir>/<name>.log` instead of inheriting stderr.
+    pub fn logs(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.logs = Some(dir.into());
+        self
+    }
+
+    /// How long [`StackBuilder::start`] waits for the gateways' `/readyz`.
+    pub fn ready_timeout(mut self, t: Duration) -> Self {
+        self.ready_timeout = t;
+        self
+    }
+
+    fn output(&self, name: &str) -> Output {
+        match &self.logs {
+            Some(d) => Output::File(d.join(format!("{name}.log"))),
+            None => Output::Inherit,
+        }
+    }
+
+    fn replica_name(service: Service, i: usize, n: usize) -> String {
+        if n == 1 {
+            service.name().to_string()
+        } else {
+            format!("{}-{i}", service.name())
+        }
+    }
+
+    /// Starts every child in order and waits until the stack is ready. Children started
+    /// before a failure are killed.
+    pub fn start(self) -> anyhow::Result<RunningStack> {
+        let mut stack = RunningStack {
+            procs: Vec::new(),
+            bin_dir: self.bin_dir.clone(),
+            logs: self.logs.clone(),
+            redis_url: String::new(),
+            storages: Vec::new(),
+            validation: String::new(),
+            registry: String::new(),
+            gateways: Vec::new(),
+        };
+        stack.redis_url = match &self.redis {
+            RedisSource::Url(u) => u.clone(),
+            RedisSource::Own(dir) => {
+                std::fs::create_dir_all(dir)?;
+                let socket = dir.join("redis.sock");
+                let _ = std::fs::remove_file(&socket);
+                let spec = ChildSpec {
+                    name: "redis".into(),
+                    bin: PathBuf::from(redis_server_bin()),
+                    args: redis_args(&socket, dir, self.durability.as_deref().unwrap_or("fsync")),
+                    envs: Vec::new(),
+                    announces: false,
+                    output: self.output("redis"),
+                };
+                stack.push(spec).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{e}\nInstall it (Debian: apt-get install redis-server) or give a Redis URL"
+                    )
+                })?;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !socket.exists() {
+                    stack.check_alive()?;
+                    if Instant::now() > deadline {
+                        anyhow::bail!("redis-server did not create {}", socket.display());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                format!("redis+unix://{}", socket.display())
+            }
+        };
+        let mut peers = Peers {
+            redis_url: stack.redis_url.clone(),
+            ..Peers::default()
+        };
+        let mut storage_extra = self.extra[Service::Storage.index()].clone();
+        if let Some(d) = &self.durability {
+            storage_extra.extend(["--durability".to_string(), d.clone()]);
+        }
+        for i in 0..self.storages {
+            let name = Self::replica_name(Service::Storage, i, self.storages);
+            let args = service_args(Service::Storage, "127.0.0.1:0", &peers, &storage_extra);
+            let url = stack.push_service(Service::Storage, name, args, Vec::new(), None)?;
+            stack.storages.push(url);
+        }
+        peers.storage = stack.storages[0].clone();
+        for s in [Service::Validation, Service::Registry] {
+            let args = service_args(s, "127.0.0.1:0", &peers, &self.extra[s.index()]);
+            let url = stack.push_service(s, s.name().into(), args, Vec::new(), None)?;
+            match s {
+                Service::Validation => peers.validation = url.clone(),
+                _ => peers.registry = url.clone(),
+            }
+        }
+        stack.validation = peers.validation.clone();
+        stack.registry = peers.registry.clone();
+        for i in 0..self.gateways {
+            let name = Self::replica_name(Service::Gateway, i, self.gateways);
+            let listen = if i == 0 {
+                self.gateway_listen.as_str()
+            } else {
+                "127.0.0.1:0"
+            };
+            let p = Peers {
+                storage: stack.storages[i % stack.storages.len()].clone(),
+                ..peers.clone()
+            };
+            let args = service_args(
+                Service::Gateway,
+                listen,
+                &p,
+                &self.extra[Service::Gateway.index()],
+            );
+            let url = stack.push_service(Service::Gateway, name, args, Vec::new(), None)?;
+            stack.gateways.push(url);
+        }
+        stack.wait_ready(self.ready_timeout)?;
+        Ok(stack)
+    }
+}
+
+/// One started child and its restart state.
+struct Proc {
+    spec: ChildSpec,
+    /// None after [`RunningStack::kill`] or while a restart is pending.
+    child: Option<Child>,
+    started: Instant,
+    /// Delay before the next restart, and when it is due (supervision).
+    delay: Duration,
+    due: Option<Instant>,
+}
+
+/// A started stack: its children (in start order, Redis first when it is its own) and the
+/// addresses they announced. Every child is killed (SIGKILL) when it is dropped.
+pub struct RunningStack {
+    procs: Vec<Proc>,
+    bin_dir: PathBuf,
+    logs: Option<PathBuf>,
+    /// The Redis URL the storage replicas use.
+    pub redis_url: String,
+    /// gRPC URLs of the storage replicas.
+    pub storages: Vec<String>,
+    /// gRPC URL of the validation service.
+    pub validation: String,
+    /// gRPC URL of the registry.
+    pub registry: String,
+    /// Base URLs of the gateway replicas (`http://ADDR`).
+    pub gateways: Vec<String>,
+}
+
+impl RunningStack {
+    fn push(&mut self, spec: ChildSpec) -> anyhow::Result<(usize, Option<String>)> {
+        let (child, url) = spec.spawn()?;
+        let mut spec = spec;
+        if let Some(u) = &url {
+            spec.args = with_listen(&spec.args, u.trim_start_matches("http://"));
+        }
+        self.procs.push(Proc {
+            spec,
+            child: Some(child),
+            started: Instant::now(),
+            delay: Duration::ZERO,
+            due: None,
+        });
+        Ok((self.procs.len() - 1, url))
+    }
+
+    fn push_service(
+        &mut self,
+        service: Service,
+        name: String,
+        args: Vec<String>,
+        envs: Vec<(String, String)>,
+        output: Option<Output>,
+    ) -> anyhow::Result<String> {
+        let output = output.unwrap_or_else(|| match &self.logs {
+            Some(d) => Output::File(d.join(format!("{name}.log"))),
+            None => Output::Inherit,
+        });
+        let spec = ChildSpec {
+            name,
+            bin: self.bin_dir.join(service.binary()),
+            args,
+            envs,
+            announces: true,
+            output,
+        };
+        let (_, url) = self.push(spec)?;
+        Ok(url.expect("a service announces its URL"))
+    }
+
+    /// The first gateway's base URL.
+    pub fn gateway(&self) -> &str {
+        &self.gateways[0]
+    }
+
+    /// Names of the children, by index (`redis`, `storage`, …, added ones last).
+    pub fn names(&self) -> Vec<&str> {
+        self.procs.iter().map(|p| p.spec.name.as_str()).collect()
+    }
+
+    /// Index of the child named `name`.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.procs.iter().position(|p| p.spec.name == name)
+    }
+
+    /// Process ids of the running children.
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs
+            .iter()
+            .filter_map(|p| p.child.as_ref().map(Child::id))
+            .collect()
+    }
+
+    /// Starts one more replica of `service` on the stack's storage (0), validation and
+    /// registry, with `extra` flags, environment `envs` and its output in `log` (None: as
+    /// the stack's); returns its index and announced URL.
+    pub fn add(
+        &mut self,
+        service: Service,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+        log: Option<&Path>,
+    ) -> anyhow::Result<(usize, String)> {
+        let peers = Peers {
+            redis_url: self.redis_url.clone(),
+            storage: self.storages.first().cloned().unwrap_or_default(),
+            validation: self.validation.clone(),
+            registry: self.registry.clone(),
+        };
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let name = format!("{}-added-{}", service.name(), self.procs.len());
+        let args = service_args(service, "127.0.0.1:0", &peers, &extra);
+        let envs = envs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if let Some(l) = log {
+            std::fs::File::create(l)?;
+        }
+        let url = self.push_service(
+            service,
+            name,
+            args,
+            envs,
+            log.map(|l| Output::File(l.to_path_buf())),
+        )?;
+        Ok((self.procs.len() - 1, url))
+    }
+
+    /// Kills child `i` with SIGKILL and reaps it (no restart until [`RunningStack::respawn`]).
+    pub fn kill(&mut self, i: usize) -> std::io::Result<()> {
+        if let Some(mut c) = self.procs[i].child.take() {
+            c.kill()?;
+            c.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Starts child `i` again with the same flags (a service on the address it announced),
+    /// retrying for up to `timeout` while its port is not free yet; returns its URL (empty
+    /// for Redis).
+    pub fn respawn(&mut self, i: usize, timeout: Duration) -> anyhow::Result<String> {
+        self.kill(i)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.procs[i].spec.spawn() {
+                Ok((c, url)) => {
+                    let p = &mut self.procs[i];
+                    p.child = Some(c);
+                    p.started = Instant::now();
+                    return Ok(url.unwrap_or_default());
+                }
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("restarting {}: {e}; retrying", self.procs[i].spec.name);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// An error naming the first child that has exited, if any.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        for p in &mut self.procs {
+            if let Some(Ok(Some(st))) = p.child.as_mut().map(Child::try_wait) {
+                anyhow::bail!(
+                    "{} exited during startup ({st}){}",
+                    p.spec.name,
+                    p.spec.see_log()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every gateway's `/readyz` answers 200; fails after `timeout` or as soon
+    /// as a child exits.
+    pub fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        for g in self.gateways.clone() {
+            let addr = g.trim_start_matches("http://");
+            while crate::http_status(addr, "/readyz") != Some(200) {
+                self.check_alive()?;
+                if Instant::now() > deadline {
+                    anyhow::bail!("gateway {g} was not ready within {timeout:?}");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass of supervision (`crdplane up`): notes children that died and restarts those
+    /// whose backoff delay ([`crate::restart_delay`]) is over, each in place.
+    pub fn supervise(&mut self) {
+        for p in &mut self.procs {
+            let name = p.spec.name.clone();
+            if let Some(c) = &mut p.child
+                && let Ok(Some(st)) = c.try_wait()
+            {
+                p.child = None;
+                p.delay = crate::restart_delay(
+                    (!p.delay.is_zero()).then_some(p.delay),
+                    p.started.elapsed(),
+                );
+                p.due = Some(Instant::now() + p.delay);
+                eprintln!(
+                    "crdplane: {name} exited ({st}); restarting it in {:?}{}",
+                    p.delay,
+                    p.spec.see_log()
+                );
+            }
+            if p.child.is_none() && p.due.is_some_and(|d| Instant::now() >= d) {
+                let started = p.spec.spawn();
+                p.started = Instant::now();
+                match started {
+                    Ok((c, _)) => {
+                        eprintln!("crdplane: {name} restarted");
+                        p.child = Some(c);
+                        p.due = None;
+                    }
+                    Err(e) => {
+                        p.delay = crate::restart_delay(Some(p.delay), Duration::ZERO);
+                        p.due = Some(Instant::now() + p.delay);
+                        eprintln!(
+                            "crdplane: restarting {name} failed: {e}; next try in {:?}",
+                            p.delay
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the children in reverse start order (gateways first, Redis last so its AOF is
+    /// flushed): SIGTERM, then SIGKILL after 5 s.
+    pub fn stop(&mut self) {
+        while let Some(mut p) = self.procs.pop() {
+            let Some(mut c) = p.child.take() else {
+                continue;
+            };
+            if let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RunningStack {
+    fn drop(&mut self) {
+        for c in self.procs.iter_mut().filter_map(|p| p.child.as_mut()) {
+            let _ = c.kill();
+        }
+        for c in self.procs.iter_mut().filter_map(|p| p.child.as_mut()) {
+            let _ = c.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn service_args_table() {
+        let peers = Peers {
+            redis_url: "redis+unix:///r.sock".into(),
+            storage: "http://s".into(),
+            validation: "http://v".into(),
+            registry: "http://r".into(),
+        };
+        let x = vec!["--x".to_string(), "1".to_string()];
+        let cases: &[(Service, &str, &[String], &[&str])] = &[
+            (
+                Service::Storage,
+                "127.0.0.1:0",
+                &[],
+                &[
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--redis-url",
+                    "redis+unix:///r.sock",
+                ],
+            ),
+            (
+                Service::Validation,
+                "127.0.0.1:0",
+                &x,
+                &["--listen", "127.0.0.1:0", "--x", "1"],
+            ),
+            (
+                Service::Registry,
+                "127.0.0.1:0",
+                &[],
+                &[
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--storage",
+                    "http://s",
+                    "--validation",
+                    "http://v",
+                ],
+            ),
+            (
+                Service::Gateway,
+                "0.0.0.0:6443",
+                &x,
+                &[
+                    "--listen",
+                    "0.0.0.0:6443",
+                    "--storage",
+                    "http://s",
+                    "--validation",
+                    "http://v",
+                    "--registry",
+                    "http://r",
+                    "--x",
+                    "1",
+                ],
+            ),
+        ];
+        for (s, listen, extra, want) in cases {
+            assert_eq!(
+                strs(&service_args(*s, listen, &peers, extra)),
+                *want,
+                "{s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn redis_args_table() {
+        let cases = [
+            ("fsync", "yes", "always"),
+            ("everysec", "yes", "everysec"),
+            ("memory", "no", "always"),
+        ];
+        for (durability, appendonly, fsync) in cases {
+            let a = redis_args(Path::new("/d/redis.sock"), Path::new("/d"), durability);
+            let flag = |f: &str| {
+                let i = a.iter().position(|x| x == f).expect(f);
+                a[i + 1].clone()
+            };
+            assert_eq!(flag("--appendonly"), appendonly, "{durability}");
+            assert_eq!(flag("--appendfsync"), fsync, "{durability}");
+            assert_eq!(flag("--unixsocket"), "/d/redis.sock");
+            assert_eq!(flag("--port"), "0");
+            assert_eq!(flag("--save"), "");
+        }
+    }
+
+    #[test]
+    fn restarts_reuse_the_announced_address() {
+        let args: Vec<String> = ["--listen", "127.0.0.1:0", "--redis-url", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            with_listen(&args, "127.0.0.1:4321"),
+            ["--listen", "127.0.0.1:4321", "--redis-url", "x"]
+        );
+    }
+
+    #[test]
+    fn builder_assembles_replicas_and_extra_flags() {
+        let b = StackBuilder::new("/bin", "redis://x")
+            .replicas(0, 3)
+            .args(Service::Gateway, &["--a", "b"])
+            .args(Service::Gateway, &["--c"])
+            .durability("memory");
+        assert_eq!((b.storages, b.gateways), (1, 3));
+        assert_eq!(b.extra[Service::Gateway.index()], ["--a", "b", "--c"]);
+        assert!(b.extra[Service::Storage.index()].is_empty());
+        assert_eq!(
+            StackBuilder::replica_name(Service::Gateway, 2, 3),
+            "gateway-2"
+        );
+        assert_eq!(
+            StackBuilder::replica_name(Service::Storage, 0, 1),
+            "storage"
+        );
+    }
+}
