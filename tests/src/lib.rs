@@ -441,6 +441,62 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
+/// A plain REST client of one gateway: `base` is the gateway's URL, with a
+/// `/clusters/<tenant>` prefix for another tenant. Every call answers the status code and the
+/// body as JSON (a body that is not JSON comes back as a JSON string).
+#[derive(Debug, Clone)]
+pub struct Rest {
+    /// URL the request paths are appended to.
+    pub base: String,
+}
+
+impl Rest {
+    /// A client of `base`.
+    pub fn new(base: impl Into<String>) -> Self {
+        Self { base: base.into() }
+    }
+    /// One request: `method path` with an optional content type and body.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        ct: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let (code, text) =
+            http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
+        let v = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        (code, v)
+    }
+    /// GET `path`.
+    pub fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        self.call("GET", path, None, None)
+    }
+    /// `method path` with `body` sent as `ct`.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        ct: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        self.call(method, path, Some(ct), Some(&body.to_string()))
+    }
+    /// `method path` with a JSON body.
+    pub fn json(
+        &self,
+        method: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        self.send(method, path, "application/json", body)
+    }
+    /// A JSON merge patch of `path`.
+    pub fn merge(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        self.send("PATCH", path, "application/merge-patch+json", body)
+    }
+}
+
 /// Every real kubectl on this machine: `$CRDPLANE_KUBECTLS` (colon-separated) if set, else
 /// the versioned binaries beside the dispatcher (`kubectl.1.N`) and an extracted Debian 1.20
 /// at `.tools/kubectl-1.20/usr/bin/kubectl` (see `.ci/run`).

@@ -2,7 +2,7 @@
 //! status codes and upstream's exact Status texts, discovery, Table output, OpenAPI,
 //! patches, paging, selectors, tenants.
 
-use crdplane_tests::{Stack, http_request};
+use crdplane_tests::{Rest, Stack};
 use serde_json::{Value, json};
 
 const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
@@ -15,20 +15,17 @@ const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
      "image":{"type":"string"},"replicas":{"type":"integer","minimum":1,"maximum":10}}}}}},
    "additionalPrinterColumns":[{"name":"Spec","type":"string","jsonPath":".spec.cronSpec"},{"name":"Replicas","type":"integer","jsonPath":".spec.replicas"},{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}]}]}}"#;
 
-struct Api {
-    base: String,
+/// The shared REST client with this file's helpers on top.
+struct Api(Rest);
+
+impl std::ops::Deref for Api {
+    type Target = Rest;
+    fn deref(&self) -> &Rest {
+        &self.0
+    }
 }
 
 impl Api {
-    fn call(&self, method: &str, path: &str, ct: Option<&str>, body: Option<&str>) -> (u16, Value) {
-        let (code, text) =
-            http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (code, v)
-    }
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.call("GET", path, None, None)
-    }
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         self.call(
             "POST",
@@ -46,9 +43,7 @@ fn crontab(name: &str, replicas: i64) -> Value {
 const CTS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
 fn setup(stack: &Stack, tenant: &str) -> Api {
-    let api = Api {
-        base: format!("{}/clusters/{tenant}", stack.gateway),
-    };
+    let api = Api(Rest::new(format!("{}/clusters/{tenant}", stack.gateway)));
     let (code, body) = api.call(
         "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -301,9 +296,7 @@ fn custom_resource_lifecycle_and_upstream_errors() {
     assert_eq!((code, e.as_str()), (404, Some("404 page not found\n")));
 
     // Tenants are isolated: another tenant has no crontabs endpoint.
-    let other = Api {
-        base: format!("{}/clusters/other", stack.gateway),
-    };
+    let other = Api(Rest::new(format!("{}/clusters/other", stack.gateway)));
     assert_eq!(other.get(CTS).0, 404);
 }
 

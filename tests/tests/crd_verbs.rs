@@ -5,7 +5,7 @@
 //! apiextensions' etcd.go texts, and the first DELETE marking the CRD whatever the
 //! propagation policy (etcd.go `REST.Delete`).
 
-use crdplane_tests::{Stack, http_request};
+use crdplane_tests::{Rest, Stack};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -15,23 +15,17 @@ const NAME: &str = "crontabs.stable.example.com";
 const CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 const MODIFIED: &str = "Operation cannot be fulfilled on customresourcedefinitions.apiextensions.k8s.io \"crontabs.stable.example.com\": the object has been modified; please apply your changes to the latest version and try again";
 
-struct Api {
-    base: String,
+/// The shared REST client with this file's helpers on top.
+struct Api(Rest);
+
+impl std::ops::Deref for Api {
+    type Target = Rest;
+    fn deref(&self) -> &Rest {
+        &self.0
+    }
 }
 
 impl Api {
-    fn call(&self, method: &str, path: &str, ct: Option<&str>, body: Option<&str>) -> (u16, Value) {
-        let (code, text) =
-            http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (code, v)
-    }
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.call("GET", path, None, None)
-    }
-    fn send(&self, method: &str, path: &str, ct: &str, body: &Value) -> (u16, Value) {
-        self.call(method, path, Some(ct), Some(&body.to_string()))
-    }
     fn crd(&self) -> Value {
         let (code, v) = self.get(&format!("{CRDS}/{NAME}"));
         assert_eq!(code, 200, "{v}");
@@ -40,9 +34,7 @@ impl Api {
 }
 
 fn setup(stack: &Stack, tenant: &str) -> Api {
-    let api = Api {
-        base: format!("{}/clusters/{tenant}", stack.gateway),
-    };
+    let api = Api(Rest::new(format!("{}/clusters/{tenant}", stack.gateway)));
     let (code, v) = api.call("POST", CRDS, Some("application/yaml"), Some(CRD_YAML));
     assert_eq!(code, 201, "{v}");
     api
@@ -341,9 +333,7 @@ fn simple_crd(plural: &str, kind: &str, label: &str) -> Value {
 #[test]
 fn crd_deletecollection_marks_the_selected_ones() {
     let stack = Stack::start_with_redis().unwrap();
-    let api = Api {
-        base: format!("{}/clusters/crdcoll", stack.gateway),
-    };
+    let api = Api(Rest::new(format!("{}/clusters/crdcoll", stack.gateway)));
     for (plural, kind, label) in [
         ("apples", "Apple", "a"),
         ("pears", "Pear", "a"),

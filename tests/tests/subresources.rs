@@ -3,7 +3,7 @@
 //! redis-server, real service binaries): HTTP requests for exact JSON and Status texts, real
 //! kubectl (1.20 and the newest on the machine) for the user flows.
 
-use crdplane_tests::{Stack, http_request, kubeconfig_yaml, kubectls};
+use crdplane_tests::{Rest, Stack, http_request, kubeconfig_yaml, kubectls};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -13,36 +13,17 @@ const CRD: &str = include_str!("../testdata/sub-crontab-crd.yaml");
 const CT: &str = include_str!("../testdata/sub-crontab.yaml");
 const CTS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
-struct Api {
-    base: String,
+/// The shared REST client with this file's helpers on top.
+struct Api(Rest);
+
+impl std::ops::Deref for Api {
+    type Target = Rest;
+    fn deref(&self) -> &Rest {
+        &self.0
+    }
 }
 
 impl Api {
-    fn call(&self, method: &str, path: &str, ct: Option<&str>, body: Option<&str>) -> (u16, Value) {
-        let (code, text) =
-            http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (code, v)
-    }
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.call("GET", path, None, None)
-    }
-    fn json(&self, method: &str, path: &str, body: &Value) -> (u16, Value) {
-        self.call(
-            method,
-            path,
-            Some("application/json"),
-            Some(&body.to_string()),
-        )
-    }
-    fn merge(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.call(
-            "PATCH",
-            path,
-            Some("application/merge-patch+json"),
-            Some(&body.to_string()),
-        )
-    }
     /// The stored object (asserting it exists).
     fn obj(&self, name: &str) -> Value {
         let (code, v) = self.get(&format!("{CTS}/{name}"));
@@ -57,9 +38,7 @@ impl Api {
 }
 
 fn setup(stack: &Stack, tenant: &str) -> Api {
-    let api = Api {
-        base: format!("{}/clusters/{tenant}", stack.gateway),
-    };
+    let api = Api(Rest::new(format!("{}/clusters/{tenant}", stack.gateway)));
     let (code, body) = api.call(
         "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",

@@ -4,7 +4,7 @@
 //! missing path against null, create with a resourceVersion, the 10,000-operation bound of
 //! JSON patches, and the texts of these paths.
 
-use crdplane_tests::{Stack, WatchStream, http_request, kubectls};
+use crdplane_tests::{Rest, Stack, WatchStream, kubectls};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,34 +12,18 @@ use std::time::Duration;
 const CRD: &str = include_str!("../testdata/sub-crontab-crd.yaml");
 const CTS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
 
+/// The shared REST client with this file's helpers on top.
 #[derive(Clone)]
-struct Api {
-    base: String,
+struct Api(Rest);
+
+impl std::ops::Deref for Api {
+    type Target = Rest;
+    fn deref(&self) -> &Rest {
+        &self.0
+    }
 }
 
 impl Api {
-    fn call(&self, method: &str, path: &str, ct: Option<&str>, body: Option<&str>) -> (u16, Value) {
-        let (code, text) =
-            http_request(method, &format!("{}{path}", self.base), ct, body).expect("http");
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (code, v)
-    }
-    fn json(&self, method: &str, path: &str, body: &Value) -> (u16, Value) {
-        self.call(
-            method,
-            path,
-            Some("application/json"),
-            Some(&body.to_string()),
-        )
-    }
-    fn merge(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.call(
-            "PATCH",
-            path,
-            Some("application/merge-patch+json"),
-            Some(&body.to_string()),
-        )
-    }
     fn get(&self, path: &str) -> Value {
         let (code, v) = self.call("GET", path, None, None);
         assert_eq!(code, 200, "{v}");
@@ -49,7 +33,7 @@ impl Api {
 
 /// `base` is the gateway URL, with `/clusters/<tenant>` for a tenant of its own.
 fn setup(base: String) -> Api {
-    let api = Api { base };
+    let api = Api(Rest::new(base));
     let (code, body) = api.call(
         "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
