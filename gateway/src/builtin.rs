@@ -89,11 +89,10 @@ pub async fn serve(
             written(req, ty, w, &warnings)
         }
         "patch" => {
-            let dry = write_dry_run(req)?;
             record_patch_findings(req);
             let warnings =
                 findings_under_policy(req, ty, crate::request::body_findings(req).to_vec())?;
-            let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+            let mime = crate::request::patch_media_type(req);
             let w = handlers::patch(
                 &store,
                 &strategy,
@@ -101,12 +100,7 @@ pub async fn serve(
                 "",
                 &i.namespace,
                 &i.name,
-                &handlers::PatchRequest {
-                    mime: &mime,
-                    body: &req.body,
-                    dry_run: dry,
-                    field_validation: field_validation(req)?,
-                },
+                &crate::request::patch_request(req, &mime)?,
             )
             .await?;
             written(req, ty, w, &warnings)

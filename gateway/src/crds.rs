@@ -240,7 +240,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "patch" => {
             crate::request::record_patch_findings(req);
             let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
-            let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+            let mime = crate::request::patch_media_type(req);
             let w = handlers::patch(
                 &store,
                 &strategy,
@@ -248,12 +248,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 &i.subresource,
                 "",
                 &i.name,
-                &handlers::PatchRequest {
-                    mime: &mime,
-                    body: &req.body,
-                    dry_run: dry,
-                    field_validation: crate::request::field_validation(req)?,
-                },
+                &crate::request::patch_request(req, &mime)?,
             )
             .await?;
             written(w, &warnings)

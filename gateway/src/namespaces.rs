@@ -199,7 +199,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .await?
                 }
                 None => {
-                    let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+                    let mime = crate::request::patch_media_type(req);
                     handlers::patch(
                         &store,
                         &strategy,
@@ -207,12 +207,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         &i.subresource,
                         "",
                         &i.name,
-                        &handlers::PatchRequest {
-                            mime: &mime,
-                            body: &req.body,
-                            dry_run: dry,
-                            field_validation: crate::request::field_validation(req)?,
-                        },
+                        &crate::request::patch_request(req, &mime)?,
                     )
                     .await?
                 }

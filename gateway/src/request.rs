@@ -285,6 +285,25 @@ pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOption
     )
 }
 
+/// The patch's media type (`Content-Type` without parameters), for [`patch_request`].
+pub fn patch_media_type(req: &Req) -> String {
+    crate::http::media_type(req.header("content-type").unwrap_or(""))
+}
+
+/// What the generic PATCH handler needs of `req`: its body as the patch of type `mime`
+/// ([`patch_media_type`]), `dryRun` and `fieldValidation`.
+pub fn patch_request<'a>(
+    req: &'a Req,
+    mime: &'a str,
+) -> Result<crdplane_apiserver::handlers::PatchRequest<'a>, ApiError> {
+    Ok(crdplane_apiserver::handlers::PatchRequest {
+        mime,
+        body: &req.body,
+        dry_run: write_dry_run(req)?,
+        field_validation: field_validation(req)?,
+    })
+}
+
 /// The `dryRun` query parameter of a create, update or patch (also of /status and /scale
 /// writes): any value but "All" is the 422 of `ValidateCreateOptions` /
 /// `ValidateUpdateOptions` / `ValidatePatchOptions` (handlers/{create,update,patch}.go).
