@@ -132,7 +132,7 @@ impl Endpoint {
                     }
                 }
                 () = keep_alive(ping_pong, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT) => {
-                    tracing::debug!(peer = %addr, "gRPC peer did not answer a keep-alive PING; connection dropped");
+                    tracing::warn!(peer = %addr, "gRPC peer did not answer a keep-alive PING; connection dropped");
                 }
             }
             // The driver is gone: the next call reconnects.
