@@ -60,15 +60,28 @@ impl RedisServer {
         self.wait_socket()
     }
 
+    /// Waits until redis-server answers PING on its socket. The socket file alone is not
+    /// enough: it exists from `bind`, and a connect before `listen` (or while the AOF
+    /// loads) is refused.
     fn wait_socket(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.socket.exists() {
+        while !self.answers_ping() {
             if Instant::now() > deadline {
-                anyhow::bail!("redis-server did not create its socket");
+                anyhow::bail!("redis-server did not answer PING on its socket");
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         Ok(())
+    }
+
+    fn answers_ping(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut c) = std::os::unix::net::UnixStream::connect(&self.socket) else {
+            return false;
+        };
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut buf = [0u8; 7];
+        c.write_all(b"PING\r\n").is_ok() && c.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
     }
 
     fn spawn(dir: &Path, socket: &Path) -> anyhow::Result<Child> {
