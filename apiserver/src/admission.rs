@@ -44,6 +44,9 @@ pub struct Attributes<'a> {
     pub old: Option<&'a Value>,
     /// The write is a dry run (`dryRun=All`): plugins must not have side effects.
     pub dry_run: bool,
+    /// `Warning` headers plugins add (upstream's `warning.AddWarning` on the request's
+    /// context); the handler sends them with the answer.
+    pub warnings: Vec<String>,
 }
 
 /// One admission plugin.
@@ -52,11 +55,12 @@ pub trait Admission: Send + Sync {
     fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>>;
 }
 
-/// Plugins in order; the first refusal ends the request.
+/// Plugins in order; the first refusal ends the request. Plugins may borrow what the
+/// request borrows (`'a`).
 #[derive(Default)]
-pub struct Chain(pub Vec<Box<dyn Admission>>);
+pub struct Chain<'a>(pub Vec<Box<dyn Admission + 'a>>);
 
-impl Chain {
+impl Chain<'_> {
     /// A chain of no plugins (admits everything).
     pub fn none() -> Self {
         Chain(Vec::new())

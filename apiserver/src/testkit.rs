@@ -148,12 +148,8 @@ impl Store for MemStore {
         Ok(obj)
     }
 
-    async fn update(
-        &self,
-        mut obj: Value,
-        expected_rv: u64,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    async fn update(&self, mut obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+        let expected_rv = stored_rv(old);
         if self.lose() {
             let (_, name) = key_of(&obj);
             self.touch(&key_of(&obj).0, &name);

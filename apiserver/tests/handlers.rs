@@ -709,3 +709,133 @@ async fn unknown_fields_of_a_patched_object_follow_field_validation() {
     assert_eq!(w.object["spec"]["size"], 4);
     assert!(w.warnings.is_empty());
 }
+
+#[tokio::test]
+async fn update_from_reapplies_to_each_read_and_checks_its_precondition_each_time() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let s = store();
+    create(&s, widget("a", 3)).await.unwrap();
+    // Two lost swaps: the transformation runs on three reads and the last one is stored.
+    *s.lose_next_writes.lock().unwrap() = 2;
+    let calls = AtomicUsize::new(0);
+    let w = handlers::update_from(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "scale",
+        "team",
+        "a",
+        false,
+        |old| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let mut new = old.clone();
+            new["spec"]["size"] = json!(old["spec"]["size"].as_i64().unwrap() * 2);
+            Ok(new)
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(w.object["spec"]["size"], 6);
+    assert_eq!(s.get("team", "a").await.unwrap()["spec"]["size"], 6);
+    // A precondition on the resourceVersion first read (a Scale's) fails once a race moved
+    // the object on: it is checked against every read.
+    let first = rv(&w.object).to_string();
+    *s.lose_next_writes.lock().unwrap() = 1;
+    let e = handlers::update_from(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "scale",
+        "team",
+        "a",
+        false,
+        |old| {
+            if rv(old) != first {
+                return Err(ApiError::stale(
+                    &GroupResource::new("example.com", "widgets"),
+                    "a",
+                ));
+            }
+            let mut new = old.clone();
+            new["spec"]["size"] = json!(1);
+            Ok(new)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 409);
+    assert_eq!(s.get("team", "a").await.unwrap()["spec"]["size"], 6);
+    // The strategy's validation still applies to what the transformation made.
+    let e = handlers::update_from(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "scale",
+        "team",
+        "a",
+        false,
+        |old| {
+            let mut new = old.clone();
+            new["spec"]["size"] = json!(-1);
+            Ok(new)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, 422);
+}
+
+/// An admission plugin that defaults a label and warns about it (as the schema admission of
+/// custom resources prunes, defaults and reports unknown fields).
+struct DefaultTier;
+
+impl crdplane_apiserver::admission::Admission for DefaultTier {
+    fn admit<'a>(
+        &'a self,
+        a: &'a mut crdplane_apiserver::admission::Attributes<'_>,
+    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if let Some(obj) = a.object.as_deref_mut()
+                && obj.pointer("/metadata/labels/tier").is_none()
+            {
+                obj["metadata"]["labels"] = json!({"tier": "default"});
+                a.warnings.push("tier defaulted".into());
+            }
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn admission_plugins_mutate_the_object_and_add_warnings() {
+    let s = store();
+    let chain = Chain(vec![Box::new(DefaultTier)]);
+    let w = handlers::create(&s, &widgets(), &chain, "team", widget("a", 1), false)
+        .await
+        .unwrap();
+    assert_eq!(w.object["metadata"]["labels"]["tier"], "default");
+    assert_eq!(w.warnings, vec!["tier defaulted".to_string()]);
+    // On a patch the plugin's warnings come with the answer as well, once, even when the
+    // write is retried after lost races.
+    *s.lose_next_writes.lock().unwrap() = 2;
+    let w = handlers::patch(
+        &s,
+        &widgets(),
+        &chain,
+        "",
+        "team",
+        "a",
+        &handlers::PatchRequest {
+            mime: "application/merge-patch+json",
+            body: br#"{"metadata":{"labels":null},"spec":{"size":2}}"#,
+            dry_run: false,
+            field_validation: FieldValidation::Warn,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.object["metadata"]["labels"]["tier"], "default");
+    assert_eq!(w.object["spec"]["size"], 2);
+    assert_eq!(w.warnings, vec!["tier defaulted".to_string()]);
+}

@@ -13,6 +13,7 @@
 
 use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::lifecycle::NamespaceExists;
 use crate::request::{
     decode_body, field_validation, include_object, record_patch_findings, request_delete_options,
     strict_decoding_error, write_dry_run,
@@ -21,7 +22,7 @@ use crate::respond::{table_api_version, with_warnings};
 use crate::stores::builtin::{BuiltinStrategy, BuiltinType, protobuf, type_of};
 use crate::stores::storage::StorageStore;
 use crate::table::{ListMeta, RenderOptions};
-use crdplane_apiserver::admission::{Admission, Attributes, Chain, Operation};
+use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
 use crdplane_core::builtin::BuiltinResource;
@@ -29,7 +30,6 @@ use crdplane_core::options::FieldValidation;
 use crdplane_core::selector::FieldSelector;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
-use futures::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -53,8 +53,8 @@ pub async fn serve(
     let strategy = BuiltinStrategy::new(ty);
     let store = BuiltinStore::new(ctx, &i.tenant, ty);
     let lifecycle = NamespaceExists {
-        ctx: ctx.clone(),
-        tenant: i.tenant.clone(),
+        ctx,
+        tenant: &i.tenant,
     };
     let admission = Chain(vec![Box::new(lifecycle)]);
     match i.verb.as_str() {
@@ -383,32 +383,6 @@ pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> pb::ResourceRef {
     }
 }
 
-/// NamespaceLifecycle for the built-in types over the gateway's namespace cache
-/// (`crate::lifecycle::require_namespace_for`): a create needs an existing namespace that
-/// is not Terminating.
-struct NamespaceExists {
-    ctx: Arc<Ctx>,
-    tenant: String,
-}
-
-impl Admission for NamespaceExists {
-    fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
-        Box::pin(async move {
-            if a.operation != Operation::Create || a.namespace.is_empty() {
-                return Ok(());
-            }
-            crate::lifecycle::require_namespace_for(
-                &self.ctx,
-                &self.tenant,
-                a.namespace,
-                a.resource,
-                a.name,
-            )
-            .await
-        })
-    }
-}
-
 /// The storage service as the `Store` of one built-in resource: objects converted between
 /// the served version and the stored one, expiring writes for the types that expire.
 pub struct BuiltinStore<'a> {
@@ -462,10 +436,10 @@ impl Store for BuiltinStore<'_> {
             .map_err(|e| rename_conflict(e, self.ty))?;
         Ok(self.ty.served_form(v))
     }
-    async fn update(&self, obj: Value, expected_rv: u64, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
         let v = self
             .inner
-            .update(self.ty.stored_form(obj), expected_rv, dry_run)
+            .update(self.ty.stored_form(obj), old, dry_run)
             .await
             .map_err(|e| rename_conflict(e, self.ty))?;
         Ok(self.ty.served_form(v))

@@ -1,24 +1,20 @@
-//! Custom resources between their handlers and the services: storage keys, admission of a
-//! write through the validation service (prune, default, schema, scale paths), read-path
-//! defaulting and version conversion of stored objects, and the one write of an existing
-//! object that update, patch, `/status` and `/scale` share ([`store_existing`]).
+//! Custom resources and the services: storage keys, admission of a write through the
+//! validation service (prune, default, schema, scale paths), read-path defaulting and
+//! version conversion of stored objects.
 //!
-//! Where it sits: below the custom-resource handlers (`crs`, the scale handler in it) and
-//! the watch handler (`watch` takes [`watch_normalizer`] and [`resource_ref`]), above the
-//! context ([`crate::context`]), the pure strategy ([`crate::strategy`]) and the Scale
-//! mapping ([`crate::scale`]). Follows apiextensions-apiserver
-//! pkg/registry/customresource (etcd.go, strategy.go, validator.go) and k8s.io/apiserver
-//! pkg/registry/generic/registry/store.go (Update, `deleteWithoutFinalizers`).
+//! Where it sits: below the custom-resource store and schema admission of the generic
+//! machinery ([`crate::stores::crs`]), the read handlers (`crs`) and the watch handler
+//! (`watch` takes [`watch_normalizer`] and [`resource_ref`]); above the context
+//! ([`crate::context`]) and the Scale mapping ([`crate::scale`]). Follows
+//! apiextensions-apiserver pkg/registry/customresource (etcd.go, validator.go) and
+//! pkg/apiserver/customresource_handler.go (read defaulting, `crConverter`).
 
 use crate::context::{Channel, Ctx, Req};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::request::{
     FieldValidation, body_findings, field_validation, parse_object, strict_decoding_error,
-    write_dry_run,
 };
-use crate::strategy;
 use bytes::Bytes;
-use crdplane_apiserver::rest::delete::{no_new_finalizers, should_delete_during_update};
 use crdplane_core::field::{FieldError, FieldErrorType};
 use crdplane_core::{ApiError, rvslot};
 use crdplane_proto::GrpcStatusExt;
@@ -129,11 +125,11 @@ pub async fn admit(
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    // Checks the validation service does not know about, in upstream's order: ObjectMeta
-    // update rules first (no new finalizers while deleting), then the schema's errors, then
-    // the scale subresource's paths (validator.go ValidateScaleSpec/ValidateScaleStatus).
-    let mut errs: Vec<FieldError> = old.map(|o| no_new_finalizers(obj, o)).unwrap_or_default();
-    errs.extend(resp.errors.iter().map(field_error_from_proto));
+    // The schema's errors, then the scale subresource's paths (validator.go
+    // ValidateScaleSpec/ValidateScaleStatus), which the validation service does not know
+    // about. The ObjectMeta update rules (no new finalizers while deleting) ran before, in
+    // the generic update handler.
+    let mut errs: Vec<FieldError> = resp.errors.iter().map(field_error_from_proto).collect();
     let type_meta_failed = resp
         .errors
         .iter()
@@ -300,126 +296,4 @@ pub fn storage_write(crd: &CrdInfo, obj: Value) -> Result<pb::ObjectWrite, ApiEr
         head: head.into(),
         tail: tail.into(),
     })
-}
-
-/// One write of an existing object (update, patch, status, scale): strategy, admission,
-/// then a compare-and-swap on `old_rv`; returns the object as the request's version shows
-/// it. An update that leaves no finalizers on an object being deleted deletes it instead
-/// (store.go Update → `deleteWithoutFinalizers`): the response is the updated object,
-/// watchers see DELETED.
-pub async fn store_existing(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-    mut obj: Value,
-    old: &Value,
-    old_rv: u64,
-) -> Result<(Bytes, Vec<String>), ApiError> {
-    let i = &req.info;
-    let dry = write_dry_run(req)?;
-    let sub = i.subresource.as_str();
-    if sub == "status" {
-        // Only .status changes through /status (status_strategy.go PrepareForUpdate).
-        let status = obj.get("status").cloned();
-        let mut base = old.clone();
-        if let Some(m) = base.as_object_mut() {
-            match status {
-                Some(s) => m.insert("status".into(), s),
-                None => m.remove("status"),
-            };
-            if let Some(rv) = obj.pointer("/metadata/resourceVersion").cloned()
-                && let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut)
-            {
-                meta.insert("resourceVersion".into(), rv);
-            }
-        }
-        obj = base;
-    } else {
-        strategy::prepare_for_update(&mut obj, old, ver.has_status)?;
-    }
-    // /scale writes are validated by the main resource's strategy.
-    let admit_sub = if sub == "status" { "status" } else { "" };
-    let (obj, warnings) = admit(
-        ctx,
-        req,
-        crd,
-        ver,
-        pb::admit_request::Operation::Update,
-        &obj,
-        Some(old),
-        admit_sub,
-    )
-    .await?;
-    if should_delete_during_update(&obj, old) {
-        if !dry {
-            crate::gc::record(&ctx.storage, &i.tenant, &crd.group, &crd.plural, old).await?;
-        }
-        ctx.storage
-            .clone()
-            .delete(pb::DeleteRequest {
-                key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
-                expected_resource_version: old_rv,
-                dry_run: dry,
-            })
-            .await
-            .map_err(|s| match ApiError::from_grpc(&s) {
-                // Changed since it was read: the update's optimistic-lock conflict.
-                e if e.reason == crdplane_core::Reason::Conflict => {
-                    ApiError::stale(&crd.gr(), &i.name)
-                }
-                e => e,
-            })?;
-        return Ok((serde_json::to_vec(&obj).expect("json").into(), warnings));
-    }
-    if strategy::unchanged(&obj, old) {
-        // etcd3 store.go GuaranteedUpdate: new bytes equal to the stored ones are not
-        // written; the stored object is returned, its resourceVersion unchanged, no event.
-        return Ok((serde_json::to_vec(old).expect("json").into(), warnings));
-    }
-    let s = ctx
-        .storage
-        .clone()
-        .update(pb::UpdateRequest {
-            key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
-            object: Some(storage_write(crd, obj)?),
-            expected_resource_version: old_rv,
-            dry_run: dry,
-            ttl_seconds: 0,
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    if !dry {
-        crate::gc::verify_added_refs(&ctx.storage, &i.tenant, &s.json, Some(old)).await;
-    }
-    let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
-        .await?
-        .pop()
-        .unwrap_or_default();
-    Ok((json, warnings))
-}
-
-/// The current object (as the request's version shows it) and its resourceVersion.
-pub async fn current(
-    ctx: &Ctx,
-    req: &Req,
-    crd: &CrdInfo,
-    ver: &VersionInfo,
-) -> Result<(Value, u64), ApiError> {
-    let i = &req.info;
-    let s = ctx
-        .storage
-        .clone()
-        .get(pb::GetRequest {
-            key: Some(key(crd, &i.tenant, &i.namespace, &i.name)),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    let b = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
-        .await?
-        .pop()
-        .unwrap_or_default();
-    Ok((parse_object(&b)?, s.resource_version))
 }

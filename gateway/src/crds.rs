@@ -16,7 +16,6 @@
 use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::request::{decode_body, request_delete_options, strict_warnings, write_dry_run};
-use crate::respond::with_warnings;
 use crate::stores::crds::{CrdStore, CrdStrategy};
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
@@ -78,13 +77,7 @@ fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>
 /// A write's answer: its code and the object (or Status) as JSON, with the request's
 /// warnings and the handler's.
 fn written(w: Written, extra: &[String]) -> Result<Response<Body>, ApiError> {
-    let mut warnings = extra.to_vec();
-    warnings.extend(w.warnings);
-    let code = StatusCode::from_u16(w.code).unwrap_or(StatusCode::OK);
-    Ok(with_warnings(
-        json_response(code, serde_json::to_vec(&w.object).expect("json")),
-        &warnings,
-    ))
+    Ok(crate::respond::written(w, extra))
 }
 
 /// CRDs select by `metadata.name` only.

@@ -12,10 +12,11 @@
 
 use crate::context::Ctx;
 use crate::stores::namespaces::{Endpoint, NamespaceStrategy, storage_key};
-use crdplane_apiserver::admission::Chain;
+use crdplane_apiserver::admission::{Admission, Attributes, Chain, Operation};
 use crdplane_apiserver::handlers;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 fn gr() -> GroupResource {
@@ -124,4 +125,25 @@ pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
         .expect("lock")
         .insert(tenant.to_string());
     Ok(())
+}
+
+/// The NamespaceLifecycle admission plugin over [`require_namespace_for`]: a create in a
+/// namespace that does not exist is 404, in a Terminating one the 403 naming the object.
+/// Other operations and cluster-scoped objects pass.
+pub struct NamespaceExists<'a> {
+    /// The gateway's context (namespace cache, storage client).
+    pub ctx: &'a Ctx,
+    /// The tenant whose namespace it is.
+    pub tenant: &'a str,
+}
+
+impl Admission for NamespaceExists<'_> {
+    fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if a.operation != Operation::Create || a.namespace.is_empty() {
+                return Ok(());
+            }
+            require_namespace_for(self.ctx, self.tenant, a.namespace, a.resource, a.name).await
+        })
+    }
 }

@@ -349,3 +349,36 @@ pub fn patch_builtin(
     let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
     crdplane_apiserver::patch::apply_builtin(&mime, &req.body, old, fields)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delete_options_from_the_query() {
+        let q = crate::http::Query::parse(Some(
+            "propagationPolicy=Foreground&gracePeriodSeconds=3&orphanDependents=False&dryRun=All",
+        ));
+        let o = parse_delete_options_query(&q).unwrap();
+        assert_eq!(
+            (
+                o.propagation_policy.as_deref(),
+                o.grace_period_seconds,
+                o.orphan_dependents
+            ),
+            (Some("Foreground"), Some(3), Some(false))
+        );
+        assert!(o.is_dry_run());
+        // Not strconv.ParseBool: only 0/false are false (runtime/conversion.go).
+        let q = crate::http::Query::parse(Some("orphanDependents=f"));
+        assert_eq!(
+            parse_delete_options_query(&q).unwrap().orphan_dependents,
+            Some(true)
+        );
+        let q = crate::http::Query::parse(Some("gracePeriodSeconds=soon"));
+        assert_eq!(
+            parse_delete_options_query(&q).unwrap_err().message,
+            "strconv.ParseInt: parsing \"soon\": invalid syntax"
+        );
+    }
+}

@@ -23,6 +23,18 @@ pub fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {
     }
 }
 
+/// The JSON answer of a generic write handler, with `extra` warnings (the request's own)
+/// before the handler's.
+pub fn written(w: crdplane_apiserver::handlers::Written, extra: &[String]) -> Response<Body> {
+    let mut warnings = extra.to_vec();
+    warnings.extend(w.warnings);
+    let code = StatusCode::from_u16(w.code).unwrap_or(StatusCode::OK);
+    with_warnings(
+        json_response(code, serde_json::to_vec(&w.object).expect("json")),
+        &warnings,
+    )
+}
+
 /// `r` with the warnings added as `Warning` headers (see [`add_warnings`]).
 pub fn with_warnings(mut r: Response<Body>, w: &[String]) -> Response<Body> {
     add_warnings(&mut r, w);

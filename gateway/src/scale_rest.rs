@@ -2,26 +2,28 @@
 //! of an object, PUT and merge/JSON PATCH of `spec.replicas` back into it.
 //!
 //! Request path: the custom-resource handler (`crs`) routes `…/<plural>/<name>/scale` here
-//! when the served version declares `subresources.scale`. A write reads the object, copies
-//! the Scale's `spec.replicas` into the object at `specReplicasPath` ([`crate::scale`]),
-//! carries the Scale's `metadata.resourceVersion` (if any) as the optimistic-concurrency
-//! precondition, and stores the object through the main resource's update path
-//! ([`crate::cr_store::store_existing`]: strategy, admission with the schema,
-//! compare-and-swap in storage). The response is the Scale of the stored object.
+//! when the served version declares `subresources.scale`. A write is the generic
+//! `update_from` handler over the main resource's store, strategy and admission
+//! (`crs::machinery`): each read of the object gets the Scale's `spec.replicas` at
+//! `specReplicasPath` ([`crate::scale`]), with the Scale's `metadata.resourceVersion` (if
+//! any) as the optimistic-concurrency precondition, and is written as an update of the
+//! main resource (schema admission, compare-and-swap in storage). The response is the Scale
+//! of the stored object.
 //!
 //! Follows apiextensions-apiserver pkg/registry/customresource/etcd.go (`ScaleREST`: Get,
 //! Update, `scaleUpdatedObjectInfo`).
 
 use crate::context::{Ctx, Req};
-use crate::cr_store::{current, store_existing};
 use crate::crd::{CrdInfo, VersionInfo};
+use crate::crs::machinery;
 use crate::http::{Body, json_response};
-use crate::request::{PATCH_TYPES, apply_patch, decode_body, parse_object, write_dry_run};
+use crate::request::{PATCH_TYPES, apply_patch, decode_body, write_dry_run};
 use crate::respond::add_warnings;
-use crate::retry::{Failure, guaranteed_update, write_failed};
 use crate::scale::{
     INVALID_SPEC_REPLICAS, ScalePaths, ScaleWrite, apply_scale, decode_scale, scale_from_object,
 };
+use crdplane_apiserver::handlers;
+use crdplane_apiserver::rest::stored_rv;
 use crdplane_core::field::go_quote;
 use crdplane_core::{ApiError, Reason};
 use http::{Response, StatusCode};
@@ -61,7 +63,8 @@ async fn get(
     ver: &VersionInfo,
     paths: &ScalePaths,
 ) -> Result<Response<Body>, ApiError> {
-    let (obj, _) = current(ctx, req, crd, ver).await?;
+    let (store, _, _) = machinery(ctx, req, crd, ver);
+    let obj = handlers::get(&store, &req.info.namespace, &req.info.name).await?;
     let (scale, found) = scale_from_object(&obj, paths).map_err(accessor_error)?;
     if !found {
         return Err(ApiError::internal(format!(
@@ -89,40 +92,48 @@ fn check_identity(w: &ScaleWrite, req: &Req) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Writes `w` into the current object and stores it, re-reading and re-applying after a
-/// lost race (etcd3 store.go `GuaranteedUpdate`); a resourceVersion in the Scale is a
-/// precondition checked against every read (etcd.go `scaleUpdatedObjectInfo`).
+/// Writes the Scale `scale_of` makes of each read of the object into it and stores it as an
+/// update of the main resource (etcd.go `scaleUpdatedObjectInfo`); a resourceVersion in the
+/// Scale is a precondition checked against every read.
 async fn write(
     ctx: &Ctx,
     req: &Req,
     crd: &CrdInfo,
     ver: &VersionInfo,
     paths: &ScalePaths,
-    scale_of: impl Fn(&Value) -> Result<ScaleWrite, ApiError>,
+    scale_of: impl Fn(&Value) -> Result<ScaleWrite, ApiError> + Sync,
 ) -> Result<Response<Body>, ApiError> {
-    let scale_of = &scale_of;
-    let (stored, warnings) = guaranteed_update(|| async move {
-        let (old, old_rv) = current(ctx, req, crd, ver).await?;
-        let w = scale_of(&old)?;
+    let i = &req.info;
+    let dry = write_dry_run(req)?;
+    let (store, strategy, admission) = machinery(ctx, req, crd, ver);
+    let gr = crd.gr();
+    let to_write = |old: &Value| {
+        let w = scale_of(old)?;
         check_identity(&w, req)?;
         if !w.resource_version.is_empty() {
             let rv: u64 = w.resource_version.parse().map_err(|_| {
                 ApiError::bad_request(format!("invalid resourceVersion {:?}", w.resource_version))
             })?;
-            if rv != old_rv {
-                return Err(Failure::Final(ApiError::stale(&crd.gr(), &req.info.name)));
+            if rv != stored_rv(old) {
+                return Err(ApiError::stale(&gr, &i.name));
             }
         }
-        let obj = apply_scale(&old, paths, &w)?;
-        store_existing(ctx, req, crd, ver, obj, &old, old_rv)
-            .await
-            .map_err(write_failed)
-    })
+        apply_scale(old, paths, &w)
+    };
+    let written = handlers::update_from(
+        &store,
+        &strategy,
+        &admission,
+        "scale",
+        &i.namespace,
+        &i.name,
+        dry,
+        to_write,
+    )
     .await?;
-    let stored = parse_object(&stored)?;
-    let (scale, _) = scale_from_object(&stored, paths).map_err(ApiError::bad_request)?;
+    let (scale, _) = scale_from_object(&written.object, paths).map_err(ApiError::bad_request)?;
     let mut r = json_response(StatusCode::OK, scale.to_json());
-    add_warnings(&mut r, &warnings);
+    add_warnings(&mut r, &written.warnings);
     Ok(r)
 }
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 pub async fn create<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
-    admission: &Chain,
+    admission: &Chain<'_>,
     namespace: &str,
     mut obj: Value,
     dry_run: bool,
@@ -36,19 +36,20 @@ pub async fn create<S: Store, T: Strategy>(
         ));
     }
     invalid(strategy, &name, &strategy.validate(&obj))?;
-    let warnings = strategy.warnings_on_create(&obj);
-    admission
-        .admit(&mut Attributes {
-            operation: Operation::Create,
-            resource: strategy.group_resource(),
-            subresource: "",
-            namespace,
-            name: &name,
-            object: Some(&mut obj),
-            old: None,
-            dry_run,
-        })
-        .await?;
+    let mut warnings = strategy.warnings_on_create(&obj);
+    let mut a = Attributes {
+        operation: Operation::Create,
+        resource: strategy.group_resource(),
+        subresource: "",
+        namespace,
+        name: &name,
+        object: Some(&mut obj),
+        old: None,
+        dry_run,
+        warnings: Vec::new(),
+    };
+    admission.admit(&mut a).await?;
+    warnings.append(&mut a.warnings);
     if rv_set && !dry_run {
         return Err(ApiError::new(
             Reason::Unknown,

@@ -17,9 +17,9 @@ mod get;
 mod update;
 
 pub use create::create;
-pub use delete::{DELETE_COLLECTION_PAGE, delete, delete_collection};
+pub use delete::{DELETE_COLLECTION_PAGE, DELETE_COLLECTION_WORKERS, delete, delete_collection};
 pub use get::{get, list};
-pub use update::{PatchRequest, check_identity, patch, rv_required, update};
+pub use update::{PatchRequest, check_identity, patch, rv_required, update, update_from};
 
 use crdplane_core::ApiError;
 use serde_json::Value;

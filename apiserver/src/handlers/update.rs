@@ -75,7 +75,7 @@ pub fn check_identity(
 pub async fn update<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
-    admission: &Chain,
+    admission: &Chain<'_>,
     subresource: &str,
     namespace: &str,
     name: &str,
@@ -149,7 +149,7 @@ pub struct PatchRequest<'a> {
 pub async fn patch<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
-    admission: &Chain,
+    admission: &Chain<'_>,
     subresource: &str,
     namespace: &str,
     name: &str,
@@ -195,6 +195,46 @@ pub async fn patch<S: Store, T: Strategy>(
     .await
 }
 
+/// An update computed from the stored object (upstream's `rest.UpdatedObjectInfo`, as the
+/// `/scale` subresource uses it): `to_write` turns each fresh read into the object to write,
+/// which then takes the same write as an update. It runs again after a lost race, so a
+/// precondition it checks (a resourceVersion) is checked against every read.
+#[allow(clippy::too_many_arguments)]
+pub async fn update_from<S, T, F>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain<'_>,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    dry_run: bool,
+    to_write: F,
+) -> Result<Written, ApiError>
+where
+    S: Store,
+    T: Strategy,
+    F: Fn(&Value) -> Result<Value, ApiError> + Sync,
+{
+    let to_write = &to_write;
+    guaranteed_update(|| async move {
+        let old = store.get(namespace, name).await?;
+        let obj = to_write(&old)?;
+        write_existing(
+            store,
+            strategy,
+            admission,
+            subresource,
+            namespace,
+            name,
+            obj,
+            &old,
+            dry_run,
+        )
+        .await
+    })
+    .await
+}
+
 /// The unknown fields of a patched object under `fieldValidation`: the warnings to send
 /// (`Warn`), nothing (`Ignore`), or the final 400 (`Strict`).
 fn unknown_field_findings<T: Strategy>(
@@ -224,7 +264,7 @@ fn unknown_field_findings<T: Strategy>(
 async fn write_existing<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
-    admission: &Chain,
+    admission: &Chain<'_>,
     subresource: &str,
     namespace: &str,
     name: &str,
@@ -237,19 +277,20 @@ async fn write_existing<S: Store, T: Strategy>(
     let mut errs = strategy.validate_update(&obj, old);
     errs.extend(no_new_finalizers(&obj, old));
     invalid(strategy, name, &errs)?;
-    let warnings = strategy.warnings_on_update(&obj, old);
-    admission
-        .admit(&mut Attributes {
-            operation: Operation::Update,
-            resource: strategy.group_resource(),
-            subresource,
-            namespace,
-            name,
-            object: Some(&mut obj),
-            old: Some(old),
-            dry_run,
-        })
-        .await?;
+    let mut warnings = strategy.warnings_on_update(&obj, old);
+    let mut a = Attributes {
+        operation: Operation::Update,
+        resource: strategy.group_resource(),
+        subresource,
+        namespace,
+        name,
+        object: Some(&mut obj),
+        old: Some(old),
+        dry_run,
+        warnings: Vec::new(),
+    };
+    admission.admit(&mut a).await?;
+    warnings.append(&mut a.warnings);
     if strategy.should_delete_during_update(&obj, old) {
         // store.go `deleteWithoutFinalizers`: the answer is the object as it was stored.
         store.before_delete(&obj, dry_run).await?;
@@ -278,7 +319,7 @@ async fn write_existing<S: Store, T: Strategy>(
         });
     }
     let object = store
-        .update(obj, old_rv, dry_run)
+        .update(obj, old, dry_run)
         .await
         .map_err(write_failed)?;
     Ok(Written {

@@ -305,3 +305,177 @@ pub fn no_new_finalizers(new: &Value, old: &Value) -> Vec<FieldError> {
         ),
     )]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crdplane_core::ApiError;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn gc_finalizers_follow_the_options() {
+        assert_eq!(gc_finalizers(&[], None, None), (false, vec![]));
+        assert_eq!(
+            gc_finalizers(&[], None, Some("Background")),
+            (false, vec![])
+        );
+        assert_eq!(
+            gc_finalizers(&s(&["a"]), None, Some("Orphan")),
+            (true, s(&["a", "orphan"]))
+        );
+        assert_eq!(
+            gc_finalizers(&s(&["a"]), None, Some("Foreground")),
+            (true, s(&["a", "foregroundDeletion"]))
+        );
+        assert_eq!(gc_finalizers(&[], Some(true), None), (true, s(&["orphan"])));
+        assert_eq!(gc_finalizers(&[], Some(false), None), (false, vec![]));
+        // Background removes GC finalizers; no options keep what is there.
+        assert_eq!(
+            gc_finalizers(&s(&["orphan", "x"]), None, Some("Background")),
+            (true, s(&["x"]))
+        );
+        assert_eq!(
+            gc_finalizers(&s(&["orphan"]), None, None),
+            (false, s(&["orphan"]))
+        );
+        // Switching policy swaps the GC finalizer.
+        assert_eq!(
+            gc_finalizers(&s(&["orphan"]), None, Some("Foreground")),
+            (true, s(&["foregroundDeletion"]))
+        );
+    }
+
+    fn obj(finalizers: &[&str]) -> Value {
+        json!({"apiVersion":"g/v1","kind":"K","metadata":{"name":"x","uid":"u","generation":2,
+            "resourceVersion":"5","finalizers":finalizers},"spec":{}})
+    }
+
+    #[test]
+    fn deletion_plans() {
+        let now = "2026-01-01T00:00:00Z";
+        assert_eq!(
+            plan_deletion(&obj(&[]), None, None, now),
+            DeletionPlan::Delete
+        );
+        let DeletionPlan::Update(m) = plan_deletion(&obj(&["x.io/f"]), None, None, now) else {
+            panic!("expected an update");
+        };
+        assert_eq!(m["metadata"]["deletionTimestamp"], now);
+        assert_eq!(m["metadata"]["deletionGracePeriodSeconds"], 0);
+        assert_eq!(m["metadata"]["generation"], 3);
+        // A second DELETE changes nothing (an earlier timestamp stays, no generation bump).
+        assert_eq!(
+            plan_deletion(&m, None, None, "2026-01-02T00:00:00Z"),
+            DeletionPlan::Unchanged
+        );
+        // Orphan adds its finalizer to an object without any, and keeps it.
+        let DeletionPlan::Update(o) = plan_deletion(&obj(&[]), None, Some("Orphan"), now) else {
+            panic!("expected an update");
+        };
+        assert_eq!(o["metadata"]["finalizers"], json!(["orphan"]));
+        assert!(o["metadata"]["deletionTimestamp"].is_string());
+        // Background on an object whose only finalizer is a GC one: deleted at once.
+        assert_eq!(
+            plan_deletion(&obj(&["orphan"]), None, Some("Background"), now),
+            DeletionPlan::Delete
+        );
+    }
+
+    #[test]
+    fn finalizer_rules_while_deleting() {
+        let mut old = obj(&["a"]);
+        assert!(
+            no_new_finalizers(&obj(&["a", "b"]), &old).is_empty(),
+            "not deleting"
+        );
+        old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        old["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        let errs = no_new_finalizers(&obj(&["a", "z", "b"]), &old);
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"b\", \"z\"}"
+        );
+        assert!(no_new_finalizers(&obj(&[]), &old).is_empty());
+        assert!(should_delete_during_update(&obj(&[]), &old));
+        assert!(!should_delete_during_update(&obj(&["a"]), &old));
+        assert!(!should_delete_during_update(&obj(&[]), &obj(&["a"])));
+    }
+
+    #[test]
+    fn delete_options_parse_and_validate() {
+        let o = parse_delete_options_body(&json!({"kind":"DeleteOptions","apiVersion":"v1",
+            "preconditions":{"uid":"u","resourceVersion":"5"},"propagationPolicy":"Orphan",
+            "gracePeriodSeconds":0,"dryRun":["All"]}))
+        .unwrap();
+        assert_eq!(o.precondition_uid.as_deref(), Some("u"));
+        assert_eq!(o.precondition_rv.as_deref(), Some("5"));
+        assert!(o.is_dry_run());
+        assert!(validate_delete_options(&o).is_empty());
+        assert_eq!(
+            parse_delete_options_body(&json!({"gracePeriodSeconds":"x"}))
+                .unwrap_err()
+                .message,
+            "json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of type int64"
+        );
+        let bad = DeleteOptions {
+            propagation_policy: Some("Bad".into()),
+            dry_run: s(&["x"]),
+            ..Default::default()
+        };
+        let e = ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &validate_delete_options(&bad),
+        );
+        assert_eq!(
+            e.message,
+            r#"DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Unsupported value: "Bad": supported values: "Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: []string{"x"}: supported values: "All"]"#
+        );
+        let both = DeleteOptions {
+            propagation_policy: Some("Orphan".into()),
+            orphan_dependents: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(
+            validate_delete_options(&both)[0].to_string(),
+            r#"propagationPolicy: Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#
+        );
+    }
+
+    #[test]
+    fn delete_preconditions_name_the_kind() {
+        let o = DeleteOptions {
+            precondition_uid: Some("other".into()),
+            ..Default::default()
+        };
+        let e =
+            check_delete_preconditions(&obj(&[]), &o, "CronTab", "stable.example.com").unwrap_err();
+        assert_eq!(e.code, 409);
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on CronTab.stable.example.com \"x\": the UID in the precondition (other) does not match the UID in record (u). The object might have been deleted and then recreated"
+        );
+        let o = DeleteOptions {
+            precondition_rv: Some("4".into()),
+            ..Default::default()
+        };
+        assert!(
+            check_delete_preconditions(&obj(&[]), &o, "CronTab", "stable.example.com")
+                .unwrap_err()
+                .message
+                .ends_with("the ResourceVersion in the precondition (4) does not match the ResourceVersion in record (5). The object might have been modified")
+        );
+        let ok = DeleteOptions {
+            precondition_uid: Some("u".into()),
+            precondition_rv: Some("5".into()),
+            ..Default::default()
+        };
+        assert!(
+            check_delete_preconditions(&obj(&[]), &ok, "CronTab", "stable.example.com").is_ok()
+        );
+    }
+}

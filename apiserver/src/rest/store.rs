@@ -68,12 +68,14 @@ pub trait Store: Send + Sync {
         dry_run: bool,
     ) -> impl Future<Output = Result<Value, ApiError>> + Send;
 
-    /// Replaces the object iff its stored resourceVersion is still `expected_rv` (else a
-    /// Conflict); returns it as stored.
+    /// Replaces `old`, the stored state the write was prepared from, iff the stored
+    /// resourceVersion is still `old`'s ([`stored_rv`], else a Conflict); returns the object
+    /// as stored. `old` also lets a store compare the two states (the gateway records the
+    /// owner references an update adds for the garbage collector).
     fn update(
         &self,
         obj: Value,
-        expected_rv: u64,
+        old: &Value,
         dry_run: bool,
     ) -> impl Future<Output = Result<Value, ApiError>> + Send;
 

@@ -168,13 +168,9 @@ impl Store for CrdStore<'_> {
     }
 
     /// The registry compares the body's resourceVersion with the stored one (a stale one is
-    /// a Conflict): that is the compare-and-swap on `expected_rv`.
-    async fn update(
-        &self,
-        mut obj: Value,
-        expected_rv: u64,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    /// a Conflict): that is the compare-and-swap on `old`'s resourceVersion.
+    async fn update(&self, mut obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+        let expected_rv = crdplane_apiserver::rest::stored_rv(old);
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), json!(expected_rv.to_string()));
         }

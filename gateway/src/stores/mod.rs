@@ -5,5 +5,6 @@
 
 pub mod builtin;
 pub mod crds;
+pub mod crs;
 pub mod namespaces;
 pub mod storage;

@@ -116,7 +116,8 @@ impl Store for StorageStore<'_> {
         parse(&s.json)
     }
 
-    async fn update(&self, obj: Value, expected_rv: u64, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+        let expected_rv = crdplane_apiserver::rest::stored_rv(old);
         let w = self
             .storage
             .clone()
