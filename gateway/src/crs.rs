@@ -1,14 +1,16 @@
 //! Custom-resource endpoints: get, list, create, update, patch, delete, deletecollection, the
-//! status subresource (the scale subresource's endpoint is [`crate::scale_rest`]), for every served
-//! version of an Established CRD. Deletion honours DeleteOptions (preconditions,
-//! propagationPolicy/orphanDependents → GC finalizers, dryRun) and finalizers (store.go:
-//! objects with finalizers are marked with a deletionTimestamp and kept until an update
-//! removes the last one).
+//! status subresource (the scale subresource's endpoint is [`crate::scale_rest`]), for every
+//! served version of an Established CRD.
 //!
-//! Handler → strategy (pure functions in [`crate::strategy`]) → validation service (`Admit`:
-//! metadata, apiVersion/kind, prune, default, schema) → storage service. Follows
-//! apiextensions-apiserver pkg/apiserver/customresource_handler.go and
-//! k8s.io/apiserver pkg/endpoints/handlers/{create,update,patch,delete,get}.go.
+//! Writes are the generic handlers of `crdplane_apiserver::handlers` over the machinery of
+//! [`machinery`]: the custom resource's store, strategy (`/status` wrapped in
+//! `StatusStrategy`) and admission chain (NamespaceLifecycle, then the validation service:
+//! metadata, apiVersion/kind, prune, default, schema) from [`crate::stores::crs`]. Deletion
+//! honours DeleteOptions and finalizers there. GET and LIST stay here: they send stored
+//! bytes as they are (spliced into the list document) when no version rewrite or read
+//! defaults are needed, which the generic handlers' JSON values would cost a parse and a
+//! re-encode for. Follows apiextensions-apiserver pkg/apiserver/customresource_handler.go
+//! and k8s.io/apiserver pkg/endpoints/handlers/{create,update,patch,delete,get}.go.
 
 use crate::context::{Ctx, Req};
 use crate::cr_store::{api_version, for_version, key, resource_ref};
