@@ -710,6 +710,29 @@ async fn unknown_fields_of_a_patched_object_follow_field_validation() {
     assert!(w.warnings.is_empty());
 }
 
+/// `handlers::update_from` of widget `a` in `team` setting `spec.size` to what `size` makes
+/// of each read.
+async fn update_size(
+    s: &MemStore,
+    size: impl Fn(&Value) -> Result<i64, ApiError> + Sync,
+) -> Result<Written, ApiError> {
+    handlers::update_from(
+        s,
+        &widgets(),
+        &Chain::none(),
+        "scale",
+        "team",
+        "a",
+        false,
+        |old| {
+            let mut new = old.clone();
+            new["spec"]["size"] = json!(size(old)?);
+            Ok(new)
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn update_from_reapplies_to_each_read_and_checks_its_precondition_each_time() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -718,21 +741,10 @@ async fn update_from_reapplies_to_each_read_and_checks_its_precondition_each_tim
     // Two lost swaps: the transformation runs on three reads and the last one is stored.
     *s.lose_next_writes.lock().unwrap() = 2;
     let calls = AtomicUsize::new(0);
-    let w = handlers::update_from(
-        &s,
-        &widgets(),
-        &Chain::none(),
-        "scale",
-        "team",
-        "a",
-        false,
-        |old| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            let mut new = old.clone();
-            new["spec"]["size"] = json!(old["spec"]["size"].as_i64().unwrap() * 2);
-            Ok(new)
-        },
-    )
+    let w = update_size(&s, |old| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok(old["spec"]["size"].as_i64().unwrap() * 2)
+    })
     .await
     .unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 3);
@@ -742,47 +754,19 @@ async fn update_from_reapplies_to_each_read_and_checks_its_precondition_each_tim
     // the object on: it is checked against every read.
     let first = rv(&w.object).to_string();
     *s.lose_next_writes.lock().unwrap() = 1;
-    let e = handlers::update_from(
-        &s,
-        &widgets(),
-        &Chain::none(),
-        "scale",
-        "team",
-        "a",
-        false,
-        |old| {
-            if rv(old) != first {
-                return Err(ApiError::stale(
-                    &GroupResource::new("example.com", "widgets"),
-                    "a",
-                ));
-            }
-            let mut new = old.clone();
-            new["spec"]["size"] = json!(1);
-            Ok(new)
-        },
-    )
+    let gr = GroupResource::new("example.com", "widgets");
+    let e = update_size(&s, |old| {
+        if rv(old) != first {
+            return Err(ApiError::stale(&gr, "a"));
+        }
+        Ok(1)
+    })
     .await
     .unwrap_err();
     assert_eq!(e.code, 409);
     assert_eq!(s.get("team", "a").await.unwrap()["spec"]["size"], 6);
     // The strategy's validation still applies to what the transformation made.
-    let e = handlers::update_from(
-        &s,
-        &widgets(),
-        &Chain::none(),
-        "scale",
-        "team",
-        "a",
-        false,
-        |old| {
-            let mut new = old.clone();
-            new["spec"]["size"] = json!(-1);
-            Ok(new)
-        },
-    )
-    .await
-    .unwrap_err();
+    let e = update_size(&s, |_| Ok(-1)).await.unwrap_err();
     assert_eq!(e.code, 422);
 }
 

@@ -3,7 +3,7 @@
 //! version conversion of stored objects.
 //!
 //! Where it sits: below the custom-resource store and schema admission of the generic
-//! machinery ([`crate::stores::crs`]), the read handlers (`crs`) and the watch handler
+//! machinery (`stores/crs.rs`), the read handlers (`crs`) and the watch handler
 //! (`watch` takes [`watch_normalizer`] and [`resource_ref`]); above the context
 //! ([`crate::context`]) and the Scale mapping ([`crate::scale`]). Follows
 //! apiextensions-apiserver pkg/registry/customresource (etcd.go, validator.go) and
@@ -288,9 +288,15 @@ pub async fn for_version(
     normalize(ctx, tenant, crd, ver, items).await
 }
 
+/// The object converted to the CRD's storage version (the apiVersion rewrite of
+/// conversion strategy None).
+pub fn stored_form(crd: &CrdInfo, obj: Value) -> Value {
+    convert(obj, &api_version(crd, &crd.storage_version))
+}
+
 /// Converts to the storage version and writes through the rv slot.
 pub fn storage_write(crd: &CrdInfo, obj: Value) -> Result<pb::ObjectWrite, ApiError> {
-    let obj = convert(obj, &api_version(crd, &crd.storage_version));
+    let obj = stored_form(crd, obj);
     let (head, tail) = rvslot::split(&obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(pb::ObjectWrite {
         head: head.into(),

@@ -3,7 +3,7 @@
 //! served version of an Established CRD.
 //!
 //! Writes are the generic handlers of `crdplane_apiserver::handlers` over the machinery of
-//! [`machinery`]: the custom resource's store, strategy (`/status` wrapped in
+//! [`crate::cr_rest::machinery`]: the custom resource's store, strategy (`/status` wrapped in
 //! `StatusStrategy`) and admission chain (NamespaceLifecycle, then the validation service:
 //! metadata, apiVersion/kind, prune, default, schema) from [`crate::stores::crs`]. Deletion
 //! honours DeleteOptions and finalizers there. GET and LIST stay here: they send stored
@@ -13,19 +13,17 @@
 //! and k8s.io/apiserver pkg/endpoints/handlers/{create,update,patch,delete,get}.go.
 
 use crate::context::{Ctx, Req};
+use crate::cr_rest::machinery;
 use crate::cr_store::{api_version, for_version, key, resource_ref};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, Output, json_response, negotiate_output};
-use crate::lifecycle::NamespaceExists;
 use crate::request::{
     FieldValidation, PATCH_TYPES, check_selectors, decode_body, field_validation, include_object,
     parse_limit, parse_object, record_patch_findings, request_delete_options, write_dry_run,
 };
 use crate::respond::{add_warnings, table_api_version, written};
-use crate::stores::crs::{CrStore, CrStrategy, SchemaAdmission};
 use crate::strategy;
 use bytes::Bytes;
-use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
 use crdplane_apiserver::rest::{ListOptions, StatusStrategy};
 use crdplane_core::ApiError;
@@ -239,32 +237,6 @@ fn require_kind(obj: &Value, body: &[u8]) -> Result<(), ApiError> {
         )));
     }
     Ok(())
-}
-
-/// The generic machinery for one served version: the store, the strategy and the
-/// admission chain (NamespaceLifecycle, then the schema). The `/scale` endpoint
-/// ([`crate::scale_rest`]) writes through it too.
-pub fn machinery<'a>(
-    ctx: &'a Ctx,
-    req: &'a Req,
-    crd: &'a CrdInfo,
-    ver: &'a VersionInfo,
-) -> (CrStore<'a>, CrStrategy<'a>, Chain<'a>) {
-    let tenant = req.info.tenant.as_str();
-    let admission = Chain(vec![
-        Box::new(NamespaceExists { ctx, tenant }),
-        Box::new(SchemaAdmission { ctx, req, crd, ver }),
-    ]);
-    (
-        CrStore {
-            ctx,
-            tenant,
-            crd,
-            ver,
-        },
-        CrStrategy::new(crd, ver),
-        admission,
-    )
 }
 
 async fn create(

@@ -8,7 +8,8 @@
 //! authorization) → the router, [`api::Router`] → non-resource endpoints ([`discovery`]:
 //! health, version, discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]),
 //! built-in types ([`builtin`]: ConfigMap, Secret, ServiceAccount, Events, Lease → the
-//! generic machinery over storage), CRDs ([`crds`] → registry), custom resources ([`crs`] →
+//! generic machinery over storage), CRDs ([`crds`] → registry), custom resources ([`crs`]:
+//! writes through the generic machinery of [`cr_rest`] over [`stores`], reads over
 //! [`cr_store`] → validation + storage; `/scale` in [`scale_rest`]; [`watch`] for streams
 //! over [`watch_mux`], [`batch`] coalescing concurrent GETs into storage GetMany calls).
 //! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
@@ -27,6 +28,7 @@ pub mod batch;
 pub mod builtin;
 pub mod config;
 pub mod context;
+pub mod cr_rest;
 pub mod cr_store;
 pub mod crd;
 pub mod crds;

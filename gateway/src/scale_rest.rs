@@ -4,7 +4,7 @@
 //! Request path: the custom-resource handler (`crs`) routes `…/<plural>/<name>/scale` here
 //! when the served version declares `subresources.scale`. A write is the generic
 //! `update_from` handler over the main resource's store, strategy and admission
-//! (`crs::machinery`): each read of the object gets the Scale's `spec.replicas` at
+//! (`cr_rest::machinery`): each read of the object gets the Scale's `spec.replicas` at
 //! `specReplicasPath` ([`crate::scale`]), with the Scale's `metadata.resourceVersion` (if
 //! any) as the optimistic-concurrency precondition, and is written as an update of the
 //! main resource (schema admission, compare-and-swap in storage). The response is the Scale
@@ -14,8 +14,8 @@
 //! Update, `scaleUpdatedObjectInfo`).
 
 use crate::context::{Ctx, Req};
+use crate::cr_rest::machinery;
 use crate::crd::{CrdInfo, VersionInfo};
-use crate::crs::machinery;
 use crate::http::{Body, json_response};
 use crate::request::{PATCH_TYPES, apply_patch, decode_body, write_dry_run};
 use crate::respond::add_warnings;

@@ -155,43 +155,35 @@ pub async fn patch<S: Store, T: Strategy>(
     name: &str,
     req: &PatchRequest<'_>,
 ) -> Result<Written, ApiError> {
-    let (mime, body, dry_run) = (req.mime, req.body, req.dry_run);
+    let (mime, body) = (req.mime, req.body);
     let mech = strategy.patch_mechanism();
     if !mech.content_types().contains(&mime) {
         return Err(mech.unsupported());
     }
-    guaranteed_update(|| async move {
-        let old = store.get(namespace, name).await?;
-        let old_rv = stored_rv(&old);
-        let mut obj = mech.apply(mime, body, &old)?;
+    let patched = |old: &Value| {
+        let mut obj = mech.apply(mime, body, old)?;
         if !obj.is_object() {
-            return Err(Failure::Final(not_an_object(&obj)));
+            return Err(not_an_object(&obj));
         }
         let unknown = unknown_field_findings(strategy, &obj, req.field_validation)?;
         check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
         // The patched object carries the stored resourceVersion unless the patch changed
         // (or removed) it: then it is a precondition that fails.
-        if object_rv(&obj)? != old_rv {
-            return Err(Failure::Final(ApiError::stale(
-                strategy.group_resource(),
-                name,
-            )));
+        if object_rv(&obj)? != stored_rv(old) {
+            return Err(ApiError::stale(strategy.group_resource(), name));
         }
-        let mut w = write_existing(
-            store,
-            strategy,
-            admission,
-            subresource,
-            namespace,
-            name,
-            obj,
-            &old,
-            dry_run,
-        )
-        .await?;
-        w.warnings.splice(0..0, unknown);
-        Ok(w)
-    })
+        Ok((obj, unknown))
+    };
+    write_from(
+        store,
+        strategy,
+        admission,
+        subresource,
+        namespace,
+        name,
+        req.dry_run,
+        patched,
+    )
     .await
 }
 
@@ -215,11 +207,42 @@ where
     T: Strategy,
     F: Fn(&Value) -> Result<Value, ApiError> + Sync,
 {
+    write_from(
+        store,
+        strategy,
+        admission,
+        subresource,
+        namespace,
+        name,
+        dry_run,
+        |old| Ok((to_write(old)?, Vec::new())),
+    )
+    .await
+}
+
+/// The loop of [`patch`] and [`update_from`]: each fresh read of the object turned into the
+/// object to write (and warnings that go first), then [`write_existing`].
+#[allow(clippy::too_many_arguments)]
+async fn write_from<S, T, F>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain<'_>,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    dry_run: bool,
+    to_write: F,
+) -> Result<Written, ApiError>
+where
+    S: Store,
+    T: Strategy,
+    F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
+{
     let to_write = &to_write;
     guaranteed_update(|| async move {
         let old = store.get(namespace, name).await?;
-        let obj = to_write(&old)?;
-        write_existing(
+        let (obj, first) = to_write(&old)?;
+        let mut w = write_existing(
             store,
             strategy,
             admission,
@@ -230,7 +253,9 @@ where
             &old,
             dry_run,
         )
-        .await
+        .await?;
+        w.warnings.splice(0..0, first);
+        Ok(w)
     })
     .await
 }
@@ -241,16 +266,16 @@ fn unknown_field_findings<T: Strategy>(
     strategy: &T,
     obj: &Value,
     validation: FieldValidation,
-) -> Result<Vec<String>, Failure> {
+) -> Result<Vec<String>, ApiError> {
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
     let found = strategy.unknown_fields(obj);
     if validation == FieldValidation::Strict && !found.is_empty() {
-        return Err(Failure::Final(ApiError::bad_request(format!(
+        return Err(ApiError::bad_request(format!(
             "strict decoding error: {}",
             found.join(", ")
-        ))));
+        )));
     }
     Ok(found)
 }

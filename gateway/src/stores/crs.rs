@@ -29,9 +29,10 @@
 //! object, which upstream's strategy does while decoding).
 
 use crate::context::{Ctx, Req};
-use crate::cr_store::{admit, for_version, key, resource_ref, storage_write};
+use crate::cr_store::{admit, for_version, key, storage_write, stored_form};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::request::parse_object;
+use crate::stores::storage::StorageStore;
 use bytes::Bytes;
 use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{CustomResourcePatch, PatchMechanism};
@@ -42,87 +43,71 @@ use crdplane_proto::v1 as pb;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-/// The objects of one custom resource in one tenant, as one served version shows them.
+/// The objects of one custom resource in one tenant, as one served version shows them:
+/// the storage service ([`StorageStore`]) with the version conversion and read defaults
+/// of the CRD, and creates through the gateway's create batcher.
 pub struct CrStore<'a> {
-    /// The gateway's context (service clients, batchers).
-    pub ctx: &'a Ctx,
-    /// The tenant whose objects these are.
-    pub tenant: &'a str,
-    /// The CRD.
-    pub crd: &'a CrdInfo,
-    /// The version the request is served in.
-    pub ver: &'a VersionInfo,
+    inner: StorageStore<'a>,
+    ctx: &'a Ctx,
+    crd: &'a CrdInfo,
+    ver: &'a VersionInfo,
 }
 
-impl CrStore<'_> {
-    /// Stored bytes as the served version shows them (apiVersion, read defaults).
-    async fn served(&self, stored: Bytes) -> Result<Value, ApiError> {
-        let b = for_version(self.ctx, self.tenant, self.crd, self.ver, vec![stored])
-            .await?
-            .pop()
-            .unwrap_or_default();
-        parse_object(&b)
+impl<'a> CrStore<'a> {
+    /// The objects of `crd` in `tenant`, served in version `ver`.
+    pub fn new(ctx: &'a Ctx, tenant: &'a str, crd: &'a CrdInfo, ver: &'a VersionInfo) -> Self {
+        CrStore {
+            inner: StorageStore {
+                storage: &ctx.storage,
+                tenant,
+                gr: crd.gr(),
+                ttl_seconds: 0,
+            },
+            ctx,
+            crd,
+            ver,
+        }
     }
 
-    fn key_of(&self, obj: &Value) -> pb::ObjectKey {
+    /// Stored bytes as the served version shows them (apiVersion, read defaults).
+    async fn served(&self, stored: Bytes) -> Result<Value, ApiError> {
+        let b = for_version(
+            self.ctx,
+            self.inner.tenant,
+            self.crd,
+            self.ver,
+            vec![stored],
+        )
+        .await?
+        .pop()
+        .unwrap_or_default();
+        parse_object(&b)
+    }
+}
+
+impl Store for CrStore<'_> {
+    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        self.served(self.inner.get_raw(namespace, name).await?)
+            .await
+    }
+
+    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        let mut page = self.inner.list_raw(namespace, opts).await?;
+        let tenant = self.inner.tenant;
+        page.items = for_version(self.ctx, tenant, self.crd, self.ver, page.items).await?;
+        page.into_list(parse_object)
+    }
+
+    /// Through the create batcher; owner references of the new object are queued for the
+    /// garbage collector's verification.
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
         let m = |k: &str| {
             obj.get("metadata")
                 .and_then(|m| m.get(k))
                 .and_then(Value::as_str)
                 .unwrap_or("")
         };
-        key(self.crd, self.tenant, m("namespace"), m("name"))
-    }
-}
-
-impl Store for CrStore<'_> {
-    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
-        let s = self
-            .ctx
-            .storage
-            .clone()
-            .get(pb::GetRequest {
-                key: Some(key(self.crd, self.tenant, namespace, name)),
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        self.served(s.json).await
-    }
-
-    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
-        let r = self
-            .ctx
-            .storage
-            .clone()
-            .list(pb::ListRequest {
-                resource: Some(resource_ref(self.crd, self.tenant)),
-                namespace: namespace.into(),
-                limit: opts.limit,
-                start_after: opts.continue_token.clone(),
-                label_selector: opts.label_selector.clone(),
-                field_selector: opts.field_selector.clone(),
-                ..Default::default()
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        let items = for_version(self.ctx, self.tenant, self.crd, self.ver, r.items).await?;
-        Ok(ListResult {
-            items: items
-                .iter()
-                .map(|b| parse_object(b))
-                .collect::<Result<_, _>>()?,
-            resource_version: r.resource_version,
-            continue_token: r.next_start_after,
-            remaining: r.has_remaining_item_count.then_some(r.remaining_item_count),
-        })
-    }
-
-    /// Through the create batcher; owner references of the new object are queued for the
-    /// garbage collector's verification.
-    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
-        let key = self.key_of(&obj);
+        let key = key(self.crd, self.inner.tenant, m("namespace"), m("name"));
         let s = self
             .ctx
             .creates
@@ -135,46 +120,26 @@ impl Store for CrStore<'_> {
             .await
             .map_err(crdplane_proto::status::from_grpc)?;
         if !dry_run {
-            crate::gc::verify_added_refs(&self.ctx.storage, self.tenant, &s.json, None).await;
+            crate::gc::verify_added_refs(&self.ctx.storage, self.inner.tenant, &s.json, None).await;
         }
         self.served(s.json).await
     }
 
+    /// In the storage version; owner references the update adds are queued for the garbage
+    /// collector's verification.
     async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
-        let key = self.key_of(&obj);
-        let s = self
-            .ctx
-            .storage
-            .clone()
-            .update(pb::UpdateRequest {
-                key: Some(key),
-                object: Some(storage_write(self.crd, obj)?),
-                expected_resource_version: crdplane_apiserver::rest::stored_rv(old),
-                dry_run,
-                ttl_seconds: 0,
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
+        let stored = stored_form(self.crd, obj);
+        let json = self.inner.update_raw(&stored, old, dry_run).await?;
         if !dry_run {
-            crate::gc::verify_added_refs(&self.ctx.storage, self.tenant, &s.json, Some(old)).await;
+            crate::gc::verify_added_refs(&self.ctx.storage, self.inner.tenant, &json, Some(old))
+                .await;
         }
-        self.served(s.json).await
+        self.served(json).await
     }
 
     /// The garbage collector's work item, recorded before the write (`crate::gc`).
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
-        if dry_run {
-            return Ok(());
-        }
-        crate::gc::record(
-            &self.ctx.storage,
-            self.tenant,
-            &self.crd.group,
-            &self.crd.plural,
-            obj,
-        )
-        .await
+        self.inner.before_delete(obj, dry_run).await
     }
 
     async fn delete(
@@ -184,19 +149,11 @@ impl Store for CrStore<'_> {
         expected_rv: u64,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let d = self
-            .ctx
-            .storage
-            .clone()
-            .delete(pb::DeleteRequest {
-                key: Some(key(self.crd, self.tenant, namespace, name)),
-                expected_resource_version: expected_rv,
-                dry_run,
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        self.served(d.json).await
+        let json = self
+            .inner
+            .delete_raw(namespace, name, expected_rv, dry_run)
+            .await?;
+        self.served(json).await
     }
 }
 

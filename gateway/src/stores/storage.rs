@@ -8,6 +8,7 @@
 //! collector's work item first ([`crate::gc::record`]), as the hand-written paths do.
 
 use crate::context::Channel;
+use bytes::Bytes;
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
 use crdplane_core::{ApiError, GroupResource, rvslot};
 use crdplane_proto::v1 as pb;
@@ -62,8 +63,43 @@ fn parse(json: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(json).map_err(ApiError::internal)
 }
 
-impl Store for StorageStore<'_> {
-    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+/// One page of stored objects as their bytes (what [`ListResult`] holds parsed).
+#[derive(Debug, Clone, Default)]
+pub struct RawList {
+    /// The objects' stored JSON, in key order.
+    pub items: Vec<Bytes>,
+    /// The list's resourceVersion.
+    pub resource_version: u64,
+    /// Token for the next page ("" when this is the last one).
+    pub continue_token: String,
+    /// Objects left after this page, when the storage knows.
+    pub remaining: Option<u64>,
+}
+
+impl RawList {
+    /// The page with each item made a JSON value by `item`.
+    pub fn into_list(
+        self,
+        item: impl Fn(&[u8]) -> Result<Value, ApiError>,
+    ) -> Result<ListResult, ApiError> {
+        Ok(ListResult {
+            items: self
+                .items
+                .iter()
+                .map(|b| item(b))
+                .collect::<Result<_, _>>()?,
+            resource_version: self.resource_version,
+            continue_token: self.continue_token,
+            remaining: self.remaining,
+        })
+    }
+}
+
+/// The storage calls as bytes, for stores that convert the stored objects before
+/// parsing them (custom resources: version conversion and read defaults work on bytes).
+impl StorageStore<'_> {
+    /// The stored object's bytes (404 when absent).
+    pub async fn get_raw(&self, namespace: &str, name: &str) -> Result<Bytes, ApiError> {
         let s = self
             .storage
             .clone()
@@ -73,10 +109,11 @@ impl Store for StorageStore<'_> {
             .await
             .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
-        parse(&s.json)
+        Ok(s.json)
     }
 
-    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
+    /// One page of stored objects as bytes.
+    pub async fn list_raw(&self, namespace: &str, opts: &ListOptions) -> Result<RawList, ApiError> {
         let r = self
             .storage
             .clone()
@@ -92,12 +129,67 @@ impl Store for StorageStore<'_> {
             .await
             .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
-        Ok(ListResult {
-            items: r.items.iter().map(|b| parse(b)).collect::<Result<_, _>>()?,
+        Ok(RawList {
+            items: r.items,
             resource_version: r.resource_version,
             continue_token: r.next_start_after,
             remaining: r.has_remaining_item_count.then_some(r.remaining_item_count),
         })
+    }
+
+    /// [`Store::update`], answering with the stored bytes.
+    pub async fn update_raw(
+        &self,
+        obj: &Value,
+        old: &Value,
+        dry_run: bool,
+    ) -> Result<Bytes, ApiError> {
+        let w = self
+            .storage
+            .clone()
+            .update(pb::UpdateRequest {
+                key: Some(self.key_of(obj)),
+                object: Some(write(obj)?),
+                expected_resource_version: crdplane_apiserver::rest::stored_rv(old),
+                dry_run,
+                ttl_seconds: self.ttl_seconds,
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner();
+        Ok(w.json)
+    }
+
+    /// [`Store::delete`], answering with the last stored bytes.
+    pub async fn delete_raw(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> Result<Bytes, ApiError> {
+        let d = self
+            .storage
+            .clone()
+            .delete(pb::DeleteRequest {
+                key: Some(self.key(namespace, name)),
+                expected_resource_version: expected_rv,
+                dry_run,
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner();
+        Ok(d.json)
+    }
+}
+
+impl Store for StorageStore<'_> {
+    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        parse(&self.get_raw(namespace, name).await?)
+    }
+
+    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        self.list_raw(namespace, opts).await?.into_list(parse)
     }
 
     async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
@@ -117,21 +209,7 @@ impl Store for StorageStore<'_> {
     }
 
     async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
-        let expected_rv = crdplane_apiserver::rest::stored_rv(old);
-        let w = self
-            .storage
-            .clone()
-            .update(pb::UpdateRequest {
-                key: Some(self.key_of(&obj)),
-                object: Some(write(&obj)?),
-                expected_resource_version: expected_rv,
-                dry_run,
-                ttl_seconds: self.ttl_seconds,
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        parse(&w.json)
+        parse(&self.update_raw(&obj, old, dry_run).await?)
     }
 
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
@@ -155,17 +233,10 @@ impl Store for StorageStore<'_> {
         expected_rv: u64,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        let d = self
-            .storage
-            .clone()
-            .delete(pb::DeleteRequest {
-                key: Some(self.key(namespace, name)),
-                expected_resource_version: expected_rv,
-                dry_run,
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        parse(&d.json)
+        parse(
+            &self
+                .delete_raw(namespace, name, expected_rv, dry_run)
+                .await?,
+        )
     }
 }
