@@ -11,11 +11,11 @@
 //! generic create handler with the namespace strategy.
 
 use crate::context::Ctx;
-use crate::stores::namespaces::{Endpoint, NamespaceStrategy, storage_key};
+use crate::stores::namespaces::{Endpoint, NamespaceStore, NamespaceStrategy};
 use crdplane_apiserver::admission::{Admission, Attributes, Chain, Operation};
 use crdplane_apiserver::handlers;
+use crdplane_apiserver::rest::Store;
 use crdplane_core::{ApiError, GroupResource};
-use crdplane_proto::v1 as pb;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -43,16 +43,7 @@ pub async fn require_namespace_for(
     if ctx.namespaces.read().expect("lock").contains(&k) {
         return Ok(());
     }
-    let s = ctx
-        .storage
-        .clone()
-        .get(pb::GetRequest {
-            key: Some(storage_key(tenant, ns)),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    let v: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
+    let v = NamespaceStore::new(ctx, tenant).get("", ns).await?;
     if v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
         return Err(ApiError::forbidden(
             target,
@@ -75,12 +66,7 @@ pub async fn create_namespace(
     obj: Value,
     dry: bool,
 ) -> Result<Value, ApiError> {
-    let store = crate::stores::storage::StorageStore {
-        storage: &ctx.storage,
-        tenant,
-        gr: gr(),
-        ttl_seconds: 0,
-    };
+    let store = NamespaceStore::new(ctx, tenant);
     if !obj.is_object() {
         return Err(ApiError::bad_request(
             "the object provided is not a JSON object",
@@ -98,8 +84,7 @@ pub async fn create_namespace(
     Ok(w.object)
 }
 
-/// The three namespaces every tenant starts with (created once per tenant, idempotently).
-pub const DEFAULT_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+pub use crate::stores::namespaces::DEFAULT_NAMESPACES;
 
 /// Creates the tenant's default namespaces on its first request (once per gateway process).
 pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {

@@ -4,28 +4,28 @@
 //! namespace controller (services/registry/src/lifecycle.rs) deletes the custom resources in
 //! it in the background and then the namespace.
 //!
-//! Create, get, update and patch (main resource, `/status`, `/finalize`) run on the generic
-//! handlers of `crdplane_apiserver::handlers` over the storage service
-//! ([`crate::stores::storage`]) with the namespace strategies ([`crate::stores::namespaces`]).
-//! Delete stays here: it is upstream's own namespace REST.Delete
-//! (pkg/registry/core/namespace/storage/storage.go: its precondition texts, the Terminating
-//! mark, the handoff to the namespace controller), not the generic store's.
+//! Create, get, update, patch (main resource, `/status`, `/finalize`) and delete run on the
+//! generic handlers of `crdplane_apiserver::handlers` over the storage service
+//! ([`crate::stores::storage`]) with the namespace strategies and store
+//! ([`crate::stores::namespaces`]; upstream's own namespace REST.Delete — its precondition
+//! texts, the Terminating mark, the handoff to the namespace controller — is the store's
+//! `mark_deleting` and the strategy's precondition check). List and watch stay here.
 //!
 //! Follows k8s.io/kubernetes pkg/registry/core/namespace/strategy.go (finalizers, phase) and
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
-use crate::request::{decode_body, delete_options};
+use crate::request::decode_body;
 use crate::stores::builtin::protobuf;
-use crate::stores::namespaces::{Endpoint, NamespaceStrategy, finalized, storage_key, storage_ref};
-use crate::stores::storage::StorageStore;
+use crate::stores::namespaces::{
+    Endpoint, ImmortalNamespaces, NamespaceStore, NamespaceStrategy, storage_ref,
+};
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
-use crdplane_core::{ApiError, GroupResource, rvslot};
-use crdplane_proto::v1 as pb;
+use crdplane_core::{ApiError, GroupResource};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
@@ -54,16 +54,6 @@ fn ns_table() -> TableFn {
             with_cols,
         )
     })
-}
-
-/// The namespaces of `tenant` in the storage service, as the generic handlers' store.
-fn store<'a>(ctx: &'a Ctx, tenant: &'a str) -> StorageStore<'a> {
-    StorageStore {
-        storage: &ctx.storage,
-        tenant,
-        gr: gr(),
-        ttl_seconds: 0,
-    }
 }
 
 /// Serves one `/api/v1/namespaces` request (main resource, `/status`, `/finalize`).
@@ -96,7 +86,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "get" => {
             // handlers/get.go `GetResource` over the storage service (also `/status`, which
             // upstream serves from the same object).
-            let o = handlers::get(&store(ctx, tenant), "", &i.name).await?;
+            let o = handlers::get(&NamespaceStore::new(ctx, tenant), "", &i.name).await?;
             match negotiate_output(req.header("accept"))? {
                 Output::Json => Ok(json_response(
                     StatusCode::OK,
@@ -177,7 +167,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 None
             };
             let warnings = crate::request::strict_warnings(req, "Namespace", "v1")?;
-            let store = store(ctx, tenant);
+            let store = NamespaceStore::new(ctx, tenant);
             let strategy = NamespaceStrategy(match i.subresource.as_str() {
                 "status" => Endpoint::Status,
                 "finalize" => Endpoint::Finalize,
@@ -217,7 +207,18 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 &warnings,
             ))
         }
-        "delete" => delete_namespace(ctx, req).await,
+        "delete" => {
+            // storage.go `REST.Delete` over the generic delete handler: the namespace
+            // store's first DELETE marks it Terminating for the namespace controller, the
+            // strategy checks preconditions with the namespace's own texts, and the
+            // default namespaces are refused by admission.
+            let o = crate::request::request_delete_options(req)?;
+            let store = NamespaceStore::new(ctx, tenant);
+            let strategy = NamespaceStrategy(Endpoint::Main);
+            let admission = Chain(vec![Box::new(ImmortalNamespaces)]);
+            let w = handlers::delete(&store, &strategy, &admission, "", &i.name, &o).await?;
+            Ok(crate::respond::written(w, &[]))
+        }
         _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),
     }
 }
@@ -230,126 +231,4 @@ fn include(req: &Req) -> IncludeObject {
 /// `NamespaceToSelectableFields`).
 fn selectors(req: &Req) -> Result<(String, String), ApiError> {
     crate::list::checked_selectors(req, |f| matches!(f, "metadata.name" | "status.phase"))
-}
-
-/// Records (or re-records) the namespace's deletion with the registry, whose namespace
-/// controller deletes its content — also after any restart. The registry owns its work
-/// queue and the entry format (`services/registry/src/lifecycle.rs`).
-async fn enqueue_deletion(ctx: &Ctx, tenant: &str, name: &str) -> Result<(), ApiError> {
-    ctx.registry
-        .clone()
-        .record_namespace_deletion(pb::NamespaceDeletionRequest {
-            tenant: tenant.into(),
-            name: name.into(),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?;
-    Ok(())
-}
-
-/// DELETE of a namespace (`pkg/registry/core/namespace/storage/storage.go` REST.Delete and
-/// the NamespaceLifecycle admission plugin): the default namespaces cannot be deleted; the
-/// first DELETE sets `deletionTimestamp` and phase Terminating and returns the namespace
-/// (200); the registry's namespace controller then deletes every custom resource in it,
-/// removes the `kubernetes` finalizer and the namespace. Later DELETEs return the namespace
-/// while finalizers remain.
-async fn delete_namespace(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
-    let i = &req.info;
-    let dry = req.dry_run()?;
-    let (want_rv, want_uid) = delete_options(&req.body)?;
-    let s = ctx
-        .storage
-        .clone()
-        .get(pb::GetRequest {
-            key: Some(storage_key(&i.tenant, &i.name)),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    if crate::lifecycle::DEFAULT_NAMESPACES.contains(&i.name.as_str()) {
-        return Err(ApiError::forbidden(
-            &gr(),
-            &i.name,
-            "this namespace may not be deleted",
-        ));
-    }
-    let mut ns: Value = serde_json::from_slice(&s.json).map_err(ApiError::internal)?;
-    let uid = ns
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if !want_uid.is_empty() && want_uid != uid {
-        return Err(ApiError::conflict(
-            &gr(),
-            &i.name,
-            &format!(
-                "Precondition failed: UID in precondition: {want_uid}, UID in object meta: {uid}"
-            ),
-        ));
-    }
-    if want_rv != 0 && want_rv != s.resource_version {
-        return Err(ApiError::conflict(
-            &gr(),
-            &i.name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {want_rv}, ResourceVersion in object meta: {}",
-                s.resource_version
-            ),
-        ));
-    }
-    let terminating = ns
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
-    if terminating {
-        if !finalized(&ns) || dry {
-            return Ok(json_response(StatusCode::OK, s.json));
-        }
-        crate::gc::record(&ctx.storage, &i.tenant, "", "namespaces", &ns).await?;
-        let d = ctx
-            .storage
-            .clone()
-            .delete(pb::DeleteRequest {
-                key: Some(storage_key(&i.tenant, &i.name)),
-                expected_resource_version: s.resource_version,
-                dry_run: false,
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        return Ok(json_response(StatusCode::OK, d.json));
-    }
-    ns["status"]["phase"] = json!("Terminating");
-    ns["metadata"]["deletionTimestamp"] = json!(crdplane_core::names::now_timestamp());
-    if dry {
-        return Ok(json_response(
-            StatusCode::OK,
-            serde_json::to_vec(&ns).expect("json"),
-        ));
-    }
-    enqueue_deletion(ctx, &i.tenant, &i.name).await?;
-    let (head, tail) = rvslot::split(&ns).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let marked = ctx
-        .storage
-        .clone()
-        .update(pb::UpdateRequest {
-            key: Some(storage_key(&i.tenant, &i.name)),
-            object: Some(pb::ObjectWrite {
-                head: head.into(),
-                tail: tail.into(),
-            }),
-            expected_resource_version: s.resource_version,
-            dry_run: false,
-            ttl_seconds: 0,
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    // Re-recorded after the mark, so a controller that just removed the entry looks again.
-    enqueue_deletion(ctx, &i.tenant, &i.name).await?;
-    ctx.namespaces
-        .write()
-        .expect("lock")
-        .remove(&(i.tenant.clone(), i.name.clone()));
-    Ok(json_response(StatusCode::OK, marked.json))
 }

@@ -247,31 +247,6 @@ pub fn parse_limit(req: &Req) -> Result<u32, ApiError> {
     }
 }
 
-/// DeleteOptions preconditions from a DELETE body (upstream metav1.DeleteOptions), as the
-/// namespace and CRD endpoints use them: (resourceVersion or 0, uid or "").
-pub fn delete_options(body: &[u8]) -> Result<(u64, String), ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok((0, String::new()));
-    }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
-    let rv = match v
-        .pointer("/preconditions/resourceVersion")
-        .and_then(Value::as_str)
-    {
-        Some(s) if !s.is_empty() => s.parse().map_err(|_| {
-            ApiError::bad_request(format!("invalid resourceVersion precondition {s:?}"))
-        })?,
-        _ => 0,
-    };
-    let uid = v
-        .pointer("/preconditions/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    Ok((rv, uid))
-}
-
 /// DeleteOptions from query parameters ([`crdplane_core::options::delete_options_from_query`]).
 pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOptions, ApiError> {
     crdplane_core::options::delete_options_from_query(

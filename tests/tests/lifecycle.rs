@@ -407,6 +407,67 @@ fn namespace_deletion_removes_custom_resources_of_every_crd() {
     assert_eq!(get(&format!("{gw}/api/v1/namespaces/team")).0, 404);
 }
 
+/// DELETE of a namespace with DeleteOptions: storage.go `REST.Delete`'s own precondition
+/// texts, dry run (nothing marked), invalid options (422), and the answer to a DELETE with
+/// `orphanDependents: false` (202, as handlers/delete.go answers a deletion not yet done).
+#[test]
+fn namespace_delete_options() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let gw = format!("{}/clusters/lc-nsopts", stack.gateway);
+    let ns_url = format!("{gw}/api/v1/namespaces/opts");
+    let (code, ns) = post(
+        &format!("{gw}/api/v1/namespaces"),
+        "application/json",
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"opts"}}"#,
+    );
+    assert_eq!(code, 201, "{ns}");
+    let uid = ns["metadata"]["uid"].as_str().unwrap().to_string();
+    let rv = ns["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let delete_with = |body: &str| {
+        let (code, b) =
+            http_request("DELETE", &ns_url, Some("application/json"), Some(body)).unwrap();
+        (code, json_of(&b))
+    };
+    let (code, e) = delete_with(r#"{"preconditions":{"uid":"other"}}"#);
+    assert_eq!(code, 409, "{e}");
+    assert_eq!(
+        e["message"],
+        format!(
+            "Operation cannot be fulfilled on namespaces \"opts\": Precondition failed: UID in precondition: other, UID in object meta: {uid}"
+        )
+    );
+    let (code, e) = delete_with(r#"{"preconditions":{"resourceVersion":"1"}}"#);
+    assert_eq!(code, 409, "{e}");
+    assert_eq!(
+        e["message"],
+        format!(
+            "Operation cannot be fulfilled on namespaces \"opts\": Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}"
+        )
+    );
+    let (code, e) = delete_with(r#"{"propagationPolicy":"Sideways"}"#);
+    assert_eq!(code, 422, "{e}");
+    // Dry run: the answer is the marked namespace, nothing is stored.
+    let (code, d) = delete_with(r#"{"dryRun":["All"]}"#);
+    assert_eq!(code, 200, "{d}");
+    assert_eq!(d["status"]["phase"], "Terminating");
+    let (_, now) = get(&ns_url);
+    assert_eq!(now["status"]["phase"], "Active");
+    assert_eq!(now["metadata"]["resourceVersion"], rv.as_str());
+    // Matching preconditions and orphanDependents=false: marked, 202.
+    let (code, d) = delete_with(&format!(
+        r#"{{"preconditions":{{"uid":"{uid}","resourceVersion":"{rv}"}},"orphanDependents":false}}"#
+    ));
+    assert_eq!(code, 202, "{d}");
+    assert_eq!(d["status"]["phase"], "Terminating");
+    // The namespace controller finishes the deletion.
+    wait_for(30, "the namespace to be removed", || {
+        (get(&ns_url).0 == 404).then_some(())
+    });
+}
+
 #[test]
 fn two_versions_are_served_through_both_versions() {
     let stack = Stack::start_with_redis().expect("stack");

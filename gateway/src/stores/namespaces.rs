@@ -1,17 +1,25 @@
 //! The strategies of core `v1` namespaces (main resource, `/status`, `/finalize`) for the
-//! generic handlers.
+//!
+//! generic handlers, and their store ([`NamespaceStore`]: the storage service, with the
+//! namespace's own first DELETE).
 //!
 //! Follows k8s.io/kubernetes pkg/registry/core/namespace/strategy.go: `namespaceStrategy`
 //! (`PrepareForUpdate` keeps status; unconditional updates allowed), `namespaceStatusStrategy`
 //! (keeps spec), `namespaceFinalizeStrategy` (takes only `spec.finalizers`), and
-//! storage/storage.go `ShouldDeleteNamespaceDuringUpdate` (no finalizer left in spec or
-//! metadata of a namespace being deleted: it is removed).
+//! storage/storage.go (`REST.Delete`: its precondition texts, the Terminating mark, the
+//! generic delete once no finalizer is left; `ShouldDeleteNamespaceDuringUpdate`: no
+//! finalizer left in spec or metadata of a namespace being deleted: it is removed).
 
+use crate::context::Ctx;
+use crate::stores::storage::StorageStore;
+use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
-use crdplane_apiserver::rest::Strategy;
+use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Strategy, stored_rv};
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -48,15 +56,6 @@ pub fn storage_ref(tenant: &str) -> pb::ResourceRef {
         tenant: tenant.into(),
         group: String::new(),
         resource: "namespaces".into(),
-    }
-}
-
-/// The storage key of namespace `name` of `tenant`.
-pub fn storage_key(tenant: &str, name: &str) -> pb::ObjectKey {
-    pb::ObjectKey {
-        resource: Some(storage_ref(tenant)),
-        namespace: String::new(),
-        name: name.into(),
     }
 }
 
@@ -180,7 +179,171 @@ impl Strategy for NamespaceStrategy {
     fn should_delete_during_update(&self, new: &Value, _old: &Value) -> bool {
         finalized(new)
     }
+    /// storage.go `REST.Delete`'s own precondition checks and texts (a Conflict).
+    fn check_delete_preconditions(&self, obj: &Value, o: &DeleteOptions) -> Result<(), ApiError> {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if let Some(want) = o.precondition_uid.as_deref() {
+            let uid = obj
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if want != uid {
+                return Err(ApiError::conflict(
+                    gr(),
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+                    ),
+                ));
+            }
+        }
+        if let Some(want) = o.precondition_rv.as_deref() {
+            let rv = stored_rv(obj).to_string();
+            if want != rv {
+                return Err(ApiError::conflict(
+                    gr(),
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
+
+/// The namespaces of one tenant: the storage service, with the first DELETE of a namespace
+/// as storage.go `REST.Delete` does it ([`Store::mark_deleting`]).
+pub struct NamespaceStore<'a> {
+    inner: StorageStore<'a>,
+    ctx: &'a Ctx,
+}
+
+impl<'a> NamespaceStore<'a> {
+    /// The namespaces of `tenant`.
+    pub fn new(ctx: &'a Ctx, tenant: &'a str) -> Self {
+        NamespaceStore {
+            inner: StorageStore {
+                storage: &ctx.storage,
+                tenant,
+                gr: gr().clone(),
+                ttl_seconds: 0,
+            },
+            ctx,
+        }
+    }
+
+    /// Records (or re-records) the namespace's deletion with the registry, whose namespace
+    /// controller deletes its content — also after any restart. The registry owns its work
+    /// queue and the entry format (`services/registry/src/lifecycle.rs`).
+    async fn enqueue_deletion(&self, name: &str) -> Result<(), ApiError> {
+        self.ctx
+            .registry
+            .clone()
+            .record_namespace_deletion(pb::NamespaceDeletionRequest {
+                tenant: self.inner.tenant.into(),
+                name: name.into(),
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?;
+        Ok(())
+    }
+}
+
+fn parse(json: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(json).map_err(ApiError::internal)
+}
+
+impl Store for NamespaceStore<'_> {
+    async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        self.inner.get(namespace, name).await
+    }
+    async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        self.inner.list(namespace, opts).await
+    }
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+        self.inner.create(obj, dry_run).await
+    }
+    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+        self.inner.update(obj, old, dry_run).await
+    }
+    async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
+        self.inner.before_delete(obj, dry_run).await
+    }
+    /// storage.go `REST.Delete`: a namespace not yet being deleted gets `deletionTimestamp`
+    /// and phase Terminating, and its deletion is handed to the registry's namespace
+    /// controller (recorded before the mark, and again after it, so that a controller that
+    /// just removed the entry looks again); one being deleted with finalizers left is
+    /// answered as it is. Once no finalizer is left, the generic delete removes it.
+    async fn mark_deleting(
+        &self,
+        old: &Value,
+        _expected_rv: u64,
+        dry_run: bool,
+    ) -> Result<Option<Value>, ApiError> {
+        if has_deletion_timestamp(old) {
+            return Ok((!finalized(old)).then(|| old.clone()));
+        }
+        let name = old
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut ns = old.clone();
+        ns["status"]["phase"] = json!("Terminating");
+        ns["metadata"]["deletionTimestamp"] = json!(crdplane_core::names::now_timestamp());
+        if dry_run {
+            return Ok(Some(ns));
+        }
+        self.enqueue_deletion(&name).await?;
+        let marked = parse(&self.inner.update_raw(&ns, old, false).await?)?;
+        self.enqueue_deletion(&name).await?;
+        self.ctx
+            .namespaces
+            .write()
+            .expect("lock")
+            .remove(&(self.inner.tenant.to_string(), name));
+        Ok(Some(marked))
+    }
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        expected_rv: u64,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        self.inner
+            .delete(namespace, name, expected_rv, dry_run)
+            .await
+    }
+}
+
+/// NamespaceLifecycle's rule for deletes (plugin/namespace/lifecycle/admission.go): the
+/// default namespaces cannot be deleted (403 `this namespace may not be deleted`).
+pub struct ImmortalNamespaces;
+
+impl Admission for ImmortalNamespaces {
+    fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            if a.operation == Operation::Delete && DEFAULT_NAMESPACES.contains(&a.name) {
+                return Err(ApiError::forbidden(
+                    gr(),
+                    a.name,
+                    "this namespace may not be deleted",
+                ));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The three namespaces every tenant starts with (created once per tenant, idempotently);
+/// they cannot be deleted.
+pub const DEFAULT_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
 #[cfg(test)]
 mod tests {
