@@ -89,7 +89,6 @@ fn selectors(req: &Req) -> Result<(String, String), ApiError> {
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let tenant = i.tenant.clone();
-    let mut reg = ctx.registry.clone();
     let status = match i.subresource.as_str() {
         "" => false,
         "status" => true,
@@ -138,47 +137,48 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 "",
             );
             let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-            let r = reg
-                .list_crds(pb::CrdListRequest {
-                    tenant,
-                    limit: opts.limit,
-                    start_after: opts.start_after.clone(),
-                    name: String::new(),
+            let r = handlers::list(
+                &store,
+                "",
+                &ListOptions {
                     label_selector: label,
                     field_selector: field,
-                })
-                .await
-                .map_err(crdplane_proto::status::from_grpc)?
-                .into_inner();
+                    limit: opts.limit,
+                    continue_token: opts.start_after.clone(),
+                },
+            )
+            .await?;
             let rv = match opts.rv {
                 crate::strategy::ListRv::Exact(n) if opts.continuing => n,
                 _ => r.resource_version,
             };
-            let cont = if r.next_start_after.is_empty() {
+            let cont = if r.continue_token.is_empty() {
                 String::new()
             } else {
-                crate::strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
+                crate::strategy::encode_continue(&key, &scope, &r.continue_token, rv as i64)
             };
-            let remaining = r.has_remaining_item_count.then_some(r.remaining_item_count);
+            let remaining = r.remaining;
             match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(
-                    StatusCode::OK,
-                    crate::strategy::list_json(
-                        "apiextensions.k8s.io/v1",
-                        "CustomResourceDefinitionList",
-                        &r.items,
-                        rv,
-                        &cont,
-                        remaining,
-                    ),
-                )),
-                Output::Table(_) => {
-                    let objs: Vec<Value> = r
+                Output::Json => {
+                    let items: Vec<bytes::Bytes> = r
                         .items
                         .iter()
-                        .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
-                        .collect::<Result<_, _>>()?;
-                    let mut t = crd_table(&objs, true, include(req));
+                        .map(|v| serde_json::to_vec(v).expect("json").into())
+                        .collect();
+                    Ok(json_response(
+                        StatusCode::OK,
+                        crate::strategy::list_json(
+                            "apiextensions.k8s.io/v1",
+                            "CustomResourceDefinitionList",
+                            &items,
+                            rv,
+                            &cont,
+                            remaining,
+                        ),
+                    ))
+                }
+                Output::Table(_) => {
+                    let mut t = crd_table(&r.items, true, include(req));
                     let meta = ListMeta {
                         resource_version: rv.to_string(),
                         continue_token: cont,

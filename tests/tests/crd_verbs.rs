@@ -347,6 +347,23 @@ fn crd_deletecollection_marks_the_selected_ones() {
         );
         assert_eq!(code, 201, "{v}");
     }
+    // LIST pages through the generic list handler: continue tokens, remaining count, and
+    // the label selector.
+    let (code, first) = api.get(&format!("{CRDS}?limit=2"));
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(first["kind"], "CustomResourceDefinitionList", "{first}");
+    assert_eq!(first["items"].as_array().unwrap().len(), 2, "{first}");
+    assert_eq!(first["metadata"]["remainingItemCount"], 1, "{first}");
+    let cont = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let (code, rest) = api.get(&format!("{CRDS}?limit=2&continue={cont}"));
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(
+        rest["items"][0]["metadata"]["name"], "plums.stable.example.com",
+        "{rest}"
+    );
+    assert!(rest["metadata"].get("continue").is_none(), "{rest}");
+    let (_, b) = api.get(&format!("{CRDS}?labelSelector=set%3Db"));
+    assert_eq!(b["items"].as_array().unwrap().len(), 1, "{b}");
     // An unsupported dryRun value: 422 on DeleteOptions (ValidateDeleteOptions).
     let (code, v) = api.call(
         "DELETE",
