@@ -296,8 +296,12 @@ pub fn stored_form(crd: &CrdInfo, obj: Value) -> Value {
 
 /// Converts to the storage version and writes through the rv slot.
 pub fn storage_write(crd: &CrdInfo, obj: Value) -> Result<pb::ObjectWrite, ApiError> {
-    let obj = stored_form(crd, obj);
-    let (head, tail) = rvslot::split(&obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    object_write(&stored_form(crd, obj))
+}
+
+/// An object (already in the storage version) cut at its rv slot for the storage service.
+pub fn object_write(obj: &Value) -> Result<pb::ObjectWrite, ApiError> {
+    let (head, tail) = rvslot::split(obj).map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(pb::ObjectWrite {
         head: head.into(),
         tail: tail.into(),

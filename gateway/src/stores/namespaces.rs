@@ -300,7 +300,7 @@ impl Store for NamespaceStore<'_> {
             return Ok(Some(ns));
         }
         self.enqueue_deletion(&name).await?;
-        let marked = parse(&self.inner.update_raw(&ns, old, false).await?)?;
+        let marked = parse(&self.inner.update_raw(&ns, old, false).await?.0)?;
         self.enqueue_deletion(&name).await?;
         self.ctx
             .namespaces

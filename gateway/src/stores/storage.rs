@@ -137,13 +137,13 @@ impl StorageStore<'_> {
         })
     }
 
-    /// [`Store::update`], answering with the stored bytes.
+    /// [`Store::update`], answering with the stored bytes and their resourceVersion.
     pub async fn update_raw(
         &self,
         obj: &Value,
         old: &Value,
         dry_run: bool,
-    ) -> Result<Bytes, ApiError> {
+    ) -> Result<(Bytes, u64), ApiError> {
         let w = self
             .storage
             .clone()
@@ -157,7 +157,7 @@ impl StorageStore<'_> {
             .await
             .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
-        Ok(w.json)
+        Ok((w.json, w.resource_version))
     }
 
     /// [`Store::delete`], answering with the last stored bytes.
@@ -209,7 +209,7 @@ impl Store for StorageStore<'_> {
     }
 
     async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
-        parse(&self.update_raw(&obj, old, dry_run).await?)
+        parse(&self.update_raw(&obj, old, dry_run).await?.0)
     }
 
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
