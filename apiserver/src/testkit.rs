@@ -6,7 +6,7 @@
 //! tests use it instead of a mock.
 
 use crate::rest::store::stored_rv;
-use crate::rest::{ListOptions, ListResult, Store};
+use crate::rest::{ListOptions, ListResult, Store, Stored};
 use crdplane_core::selector::{FieldSelector, LabelSelector};
 use crdplane_core::{ApiError, GroupResource};
 use serde_json::Value;
@@ -133,22 +133,22 @@ impl Store for MemStore {
         })
     }
 
-    async fn create(&self, mut obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn create(&self, mut obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         let mut g = self.inner.lock().expect("lock");
         let k = key_of(&obj);
         if g.1.contains_key(&k) {
             return Err(ApiError::already_exists(&self.gr, &k.1));
         }
         if dry_run {
-            return Ok(obj);
+            return Ok(obj.into());
         }
         g.0 += 1;
         set_rv(&mut obj, g.0);
         g.1.insert(k, obj.clone());
-        Ok(obj)
+        Ok(obj.into())
     }
 
-    async fn update(&self, mut obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(&self, mut obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
         let expected_rv = stored_rv(old);
         if self.lose() {
             let (_, name) = key_of(&obj);
@@ -164,12 +164,12 @@ impl Store for MemStore {
             return Err(ApiError::stale(&self.gr, &k.1));
         }
         if dry_run {
-            return Ok(obj);
+            return Ok(obj.into());
         }
         g.0 += 1;
         set_rv(&mut obj, g.0);
         g.1.insert(k, obj.clone());
-        Ok(obj)
+        Ok(obj.into())
     }
 
     async fn delete(

@@ -24,7 +24,7 @@ use crate::stores::storage::StorageStore;
 use crate::table::{ListMeta, RenderOptions};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored};
 use crdplane_core::builtin::BuiltinResource;
 use crdplane_core::options::FieldValidation;
 use crdplane_core::selector::FieldSelector;
@@ -428,21 +428,21 @@ impl Store for BuiltinStore<'_> {
             .collect();
         Ok(l)
     }
-    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         let v = self
             .inner
             .create(self.ty.stored_form(obj), dry_run)
             .await
             .map_err(|e| rename_conflict(e, self.ty))?;
-        Ok(self.ty.served_form(v))
+        Ok(self.ty.served_form(v.object).into())
     }
-    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
         let v = self
             .inner
             .update(self.ty.stored_form(obj), old, dry_run)
             .await
             .map_err(|e| rename_conflict(e, self.ty))?;
-        Ok(self.ty.served_form(v))
+        Ok(self.ty.served_form(v.object).into())
     }
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
         self.inner

@@ -23,16 +23,17 @@ pub fn add_warnings(resp: &mut Response<Body>, warnings: &[String]) {
     }
 }
 
-/// The JSON answer of a generic write handler, with `extra` warnings (the request's own)
-/// before the handler's.
+/// The JSON answer of a generic write handler (the store's encoding of the object when it
+/// has one), with `extra` warnings (the request's own) before the handler's.
 pub fn written(w: crdplane_apiserver::handlers::Written, extra: &[String]) -> Response<Body> {
     let mut warnings = extra.to_vec();
     warnings.extend(w.warnings);
     let code = StatusCode::from_u16(w.code).unwrap_or(StatusCode::OK);
-    with_warnings(
-        json_response(code, serde_json::to_vec(&w.object).expect("json")),
-        &warnings,
-    )
+    let body = match w.encoded {
+        Some(b) => b,
+        None => serde_json::to_vec(&w.object).expect("json"),
+    };
+    with_warnings(json_response(code, body), &warnings)
 }
 
 /// `r` with the warnings added as `Warning` headers (see [`add_warnings`]).

@@ -56,10 +56,11 @@ pub async fn create<S: Store, T: Strategy>(
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    let object = store.create(obj, dry_run).await?;
+    let stored = store.create(obj, dry_run).await?;
     Ok(Written {
         code: 201,
-        object,
+        object: stored.object,
         warnings,
+        encoded: stored.encoded,
     })
 }

@@ -6,7 +6,7 @@ use super::{Written, meta_str};
 use crate::admission::{Attributes, Chain, Operation};
 use crate::rest::delete::{DeleteOptions, DeletionPlan, plan_deletion};
 use crate::rest::store::stored_rv;
-use crate::rest::{ListOptions, Store, Strategy};
+use crate::rest::{ListOptions, Store, Stored, Strategy};
 use crate::retry::{Failure, guaranteed_update, write_failed};
 use crdplane_core::{ApiError, Reason};
 use futures::StreamExt;
@@ -72,14 +72,15 @@ async fn delete_known<S: Store, T: Strategy>(
                 })
                 .await?;
             let now = crdplane_core::names::now_timestamp();
-            let pending = |object: Value| Written {
+            let pending = |stored: Stored| Written {
                 code: if o.orphan_dependents == Some(false) {
                     202
                 } else {
                     200
                 },
-                object,
+                object: stored.object,
                 warnings: Vec::new(),
+                encoded: stored.encoded,
             };
             // A resource with its own first DELETE (the CRD's mark) answers with the marked
             // object; a lost swap reads again.
@@ -88,7 +89,7 @@ async fn delete_known<S: Store, T: Strategy>(
                 .await
                 .map_err(write_failed)?
             {
-                return Ok(pending(marked));
+                return Ok(pending(marked.into()));
             }
             match plan_deletion(
                 &old,
@@ -113,6 +114,7 @@ async fn delete_known<S: Store, T: Strategy>(
                         code: 200,
                         object,
                         warnings: Vec::new(),
+                        encoded: None,
                     })
                 }
                 DeletionPlan::Update(v) => {
@@ -120,7 +122,7 @@ async fn delete_known<S: Store, T: Strategy>(
                     let stored = store.update(v, &old, dry).await.map_err(write_failed)?;
                     Ok(pending(stored))
                 }
-                DeletionPlan::Unchanged => Ok::<_, Failure>(pending(old)),
+                DeletionPlan::Unchanged => Ok::<_, Failure>(pending(old.into())),
             }
         }
     })

@@ -33,6 +33,9 @@ pub struct Written {
     pub object: Value,
     /// `Warning` headers to send (e.g. unknown fields under `fieldValidation=Warn`).
     pub warnings: Vec<String>,
+    /// `object` already encoded as JSON, when the store answered with its encoding
+    /// ([`crate::rest::Stored::encoded`]): send these bytes as they are.
+    pub encoded: Option<Vec<u8>>,
 }
 
 /// A string field of `metadata` ("" when absent).

@@ -327,6 +327,7 @@ async fn write_existing<S: Store, T: Strategy>(
             code: 200,
             object,
             warnings,
+            encoded: None,
         });
     }
     // The stored bytes carry no resourceVersion (the versioner clears it before encoding),
@@ -341,15 +342,17 @@ async fn write_existing<S: Store, T: Strategy>(
             code: 200,
             object: old.clone(),
             warnings,
+            encoded: None,
         });
     }
-    let object = store
+    let stored = store
         .update(obj, old, dry_run)
         .await
         .map_err(write_failed)?;
     Ok(Written {
         code: 200,
-        object,
+        object: stored.object,
         warnings,
+        encoded: stored.encoded,
     })
 }

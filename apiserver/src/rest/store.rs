@@ -39,6 +39,27 @@ pub struct ListResult {
     pub remaining: Option<u64>,
 }
 
+/// An object as a store wrote it (create, update).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The object as stored, resourceVersion set.
+    pub object: Value,
+    /// Its JSON encoding, when the store has it at hand and it is what the request's version
+    /// shows: the answer is then sent as these bytes instead of encoding `object` again
+    /// (measured for custom-resource creates: 199,238 → 194,634 gateway instructions per
+    /// request, `loadtest/instructions-per-request.sh`).
+    pub encoded: Option<Vec<u8>>,
+}
+
+impl From<Value> for Stored {
+    fn from(object: Value) -> Self {
+        Stored {
+            object,
+            encoded: None,
+        }
+    }
+}
+
 /// Where the objects of one resource live. `namespace` is "" for cluster-scoped resources.
 ///
 /// Errors are the Status the client sees: NotFound / AlreadyExists built by the store for
@@ -66,7 +87,7 @@ pub trait Store: Send + Sync {
         &self,
         obj: Value,
         dry_run: bool,
-    ) -> impl Future<Output = Result<Value, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Stored, ApiError>> + Send;
 
     /// Replaces `old`, the stored state the write was prepared from, iff the stored
     /// resourceVersion is still `old`'s ([`stored_rv`], else a Conflict); returns the object
@@ -77,7 +98,7 @@ pub trait Store: Send + Sync {
         obj: Value,
         old: &Value,
         dry_run: bool,
-    ) -> impl Future<Output = Result<Value, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Stored, ApiError>> + Send;
 
     /// Runs before a deletion write of the object `obj` (its last state): its removal, by a
     /// DELETE or by the update that removes its last finalizer, or its marking as deleting

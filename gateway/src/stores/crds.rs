@@ -39,7 +39,7 @@ use crate::context::Channel;
 use crate::crd::CrdCache;
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Strategy};
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy};
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
@@ -155,7 +155,7 @@ impl Store for CrdStore<'_> {
         })
     }
 
-    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         let r = self
             .reg()
             .create_crd(self.write_request(&obj, dry_run)?)
@@ -164,12 +164,12 @@ impl Store for CrdStore<'_> {
             .into_inner();
         let v = parse(&r.json)?;
         self.cache.invalidate(self.tenant, name_of(&v));
-        Ok(v)
+        Ok(v.into())
     }
 
     /// The registry compares the body's resourceVersion with the stored one (a stale one is
     /// a Conflict): that is the compare-and-swap on `old`'s resourceVersion.
-    async fn update(&self, mut obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(&self, mut obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
         let expected_rv = crdplane_apiserver::rest::stored_rv(old);
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), json!(expected_rv.to_string()));
@@ -186,6 +186,7 @@ impl Store for CrdStore<'_> {
                 .into_inner()
                 .json,
         )
+        .map(Stored::from)
     }
 
     /// etcd.go `REST.Delete` on a CRD not yet being deleted: the registry marks it (and

@@ -15,7 +15,7 @@ use crate::stores::storage::StorageStore;
 use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Strategy, stored_rv};
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy, stored_rv};
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
@@ -265,10 +265,10 @@ impl Store for NamespaceStore<'_> {
     async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
         self.inner.list(namespace, opts).await
     }
-    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         self.inner.create(obj, dry_run).await
     }
-    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
         self.inner.update(obj, old, dry_run).await
     }
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {

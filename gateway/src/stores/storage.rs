@@ -9,7 +9,7 @@
 
 use crate::context::Channel;
 use bytes::Bytes;
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store};
+use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored};
 use crdplane_core::{ApiError, GroupResource, rvslot};
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
@@ -192,7 +192,7 @@ impl Store for StorageStore<'_> {
         self.list_raw(namespace, opts).await?.into_list(parse)
     }
 
-    async fn create(&self, obj: Value, dry_run: bool) -> Result<Value, ApiError> {
+    async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         let s = self
             .storage
             .clone()
@@ -205,11 +205,11 @@ impl Store for StorageStore<'_> {
             .await
             .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
-        parse(&s.json)
+        parse(&s.json).map(Stored::from)
     }
 
-    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Value, ApiError> {
-        parse(&self.update_raw(&obj, old, dry_run).await?.0)
+    async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
+        parse(&self.update_raw(&obj, old, dry_run).await?.0).map(Stored::from)
     }
 
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
