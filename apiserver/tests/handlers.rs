@@ -727,7 +727,7 @@ async fn update_size(
         |old| {
             let mut new = old.clone();
             new["spec"]["size"] = json!(size(old)?);
-            Ok(new)
+            Ok((new, Vec::new()))
         },
     )
     .await

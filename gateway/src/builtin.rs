@@ -123,21 +123,10 @@ pub async fn serve(
                 handlers::delete_collection(&store, &strategy, &admission, &i.namespace, &opts, &o)
                     .await?;
             let r = ty.resource();
-            let items: Vec<bytes::Bytes> = all
-                .items
-                .iter()
-                .map(|v| serde_json::to_vec(v).expect("json").into())
-                .collect();
-            Ok(json_response(
-                StatusCode::OK,
-                crate::strategy::list_json(
-                    &r.api_version(),
-                    r.list_kind,
-                    &items,
-                    all.resource_version,
-                    "",
-                    None,
-                ),
+            Ok(crate::respond::deleted_collection(
+                &r.api_version(),
+                r.list_kind,
+                &all,
             ))
         }
         verb => Err(ApiError::method_not_supported(&gr(r), verb)),

@@ -159,24 +159,17 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             };
             let remaining = r.remaining;
             match negotiate_output(req.header("accept"))? {
-                Output::Json => {
-                    let items: Vec<bytes::Bytes> = r
-                        .items
-                        .iter()
-                        .map(|v| serde_json::to_vec(v).expect("json").into())
-                        .collect();
-                    Ok(json_response(
-                        StatusCode::OK,
-                        crate::strategy::list_json(
-                            "apiextensions.k8s.io/v1",
-                            "CustomResourceDefinitionList",
-                            &items,
-                            rv,
-                            &cont,
-                            remaining,
-                        ),
-                    ))
-                }
+                Output::Json => Ok(json_response(
+                    StatusCode::OK,
+                    crate::strategy::list_json_of_values(
+                        "apiextensions.k8s.io/v1",
+                        "CustomResourceDefinitionList",
+                        &r.items,
+                        rv,
+                        &cont,
+                        remaining,
+                    ),
+                )),
                 Output::Table(_) => {
                     let mut t = crd_table(&r.items, true, include(req));
                     let meta = ListMeta {
@@ -265,21 +258,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             };
             let all =
                 handlers::delete_collection(&store, &strategy, &admission, "", &opts, &o).await?;
-            let items: Vec<bytes::Bytes> = all
-                .items
-                .iter()
-                .map(|v| serde_json::to_vec(v).expect("json").into())
-                .collect();
-            Ok(json_response(
-                StatusCode::OK,
-                crate::strategy::list_json(
-                    "apiextensions.k8s.io/v1",
-                    "CustomResourceDefinitionList",
-                    &items,
-                    all.resource_version,
-                    "",
-                    None,
-                ),
+            Ok(crate::respond::deleted_collection(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinitionList",
+                &all,
             ))
         }
         _ => Err(ApiError::method_not_supported(

@@ -377,20 +377,9 @@ async fn delete_collection(
     let (store, strategy, admission) = machinery(ctx, req, crd, ver);
     let all =
         handlers::delete_collection(&store, &strategy, &admission, &i.namespace, &opts, &o).await?;
-    let items: Vec<Bytes> = all
-        .items
-        .iter()
-        .map(|v| serde_json::to_vec(v).expect("json").into())
-        .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        strategy::list_json(
-            &api_version(crd, &ver.name),
-            &crd.list_kind,
-            &items,
-            all.resource_version,
-            "",
-            None,
-        ),
+    Ok(crate::respond::deleted_collection(
+        &api_version(crd, &ver.name),
+        &crd.list_kind,
+        &all,
     ))
 }

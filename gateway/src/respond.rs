@@ -36,6 +36,26 @@ pub fn written(w: crdplane_apiserver::handlers::Written, extra: &[String]) -> Re
     with_warnings(json_response(code, body), &warnings)
 }
 
+/// The answer of a deletecollection: the list as it was read (store.go `DeleteCollection`),
+/// without continue token.
+pub fn deleted_collection(
+    api_version: &str,
+    list_kind: &str,
+    all: &crdplane_apiserver::rest::ListResult,
+) -> Response<Body> {
+    json_response(
+        StatusCode::OK,
+        strategy::list_json_of_values(
+            api_version,
+            list_kind,
+            &all.items,
+            all.resource_version,
+            "",
+            None,
+        ),
+    )
+}
+
 /// `r` with the warnings added as `Warning` headers (see [`add_warnings`]).
 pub fn with_warnings(mut r: Response<Body>, w: &[String]) -> Response<Body> {
     add_warnings(&mut r, w);

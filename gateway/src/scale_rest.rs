@@ -118,7 +118,7 @@ async fn write(
                 return Err(ApiError::stale(&gr, &i.name));
             }
         }
-        apply_scale(old, paths, &w)
+        Ok((apply_scale(old, paths, &w)?, Vec::new()))
     };
     let written = handlers::update_from(
         &store,

@@ -48,6 +48,22 @@ pub fn list_json(
     out
 }
 
+/// [`list_json`] of objects held as JSON values (each encoded once).
+pub fn list_json_of_values(
+    api_version: &str,
+    list_kind: &str,
+    items: &[serde_json::Value],
+    rv: u64,
+    cont: &str,
+    remaining: Option<u64>,
+) -> Vec<u8> {
+    let items: Vec<bytes::Bytes> = items
+        .iter()
+        .map(|v| serde_json::to_vec(v).expect("json").into())
+        .collect();
+    list_json(api_version, list_kind, &items, rv, cont, remaining)
+}
+
 // ---- list options and continue tokens -------------------------------------------------------
 //
 // Token encoding and list-option validation are pure and live in crdplane-core

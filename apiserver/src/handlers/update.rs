@@ -174,7 +174,7 @@ pub async fn patch<S: Store, T: Strategy>(
         }
         Ok((obj, unknown))
     };
-    write_from(
+    update_from(
         store,
         strategy,
         admission,
@@ -187,43 +187,13 @@ pub async fn patch<S: Store, T: Strategy>(
     .await
 }
 
-/// An update computed from the stored object (upstream's `rest.UpdatedObjectInfo`, as the
-/// `/scale` subresource uses it): `to_write` turns each fresh read into the object to write,
-/// which then takes the same write as an update. It runs again after a lost race, so a
-/// precondition it checks (a resourceVersion) is checked against every read.
+/// An update computed from the stored object (upstream's `rest.UpdatedObjectInfo`; the
+/// `/scale` subresource and [`patch`] are written with it): `to_write` turns each fresh read
+/// into the object to write and warnings that go first, which then takes the same write as
+/// an update. It runs again after a lost race, so a precondition it checks (a
+/// resourceVersion) is checked against every read.
 #[allow(clippy::too_many_arguments)]
 pub async fn update_from<S, T, F>(
-    store: &S,
-    strategy: &T,
-    admission: &Chain<'_>,
-    subresource: &str,
-    namespace: &str,
-    name: &str,
-    dry_run: bool,
-    to_write: F,
-) -> Result<Written, ApiError>
-where
-    S: Store,
-    T: Strategy,
-    F: Fn(&Value) -> Result<Value, ApiError> + Sync,
-{
-    write_from(
-        store,
-        strategy,
-        admission,
-        subresource,
-        namespace,
-        name,
-        dry_run,
-        |old| Ok((to_write(old)?, Vec::new())),
-    )
-    .await
-}
-
-/// The loop of [`patch`] and [`update_from`]: each fresh read of the object turned into the
-/// object to write (and warnings that go first), then [`write_existing`].
-#[allow(clippy::too_many_arguments)]
-async fn write_from<S, T, F>(
     store: &S,
     strategy: &T,
     admission: &Chain<'_>,
