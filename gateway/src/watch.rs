@@ -65,7 +65,7 @@ pub struct Target {
     /// defaults); applied after `transform`, a batch of objects per call.
     pub normalize: Option<Normalizer>,
     /// The CRD a custom resource watch serves (of `resource.tenant`): the watch ends once
-    /// that CRD is gone or re-specified (see [`crd_gone`]).
+    /// that CRD is gone or re-specified (see `crd_gone`).
     pub crd: Option<Arc<CrdInfo>>,
 }
 

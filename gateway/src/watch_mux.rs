@@ -27,7 +27,7 @@
 //!   watchers then get the line rendered once from them; Table watchers render from the
 //!   defaulted object. Only a watcher whose version had no watcher when the event came
 //!   (it joined later and replays the ring), the initial list and a private storage watch
-//!   default per watcher ([`normalize_items`]). Upstream applies defaults when it
+//!   default per watcher (`normalize_items`). Upstream applies defaults when it
 //!   decodes an object from storage, once per object read by the watch cache
 //!   (apiextensions-apiserver `pkg/apiserver/customresource_handler.go`
 //!   `schemaCoercingDecoder` / `unstructuredDefaulter`), never per watcher.

@@ -440,7 +440,7 @@ fn is_go_zero_time(t: &DateTime<Utc>) -> bool {
 
 /// Upstream `duration.HumanDuration`: a short age with ~2-3 significant figures
 /// ("45s", "5m30s", "3h10m", "2d4h", "400d", "2y30d", "10y"); up to 2 seconds in the
-/// future reads "0s", further is "<invalid>".
+/// future reads "0s", further is `"<invalid>"`.
 pub fn human_duration(d: Duration) -> String {
     // Go's time.Duration is int64 nanoseconds and time.Since saturates.
     let ns: i64 = d.num_nanoseconds().unwrap_or(if d < Duration::zero() {

@@ -1,6 +1,6 @@
 //! The layers of the edge stack, one per file, in the order `stack.rs` composes them
 //! (outermost first, as upstream's `DefaultBuildHandlerChain` in
-//! staging/src/k8s.io/apiserver/pkg/server/config.go): [`panic`], [`trace`],
+//! staging/src/k8s.io/apiserver/pkg/server/config.go): [`panic`](mod@panic), [`trace`],
 //! [`request_info`], [`metrics`], [`limits`], [`authentication`], [`tenant_access`],
 //! [`fairness`], [`authorization`]. Each is a `tower::Layer` and its `tower::Service`, with
 //! an in-process test against a stub inner service.

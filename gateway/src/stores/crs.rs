@@ -116,7 +116,7 @@ impl Store for CrStore<'_> {
     }
 
     /// Through the create batcher; owner references of the new object are queued for the
-    /// garbage collector's verification. The answer is [`as_written`] (a dry run's is the
+    /// garbage collector's verification. The answer is `as_written` (a dry run's is the
     /// storage's answer, read back).
     async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         let m = |k: &str| {
@@ -147,7 +147,7 @@ impl Store for CrStore<'_> {
     }
 
     /// In the storage version; owner references the update adds are queued for the garbage
-    /// collector's verification. The answer is [`as_written`] (a dry run's is the storage's
+    /// collector's verification. The answer is `as_written` (a dry run's is the storage's
     /// answer, read back).
     async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
         let served_api_version = obj.get("apiVersion").cloned();
