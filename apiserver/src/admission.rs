@@ -53,6 +53,14 @@ pub struct Attributes<'a> {
 pub trait Admission: Send + Sync {
     /// Admits (possibly mutating `a.object`) or refuses the request with its Status.
     fn admit<'a>(&'a self, a: &'a mut Attributes<'_>) -> BoxFuture<'a, Result<(), ApiError>>;
+    /// Whether the plugin is mutating admission in upstream's sense: a create runs it
+    /// before the strategy prepares the object (handlers/create.go admits before
+    /// `rest.BeforeCreate`), so it sees the name the request carries ("" with
+    /// `generateName`) and its refusal comes before validation errors. Other writes run
+    /// every plugin after validation, in order. `false` by default.
+    fn mutating(&self) -> bool {
+        false
+    }
 }
 
 /// Plugins in order; the first refusal ends the request. Plugins may borrow what the
@@ -68,6 +76,17 @@ impl Chain<'_> {
     /// Runs every plugin in order.
     pub async fn admit(&self, a: &mut Attributes<'_>) -> Result<(), ApiError> {
         for p in &self.0 {
+            p.admit(a).await?;
+        }
+        Ok(())
+    }
+    /// Runs the plugins of one phase ([`Admission::mutating`]) in order.
+    pub async fn admit_phase(
+        &self,
+        a: &mut Attributes<'_>,
+        mutating: bool,
+    ) -> Result<(), ApiError> {
+        for p in self.0.iter().filter(|p| p.mutating() == mutating) {
             p.admit(a).await?;
         }
         Ok(())
@@ -95,6 +114,9 @@ impl<S: Store> Admission for NamespaceLifecycle<S> {
             }
             Ok(())
         })
+    }
+    fn mutating(&self) -> bool {
+        true
     }
 }
 

@@ -640,6 +640,21 @@ async fn namespace_lifecycle_admission() {
             r#"widgets.example.com "a" is forbidden: unable to create new content in namespace old because it is being terminated"#
         )
     );
+    // NamespaceLifecycle is mutating admission: it runs before the strategy, so it names
+    // the requested name (none with generateName: upstream's NewForbidden then leaves the
+    // name out) and comes before validation errors.
+    let generated = json!({"metadata": {"generateName": "w-"}, "spec": {"size": 1}});
+    let e = handlers::create(&s, &widgets(), &chain, "old", generated, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "widgets.example.com is forbidden: unable to create new content in namespace old because it is being terminated"
+    );
+    let e = handlers::create(&s, &widgets(), &chain, "missing", widget("b", -1), false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 404);
     assert_eq!(s.len(), 1);
 }
 

@@ -131,4 +131,9 @@ impl Admission for NamespaceExists<'_> {
             require_namespace_for(self.ctx, self.tenant, a.namespace, a.resource, a.name).await
         })
     }
+    /// Upstream's NamespaceLifecycle is mutating admission: it runs before the object is
+    /// prepared and validated.
+    fn mutating(&self) -> bool {
+        true
+    }
 }

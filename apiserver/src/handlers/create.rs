@@ -1,5 +1,6 @@
 //! POST of a new object (handlers/create.go, store.go `Create`, rest/create.go
-//! `BeforeCreate`).
+//! `BeforeCreate`): mutating admission, the strategy (prepare, validate, warnings),
+//! validating admission, the store.
 
 use super::{Written, invalid, meta_str};
 use crate::admission::{Attributes, Chain, Operation};
@@ -22,6 +23,22 @@ pub async fn create<S: Store, T: Strategy>(
     // etcd3 store.go Create refuses an object that carries a resourceVersion (not on dry
     // run); the error is no Status, so upstream answers 500 with reason Unknown.
     let rv_set = rv_set_on_create(&obj);
+    // Mutating admission first, on the object as the request sent it (NamespaceLifecycle's
+    // 404/403 come before validation errors and name the requested name).
+    let requested = meta_str(&obj, "name").to_string();
+    let mut a = Attributes {
+        operation: Operation::Create,
+        resource: strategy.group_resource(),
+        subresource: "",
+        namespace,
+        name: &requested,
+        object: Some(&mut obj),
+        old: None,
+        dry_run,
+        warnings: Vec::new(),
+    };
+    admission.admit_phase(&mut a, true).await?;
+    let mut early = a.warnings;
     strategy.prepare_for_create(&mut obj, namespace)?;
     let name = meta_str(&obj, "name").to_string();
     if name.is_empty() {
@@ -37,6 +54,7 @@ pub async fn create<S: Store, T: Strategy>(
     }
     invalid(strategy, &name, &strategy.validate(&obj))?;
     let mut warnings = strategy.warnings_on_create(&obj);
+    warnings.splice(0..0, early.drain(..));
     let mut a = Attributes {
         operation: Operation::Create,
         resource: strategy.group_resource(),
@@ -48,7 +66,7 @@ pub async fn create<S: Store, T: Strategy>(
         dry_run,
         warnings: Vec::new(),
     };
-    admission.admit(&mut a).await?;
+    admission.admit_phase(&mut a, false).await?;
     warnings.append(&mut a.warnings);
     if rv_set && !dry_run {
         return Err(ApiError::new(
