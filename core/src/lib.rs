@@ -38,5 +38,5 @@ pub mod status;
 pub mod validation;
 
 pub use field::{FieldError, FieldErrorType};
-pub use names::GroupResource;
+pub use names::{GroupResource, ResourceRef};
 pub use status::{ApiError, Reason};

@@ -32,6 +32,34 @@ impl fmt::Display for GroupResource {
     }
 }
 
+/// One resource of one tenant: what the storage service keys objects, lists and watches
+/// by. The gateway's handlers name resources with it; the gRPC message is built from it in
+/// one place (crdplane-proto).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ResourceRef {
+    /// The tenant (logical cluster).
+    pub tenant: String,
+    /// API group ("" for the core group).
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+}
+
+impl ResourceRef {
+    /// A resource reference from its parts.
+    pub fn new(
+        tenant: impl Into<String>,
+        group: impl Into<String>,
+        resource: impl Into<String>,
+    ) -> Self {
+        Self {
+            tenant: tenant.into(),
+            group: group.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
 /// `Kind.group` (or `Kind` for the core group), as in Invalid messages.
 pub fn qualified_kind(kind: &str, group: &str) -> String {
     if group.is_empty() {

@@ -28,8 +28,7 @@ use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored};
 use crdplane_core::builtin::BuiltinResource;
 use crdplane_core::options::FieldValidation;
 use crdplane_core::selector::FieldSelector;
-use crdplane_core::{ApiError, GroupResource};
-use crdplane_proto::v1 as pb;
+use crdplane_core::{ApiError, GroupResource, ResourceRef};
 use http::{Response, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -364,12 +363,8 @@ async fn watch(
 }
 
 /// The storage triple of a built-in resource of `tenant`.
-pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> pb::ResourceRef {
-    pb::ResourceRef {
-        tenant: tenant.into(),
-        group: r.storage.0.into(),
-        resource: r.storage.1.into(),
-    }
+pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> ResourceRef {
+    ResourceRef::new(tenant, r.storage.0, r.storage.1)
 }
 
 /// The storage service as the `Store` of one built-in resource: objects converted between

@@ -16,7 +16,7 @@ use crate::request::{
 };
 use bytes::Bytes;
 use crdplane_core::field::{FieldError, FieldErrorType};
-use crdplane_core::{ApiError, rvslot};
+use crdplane_core::{ApiError, ResourceRef, rvslot};
 use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::validation_client::ValidationClient;
@@ -26,19 +26,15 @@ use std::sync::Arc;
 /// The storage key of object `name` in namespace `ns` of the CRD's resource in `tenant`.
 pub fn key(crd: &CrdInfo, tenant: &str, ns: &str, name: &str) -> pb::ObjectKey {
     pb::ObjectKey {
-        resource: Some(resource_ref(crd, tenant)),
+        resource: Some((&resource_ref(crd, tenant)).into()),
         namespace: ns.into(),
         name: name.into(),
     }
 }
 
 /// The storage service's reference to the CRD's resource in `tenant`.
-pub fn resource_ref(crd: &CrdInfo, tenant: &str) -> pb::ResourceRef {
-    pb::ResourceRef {
-        tenant: tenant.into(),
-        group: crd.group.clone(),
-        resource: crd.plural.clone(),
-    }
+pub fn resource_ref(crd: &CrdInfo, tenant: &str) -> ResourceRef {
+    ResourceRef::new(tenant, &crd.group, &crd.plural)
 }
 
 /// A field error as the validation service sent it, back in `metav1.Status` cause form.

@@ -22,8 +22,7 @@ use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
-use crdplane_core::ApiError;
-use crdplane_proto::v1 as pb;
+use crdplane_core::{ApiError, ResourceRef};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -189,11 +188,11 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let (label, field) = selectors(req)?;
             let table: TableFn = Arc::new(crd_table);
             let t = watch::Target {
-                resource: pb::ResourceRef {
+                resource: ResourceRef::new(
                     tenant,
-                    group: "apiextensions.k8s.io".into(),
-                    resource: "customresourcedefinitions".into(),
-                },
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                ),
                 namespace: String::new(),
                 name: i.name.clone(),
                 api_version: "apiextensions.k8s.io/v1".into(),

@@ -13,7 +13,7 @@ use crate::context::{Ctx, Req};
 use crate::http::Body;
 use crate::table::ListMeta;
 use bytes::Bytes;
-use crdplane_core::ApiError;
+use crdplane_core::{ApiError, ResourceRef};
 use crdplane_proto::v1 as pb;
 use http::Response;
 
@@ -90,7 +90,7 @@ pub enum Listed {
 pub async fn storage_page(
     ctx: &Ctx,
     req: &Req,
-    resource: pb::ResourceRef,
+    resource: ResourceRef,
     namespace: &str,
     label_selector: String,
     field_selector: String,
@@ -108,7 +108,7 @@ pub async fn storage_page(
         .storage
         .clone()
         .list(pb::ListRequest {
-            resource: Some(resource),
+            resource: Some((&resource).into()),
             namespace: namespace.into(),
             limit: opts.limit,
             start_after: opts.start_after.clone(),

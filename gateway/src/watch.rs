@@ -21,8 +21,8 @@ use crate::crd::{CrdInfo, CrdNow};
 use crate::http::{Body, Output, negotiate_output};
 use crate::table::{IncludeObject, ListMeta};
 use bytes::Bytes;
-use crdplane_core::ApiError;
 use crdplane_core::field::FieldError;
+use crdplane_core::{ApiError, ResourceRef};
 use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -44,7 +44,7 @@ pub type TableFn = Arc<dyn Fn(&[Value], bool, IncludeObject) -> Value + Send + S
 /// What one watch streams.
 pub struct Target {
     /// The tenant's resource in the storage service.
-    pub resource: pb::ResourceRef,
+    pub resource: ResourceRef,
     /// Namespace watched ("" = all namespaces or cluster scope).
     pub namespace: String,
     /// Name of the single object watched ("" = every object).
@@ -475,12 +475,13 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
     // Watch from "0"/unset starts with the current state (synthetic ADDED events), read
     // with one list; live events then follow from the list's revision.
     let send_initial = p.send_initial_events || p.from_rv.is_none();
+    let resource = pb::ResourceRef::from(&t.resource);
     let (from, start) = if send_initial {
         let list = ctx
             .storage
             .clone()
             .list(pb::ListRequest {
-                resource: Some(t.resource.clone()),
+                resource: Some(resource.clone()),
                 namespace: t.namespace.clone(),
                 name: t.name.clone(),
                 label_selector: t.label_selector.clone(),
@@ -499,14 +500,14 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         (rv, Some(rv))
     } else {
         let from = p.from_rv.unwrap_or(0);
-        let start = if mux.running(&t.resource) {
+        let start = if mux.running(&resource) {
             None
         } else {
-            Some(current_revision(ctx, &t.resource).await?)
+            Some(current_revision(ctx, &resource).await?)
         };
         (from, start)
     };
-    let src = match mux.join(&t.resource, from, start, spec.clone()) {
+    let src = match mux.join(&resource, from, start, spec.clone()) {
         Joined::Shared(mut sub) => {
             pending.extend(sub.replay.drain(..));
             Source::Shared(sub)
@@ -515,7 +516,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
             // Older than the shared stream remembers: storage replays history (or answers
             // 410 Expired as an ERROR event).
             let wreq = pb::WatchRequest {
-                resource: Some(t.resource.clone()),
+                resource: Some(resource),
                 namespace: t.namespace.clone(),
                 from_resource_version: from,
                 send_initial_state: false,

@@ -14,6 +14,17 @@ pub use v1::*;
 pub mod status;
 pub use status::GrpcStatusExt;
 
+/// The one conversion of a resource reference to its gRPC message.
+impl From<&crdplane_core::ResourceRef> for v1::ResourceRef {
+    fn from(r: &crdplane_core::ResourceRef) -> Self {
+        v1::ResourceRef {
+            tenant: r.tenant.clone(),
+            group: r.group.clone(),
+            resource: r.resource.clone(),
+        }
+    }
+}
+
 impl From<&tonic::Status> for v1::ItemStatus {
     /// One failed item of a batched call, as the status it would have got on its own.
     fn from(s: &tonic::Status) -> Self {

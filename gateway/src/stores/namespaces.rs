@@ -17,7 +17,7 @@ use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy, stored_rv};
 use crdplane_core::field::FieldError;
-use crdplane_core::{ApiError, GroupResource};
+use crdplane_core::{ApiError, GroupResource, ResourceRef};
 use crdplane_proto::v1 as pb;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -51,12 +51,8 @@ fn has_strings(v: Option<&Value>) -> bool {
 
 /// The storage service's reference to the namespaces of `tenant` (group "", resource
 /// `namespaces`).
-pub fn storage_ref(tenant: &str) -> pb::ResourceRef {
-    pb::ResourceRef {
-        tenant: tenant.into(),
-        group: String::new(),
-        resource: "namespaces".into(),
-    }
+pub fn storage_ref(tenant: &str) -> ResourceRef {
+    ResourceRef::new(tenant, "", "namespaces")
 }
 
 /// Whether a namespace being deleted has no finalizer left in `spec` or `metadata`.
