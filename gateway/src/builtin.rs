@@ -58,7 +58,7 @@ pub async fn serve(
     let admission = Chain(vec![Box::new(lifecycle)]);
     match i.verb.as_str() {
         "get" => {
-            let obj = store.get(&i.namespace, &i.name).await?;
+            let obj = handlers::get(&store, &i.namespace, &i.name).await?;
             render_one(req, ty, StatusCode::OK, &obj, &[])
         }
         "list" => list(ctx, req, ty).await,
