@@ -23,8 +23,6 @@ use crate::table::{IncludeObject, ListMeta};
 use bytes::Bytes;
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, ResourceRef};
-use crdplane_proto::GrpcStatusExt;
-use crdplane_proto::v1 as pb;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
@@ -182,8 +180,8 @@ pub fn params(req: &Req) -> Result<Params, ApiError> {
 }
 
 use crate::watch_mux::{
-    self, Item, Joined, Mux, Normalizer, Spec, Subscription, WatchFilter, event_line,
-    normalize_items,
+    self, DirectWatch, Item, Joined, Mux, Normalizer, Spec, Subscription, WatchFilter, WatchScope,
+    event_line, normalize_items,
 };
 
 fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Bytes {
@@ -199,28 +197,12 @@ fn bookmark_line(kind: &str, api_version: &str, rv: u64, initial_end: bool) -> B
     event_line("BOOKMARK", &serde_json::to_vec(&obj).expect("json"))
 }
 
-/// The revision of a resource right now (a one-item list).
-async fn current_revision(ctx: &Ctx, r: &pb::ResourceRef) -> Result<u64, ApiError> {
-    let l = ctx
-        .storage
-        .clone()
-        .list(pb::ListRequest {
-            resource: Some(r.clone()),
-            limit: 1,
-            ..Default::default()
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    Ok(l.resource_version)
-}
-
 /// Where a watcher's events come from.
 enum Source {
     /// A shared upstream stream of this gateway (the normal case).
     Shared(Subscription),
     /// A private storage watch (resume from a revision older than the shared ring).
-    Direct(tonic::Streaming<pb::WatchEvent>),
+    Direct(DirectWatch),
 }
 
 /// One watch response in progress: the state behind its body stream.
@@ -412,25 +394,17 @@ async fn next_item(src: &mut Source, spec: &Spec) -> Option<(Item, bool)> {
     match src {
         Source::Shared(sub) => sub.rx.recv().await.map(|i| (i, false)),
         Source::Direct(stream) => loop {
-            match stream.message().await {
-                Ok(Some(ev)) => {
-                    let kind = match pb::watch_event::Type::try_from(ev.r#type) {
-                        Ok(pb::watch_event::Type::Added) => b'A',
-                        Ok(pb::watch_event::Type::Deleted) => b'D',
-                        Ok(pb::watch_event::Type::Modified) => b'M',
-                        _ => continue,
-                    };
+            match stream.next().await? {
+                Ok((kind, object, rv)) => {
                     // Defense in depth: storage decides namespace and name already; an
                     // event of another namespace or name never goes out (upstream's
                     // cacher filters every event by the watcher's key prefix).
-                    if !watch_mux::object_in_scope(&spec.filter, &ev.object) {
+                    if !watch_mux::object_in_scope(&spec.filter, &object) {
                         continue;
                     }
-                    return Some((spec.item(kind, ev.object, ev.resource_version), false));
+                    return Some((spec.item(kind, object, rv), false));
                 }
-                Ok(None) => return None,
-                Err(s) => {
-                    let e = ApiError::from_grpc(&s);
+                Err(e) => {
                     let line = event_line("ERROR", &e.to_json());
                     return Some((Item::Line { line, rv: 0 }, true));
                 }
@@ -475,24 +449,16 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
     // Watch from "0"/unset starts with the current state (synthetic ADDED events), read
     // with one list; live events then follow from the list's revision.
     let send_initial = p.send_initial_events || p.from_rv.is_none();
-    let resource = pb::ResourceRef::from(&t.resource);
+    let scope = WatchScope {
+        resource: &t.resource,
+        namespace: &t.namespace,
+        name: &t.name,
+        label_selector: &t.label_selector,
+        field_selector: &t.field_selector,
+    };
     let (from, start) = if send_initial {
-        let list = ctx
-            .storage
-            .clone()
-            .list(pb::ListRequest {
-                resource: Some(resource.clone()),
-                namespace: t.namespace.clone(),
-                name: t.name.clone(),
-                label_selector: t.label_selector.clone(),
-                field_selector: t.field_selector.clone(),
-                ..Default::default()
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        let rv = list.resource_version;
-        pending.extend(list.items.into_iter().map(|o| spec.item(b'A', o, rv)));
+        let (items, rv) = mux.initial_state(&scope).await?;
+        pending.extend(items.into_iter().map(|o| spec.item(b'A', o, rv)));
         if p.send_initial_events {
             let line = bookmark(&t, rv, true);
             pending.push_back(Item::Line { line, rv });
@@ -500,14 +466,14 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         (rv, Some(rv))
     } else {
         let from = p.from_rv.unwrap_or(0);
-        let start = if mux.running(&resource) {
+        let start = if mux.running(&t.resource) {
             None
         } else {
-            Some(current_revision(ctx, &resource).await?)
+            Some(mux.current_revision(&t.resource).await?)
         };
         (from, start)
     };
-    let src = match mux.join(&resource, from, start, spec.clone()) {
+    let src = match mux.join(&t.resource, from, start, spec.clone()) {
         Joined::Shared(mut sub) => {
             pending.extend(sub.replay.drain(..));
             Source::Shared(sub)
@@ -515,23 +481,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         Joined::NotCovered => {
             // Older than the shared stream remembers: storage replays history (or answers
             // 410 Expired as an ERROR event).
-            let wreq = pb::WatchRequest {
-                resource: Some(resource),
-                namespace: t.namespace.clone(),
-                from_resource_version: from,
-                send_initial_state: false,
-                label_selector: t.label_selector.clone(),
-                field_selector: t.field_selector.clone(),
-                name: t.name.clone(),
-            };
-            Source::Direct(
-                ctx.storage
-                    .clone()
-                    .watch(wreq)
-                    .await
-                    .map_err(crdplane_proto::status::from_grpc)?
-                    .into_inner(),
-            )
+            Source::Direct(mux.watch_direct(&scope, from).await?)
         }
     };
     let crd_changes = t.crd.is_some().then(|| ctx.crd_changes.subscribe());

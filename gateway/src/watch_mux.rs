@@ -3,7 +3,10 @@
 //! Where it sits: `watch::serve` (HTTP watch) → [`Mux::join`] → one [`Shared`]
 //! stream per (tenant, group, resource) → storage gRPC `Watch` without selectors (events
 //! carry the previous state of a MODIFIED) → [`Shared`] dispatch → per-watcher bounded
-//! queues → the HTTP response bodies.
+//! queues → the HTTP response bodies. It is also the watch handler's facade for its other
+//! storage calls (the initial state, the current revision, a private watch from an old
+//! revision: [`Mux::initial_state`], [`Mux::current_revision`], [`Mux::watch_direct`]), so
+//! the handler sees no protobuf type.
 //!
 //! - **One upstream per resource.** The first watcher of a (tenant, resource) starts a
 //!   storage watch from a known revision; later watchers join it. The stream reconnects from
@@ -45,8 +48,8 @@
 
 use crate::context::Channel;
 use bytes::Bytes;
-use crdplane_core::ApiError;
 use crdplane_core::filter::{ObjectFilter, Transition, transition};
+use crdplane_core::{ApiError, ResourceRef};
 use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
@@ -665,9 +668,70 @@ impl Mux {
         }
     }
 
+    /// The revision of a resource right now (a one-item list).
+    pub async fn current_revision(&self, r: &ResourceRef) -> Result<u64, ApiError> {
+        let l = self
+            .client
+            .clone()
+            .list(pb::ListRequest {
+                resource: Some(r.into()),
+                limit: 1,
+                ..Default::default()
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner();
+        Ok(l.resource_version)
+    }
+
+    /// Every object of the resource the watch selects (its initial state) and the list's
+    /// revision.
+    pub async fn initial_state(&self, w: &WatchScope<'_>) -> Result<(Vec<Bytes>, u64), ApiError> {
+        let list = self
+            .client
+            .clone()
+            .list(pb::ListRequest {
+                resource: Some(w.resource.into()),
+                namespace: w.namespace.into(),
+                name: w.name.into(),
+                label_selector: w.label_selector.into(),
+                field_selector: w.field_selector.into(),
+                ..Default::default()
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner();
+        Ok((list.items, list.resource_version))
+    }
+
+    /// A private storage watch from revision `from` (older than any shared stream
+    /// remembers): storage replays its history, or ends with 410 Expired.
+    pub async fn watch_direct(
+        &self,
+        w: &WatchScope<'_>,
+        from: u64,
+    ) -> Result<DirectWatch, ApiError> {
+        let stream = self
+            .client
+            .clone()
+            .watch(pb::WatchRequest {
+                resource: Some(w.resource.into()),
+                namespace: w.namespace.into(),
+                from_resource_version: from,
+                send_initial_state: false,
+                label_selector: w.label_selector.into(),
+                field_selector: w.field_selector.into(),
+                name: w.name.into(),
+            })
+            .await
+            .map_err(crdplane_proto::status::from_grpc)?
+            .into_inner();
+        Ok(DirectWatch(stream))
+    }
+
     /// True when a live shared stream exists for the resource (joining needs no start
     /// revision then).
-    pub fn running(&self, r: &pb::ResourceRef) -> bool {
+    pub fn running(&self, r: &ResourceRef) -> bool {
         self.streams()
             .get(&key_of(r))
             .is_some_and(|s| !s.lock().closed)
@@ -679,7 +743,7 @@ impl Mux {
     /// yields [`Joined::NotCovered`]).
     pub fn join(
         self: &Arc<Self>,
-        r: &pb::ResourceRef,
+        r: &ResourceRef,
         from: u64,
         start: Option<u64>,
         spec: Arc<Spec>,
@@ -706,7 +770,7 @@ impl Mux {
                             stop: Notify::new(),
                         });
                         m.insert(key.clone(), s.clone());
-                        tokio::spawn(run_upstream(self.clone(), s.clone(), r.clone()));
+                        tokio::spawn(run_upstream(self.clone(), s.clone(), r.into()));
                         s
                     }
                 }
@@ -748,7 +812,47 @@ impl Mux {
     }
 }
 
-fn key_of(r: &pb::ResourceRef) -> StreamKey {
+/// What a watch selects, as the storage service takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchScope<'a> {
+    /// The tenant's resource.
+    pub resource: &'a ResourceRef,
+    /// Namespace ("" = all namespaces or cluster scope).
+    pub namespace: &'a str,
+    /// Single object name ("" = every object).
+    pub name: &'a str,
+    /// Label selector text (already validated).
+    pub label_selector: &'a str,
+    /// Field selector text (already validated).
+    pub field_selector: &'a str,
+}
+
+/// A private storage watch ([`Mux::watch_direct`]).
+pub struct DirectWatch(tonic::Streaming<pb::WatchEvent>);
+
+impl DirectWatch {
+    /// The next event: its type byte (`A`dded, `M`odified, `D`eleted), the object and its
+    /// revision; None when the stream ended, the Status when it failed.
+    pub async fn next(&mut self) -> Option<Result<(u8, Bytes, u64), ApiError>> {
+        loop {
+            match self.0.message().await {
+                Ok(Some(ev)) => {
+                    let kind = match pb::watch_event::Type::try_from(ev.r#type) {
+                        Ok(pb::watch_event::Type::Added) => b'A',
+                        Ok(pb::watch_event::Type::Deleted) => b'D',
+                        Ok(pb::watch_event::Type::Modified) => b'M',
+                        _ => continue,
+                    };
+                    return Some(Ok((kind, ev.object, ev.resource_version)));
+                }
+                Ok(None) => return None,
+                Err(s) => return Some(Err(ApiError::from_grpc(&s))),
+            }
+        }
+    }
+}
+
+fn key_of(r: &ResourceRef) -> StreamKey {
     StreamKey {
         tenant: r.tenant.clone(),
         group: r.group.clone(),
@@ -1226,11 +1330,7 @@ mod tests {
             client: StorageClient::new(ch),
             streams: Default::default(),
         });
-        let r = pb::ResourceRef {
-            tenant: "t".into(),
-            group: "g".into(),
-            resource: "r".into(),
-        };
+        let r = ResourceRef::new("t", "g", "r");
         let spec = || Arc::new(spec("", ""));
         // No stream and no start revision: storage must serve it.
         assert!(matches!(mux.join(&r, 10, None, spec()), Joined::NotCovered));
