@@ -404,6 +404,12 @@ async fn next_item(src: &mut Source, spec: &Spec) -> Option<(Item, bool)> {
                     }
                     return Some((spec.item(kind, object, rv), false));
                 }
+                // The storage service went away mid-stream (a restart, a Redis outage): the
+                // watch ends cleanly, as the shared streams hide such a gap from their
+                // watchers; the client watches again from its last revision and storage
+                // replays the gap from its history. An ERROR event here would be a failure
+                // the client must handle although nothing is lost.
+                Err(e) if e.code == 503 || e.code == 504 => return None,
                 Err(e) => {
                     let line = event_line("ERROR", &e.to_json());
                     return Some((Item::Line { line, rv: 0 }, true));

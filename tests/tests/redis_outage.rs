@@ -6,7 +6,9 @@
 //! no Redis detail, within about the storage's Redis timeout (1 s) instead of ~9 s. After
 //! Redis is back: readiness recovers by itself, an open watch receives the writes made after
 //! the restart (the storage resubscribes and closes the gap from the history by revision),
-//! new watches work, and namespace deletion (registry lifecycle controller) completes.
+//! new watches work, and namespace deletion (registry lifecycle controller) completes. A
+//! private watch (from a revision older than the gateway's shared streams) ends cleanly,
+//! without an ERROR event, when the storage service restarts.
 
 use crdplane_tests::{Stack, WatchStream, http_get, http_request};
 use serde_json::{Value, json};
@@ -223,4 +225,67 @@ fn redis_restart_is_survived_and_reported() {
     let (code, body) = call(&base, "GET", CTS, None);
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["items"].as_array().map(Vec::len), Some(0), "{body}");
+}
+
+/// A watch from a revision older than any shared stream of the gateway (a private storage
+/// watch, replaying history) ends cleanly when the storage service goes away: no ERROR
+/// event, the stream just ends. Watching again from the last revision delivers what was
+/// written meanwhile, once.
+#[test]
+fn a_private_watch_ends_cleanly_when_storage_restarts() {
+    let mut stack = Stack::start_with_redis().unwrap();
+    let base = stack.gateway.clone();
+    let crd: Value = serde_json::from_str(CRD).unwrap();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert_eq!(call(&base, "POST", crds, Some(&crd)).0, 201);
+    let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns1"}});
+    assert_eq!(call(&base, "POST", "/api/v1/namespaces", Some(&ns)).0, 201);
+    wait_until("CRD served", || call(&base, "GET", CTS, None).0 == 200);
+    let (_, o1) = call(&base, "POST", CTS, Some(&ct("o1")));
+    let (code, o2) = call(&base, "POST", CTS, Some(&ct("o2")));
+    assert_eq!(code, 201, "{o2}");
+    let rv1 = o1["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // From o1's revision with no shared stream running: a private watch replays o2.
+    let w = WatchStream::open(&format!("{base}{CTS}?watch=1&resourceVersion={rv1}"), None).unwrap();
+    assert_eq!(w.status, 200);
+    assert_eq!(next_event(&w), Some(("ADDED".into(), "o2".into())));
+    let last = o2["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let storage = stack
+        .processes()
+        .index("storage")
+        .expect("the storage service");
+    stack
+        .processes()
+        .respawn(storage, Duration::from_secs(30))
+        .expect("restart storage");
+    // The stream ends without an ERROR event.
+    loop {
+        match w.poll(T) {
+            Ok(e) => assert_ne!(e["type"], "ERROR", "an ERROR event: {e}"),
+            Err(ended) => {
+                assert!(ended, "the watch neither ended nor sent anything");
+                break;
+            }
+        }
+    }
+    stack.wait_ready(T).unwrap();
+    let mut o3 = Value::Null;
+    wait_until("a write after the restart", || {
+        let (code, body) = call(&base, "POST", CTS, Some(&ct("o3")));
+        o3 = body;
+        code == 201
+    });
+    // Watching again from the last revision seen: o3, once.
+    let again =
+        WatchStream::open(&format!("{base}{CTS}?watch=1&resourceVersion={last}"), None).unwrap();
+    assert_eq!(again.status, 200);
+    assert_eq!(next_event(&again), Some(("ADDED".into(), "o3".into())));
+    assert!(!again.ended(Duration::from_millis(300)));
 }
