@@ -25,11 +25,33 @@ use std::sync::Arc;
 
 /// The storage key of object `name` in namespace `ns` of the CRD's resource in `tenant`.
 pub fn key(crd: &CrdInfo, tenant: &str, ns: &str, name: &str) -> pb::ObjectKey {
+    // Built directly (not through `resource_ref`): this is on every GET's path.
     pb::ObjectKey {
-        resource: Some((&resource_ref(crd, tenant)).into()),
+        resource: Some(pb::ResourceRef {
+            tenant: tenant.into(),
+            group: crd.group.clone(),
+            resource: crd.plural.clone(),
+        }),
         namespace: ns.into(),
         name: name.into(),
     }
+}
+
+/// The stored bytes of one custom resource, read through the GET batcher; `None` when
+/// there is no such object.
+pub async fn get_stored(
+    ctx: &Ctx,
+    crd: &CrdInfo,
+    tenant: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Option<Bytes>, ApiError> {
+    let s = ctx
+        .gets
+        .call(key(crd, tenant, ns, name))
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?;
+    Ok(s.found.then_some(s.json))
 }
 
 /// The storage service's reference to the CRD's resource in `tenant`.

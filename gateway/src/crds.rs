@@ -128,7 +128,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let (label, field) = selectors(req)?;
             // Tokens and list options as for every list; the registry serves the current
             // state (no resourceVersion constraints on CRD lists).
-            let key = crate::strategy::continue_key(&ctx.storage).await?;
+            let key = crate::backends::storage::continue_key(&ctx.storage).await?;
             let scope = crate::strategy::token_scope(
                 &tenant,
                 "apiextensions.k8s.io",

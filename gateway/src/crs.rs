@@ -14,7 +14,7 @@
 
 use crate::context::{Ctx, Req};
 use crate::cr_rest::machinery;
-use crate::cr_store::{api_version, for_version, key, resource_ref};
+use crate::cr_store::{api_version, for_version, get_stored, resource_ref};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::request::{
@@ -147,15 +147,10 @@ async fn get(
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let output = negotiate_output(req.header("accept"))?;
-    let s = ctx
-        .gets
-        .call(key(crd, &i.tenant, &i.namespace, &i.name))
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?;
-    if !s.found {
+    let Some(stored) = get_stored(ctx, crd, &i.tenant, &i.namespace, &i.name).await? else {
         return Err(ApiError::not_found(&crd.gr(), &i.name));
-    }
-    let json = for_version(ctx, &i.tenant, crd, ver, vec![s.json])
+    };
+    let json = for_version(ctx, &i.tenant, crd, ver, vec![stored])
         .await?
         .pop()
         .unwrap_or_default();

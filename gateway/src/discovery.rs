@@ -11,8 +11,6 @@
 use crate::context::{Ctx, Req};
 use crate::http::{Body, full, json_response, parse_accept, text_response};
 use crdplane_core::ApiError;
-use crdplane_proto::GrpcStatusExt;
-use crdplane_proto::v1 as pb;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -113,18 +111,6 @@ fn core_aggregated() -> Value {
     ]})
 }
 
-async fn tenant_discovery(ctx: &Ctx, tenant: &str) -> Result<pb::DiscoveryResponse, ApiError> {
-    Ok(ctx
-        .registry
-        .clone()
-        .discovery(pb::DiscoveryRequest {
-            tenant: tenant.into(),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner())
-}
-
 /// Serves one non-resource request: health, version, discovery or OpenAPI.
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let path = req.info.path.trim_end_matches('/');
@@ -136,7 +122,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "/healthz" | "/livez" => Ok(health(req, path, &[("ping", true), ("log", true)])),
         "/healthz/ping" | "/livez/ping" | "/readyz/ping" => Ok(text_response(StatusCode::OK, "ok")),
         "/readyz" => {
-            let checks = readiness(ctx).await;
+            let checks =
+                crate::backends::readiness::probe(&ctx.storage, &ctx.registry, &ctx.validation)
+                    .await;
             let named: Vec<(&str, bool)> = vec![
                 ("ping", true),
                 ("storage", checks[0]),
@@ -166,7 +154,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             serde_json::to_vec(&core_v1_resources()).expect("json"),
         )),
         "/apis" => {
-            let d = tenant_discovery(ctx, &req.info.tenant).await?;
+            let d = crate::backends::registry::discovery(&ctx.registry, &req.info.tenant).await?;
             if wants_aggregated(req) {
                 Ok(aggregated_response(d.aggregated))
             } else {
@@ -180,7 +168,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         p if p.starts_with("/apis/") => {
             let rest = &p["/apis/".len()..];
-            let d = tenant_discovery(ctx, &req.info.tenant).await?;
+            let d = crate::backends::registry::discovery(&ctx.registry, &req.info.tenant).await?;
             match rest.split_once('/') {
                 None => {
                     let groups: Value =
@@ -262,52 +250,6 @@ fn health(req: &Req, path: &str, checks: &[(&str, bool)]) -> Response<Body> {
     r
 }
 
-/// Whether each backend answers at all (a Status error still proves it is up).
-async fn readiness(ctx: &Ctx) -> [bool; 3] {
-    fn up<T>(r: Result<T, tonic::Status>) -> bool {
-        match r {
-            Ok(_) => true,
-            Err(s) => {
-                !s.details().is_empty()
-                    || !matches!(
-                        s.code(),
-                        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-                    )
-            }
-        }
-    }
-    let probe_ref = pb::ResourceRef {
-        tenant: "crdplane-readyz".into(),
-        group: "".into(),
-        resource: "namespaces".into(),
-    };
-    let (mut sc, mut rc, mut vc) = (
-        ctx.storage.clone(),
-        ctx.registry.clone(),
-        ctx.validation.clone(),
-    );
-    let s = sc.list(pb::ListRequest {
-        resource: Some(probe_ref),
-        limit: 1,
-        ..Default::default()
-    });
-    let r = rc.discovery(pb::DiscoveryRequest {
-        tenant: "crdplane-readyz".into(),
-    });
-    let v = vc.validate_crd(pb::ValidateCrdRequest {
-        crd_json: b"{}".to_vec().into(),
-        old_crd_json: Default::default(),
-    });
-    let (s, r, v) = tokio::join!(s, r, v);
-    // Storage answering 503 means it cannot reach Redis: not ready (upstream's readyz
-    // includes the etcd check, `apiserver/pkg/server/healthz` + storage backend health).
-    let storage_up = match &s {
-        Err(st) => up(Err::<(), _>(st.clone())) && ApiError::from_grpc(st).code != 503,
-        Ok(_) => true,
-    };
-    [storage_up, up(r), up(v)]
-}
-
 fn etag_matches(req: &Req, etag: &str) -> bool {
     req.header("if-none-match").is_some_and(|v| {
         v.split(',')
@@ -316,16 +258,7 @@ fn etag_matches(req: &Req, etag: &str) -> bool {
 }
 
 async fn openapi_v2(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
-    let d = ctx
-        .registry
-        .clone()
-        .open_api_v2(pb::OpenApiRequest {
-            tenant: req.info.tenant.clone(),
-            path: String::new(),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
+    let d = crate::backends::registry::openapi_v2(&ctx.registry, &req.info.tenant).await?;
     let accept = parse_accept(req.header("accept"));
     let proto = accept
         .iter()
@@ -363,19 +296,11 @@ async fn openapi_v2(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
 }
 
 async fn openapi_v3(ctx: &Ctx, req: &Req, path: &str) -> Result<Response<Body>, ApiError> {
-    let d = ctx
-        .registry
-        .clone()
-        .open_api_v3(pb::OpenApiRequest {
-            tenant: req.info.tenant.clone(),
-            path: path.into(),
-        })
-        .await
-        .map_err(crdplane_proto::status::from_grpc)?
-        .into_inner();
-    if !d.found {
+    let Some(d) =
+        crate::backends::registry::openapi_v3(&ctx.registry, &req.info.tenant, path).await?
+    else {
         return Err(ApiError::path_not_found());
-    }
+    };
     let etag = format!("\"{}\"", d.etag);
     let mut r = if !d.etag.is_empty() && etag_matches(req, &etag) {
         let mut r = Response::new(full(bytes::Bytes::new()));

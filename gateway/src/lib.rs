@@ -20,10 +20,12 @@
 //! share what they decode from the request ([`request`]), how they answer ([`respond`]),
 //! namespace checks and tenant bootstrap ([`lifecycle`]) and the LIST page ([`list`]); all
 //! of them take the process state and the parsed request from [`context`], which imports no
-//! handler. Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in
+//! handler. The services are reached through typed facades ([`backends`], [`stores`],
+//! [`cr_store`], [`batch`], [`gc`], [`watch_mux`]); no handler module names a protobuf type. Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in
 //! [`http`].
 
 pub mod api;
+pub mod backends;
 pub mod batch;
 pub mod builtin;
 pub mod config;

@@ -14,7 +14,6 @@ use crate::http::Body;
 use crate::table::ListMeta;
 use bytes::Bytes;
 use crdplane_core::{ApiError, ResourceRef};
-use crdplane_proto::v1 as pb;
 use http::Response;
 
 /// The request's `labelSelector` and `fieldSelector`, checked: both parse, and every field
@@ -95,7 +94,7 @@ pub async fn storage_page(
     label_selector: String,
     field_selector: String,
 ) -> Result<Listed, ApiError> {
-    let key = crate::strategy::continue_key(&ctx.storage).await?;
+    let key = crate::backends::storage::continue_key(&ctx.storage).await?;
     let scope = crate::strategy::token_scope(
         &resource.tenant,
         &resource.group,
@@ -103,45 +102,31 @@ pub async fn storage_page(
         namespace,
     );
     let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-    let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
-    let r = ctx
-        .storage
-        .clone()
-        .list(pb::ListRequest {
-            resource: Some((&resource).into()),
-            namespace: namespace.into(),
-            limit: opts.limit,
-            start_after: opts.start_after.clone(),
-            name: String::new(),
-            label_selector,
-            field_selector,
-            min_resource_version: min_rv,
-            exact_resource_version: exact_rv,
-            continue_resource_version: continue_rv,
-        })
-        .await;
-    let r = match r {
-        Ok(r) => r.into_inner(),
-        Err(s) => {
-            return crate::respond::list_failure(
-                crdplane_proto::status::from_grpc(s),
-                &opts,
-                &key,
-                &scope,
-            )
-            .map(Listed::Answer);
+    let page = crate::backends::storage::list_page(
+        &ctx.storage,
+        &resource,
+        namespace,
+        &opts,
+        label_selector,
+        field_selector,
+    )
+    .await;
+    let page = match page {
+        Ok(p) => p,
+        Err(e) => {
+            return crate::respond::list_failure(e, &opts, &key, &scope).map(Listed::Answer);
         }
     };
-    let rv = r.resource_version;
-    let continue_token = if r.next_start_after.is_empty() {
+    let rv = page.resource_version;
+    let continue_token = if page.continue_token.is_empty() {
         String::new()
     } else {
-        crate::strategy::encode_continue(&key, &scope, &r.next_start_after, rv as i64)
+        crate::strategy::encode_continue(&key, &scope, &page.continue_token, rv as i64)
     };
     Ok(Listed::Page(Page {
-        items: r.items,
+        items: page.items,
         resource_version: rv,
         continue_token,
-        remaining: r.has_remaining_item_count.then_some(r.remaining_item_count),
+        remaining: page.remaining,
     }))
 }

@@ -6,8 +6,6 @@
 //! (`PrepareForCreate`/`PrepareForUpdate`: status handling and generation), and
 //! k8s.io/apiserver/pkg/storage/continue.go (continue tokens).
 
-use crdplane_core::ApiError;
-
 pub use crdplane_apiserver::rest::meta::{
     CreateParams, generate_name, object_rv, prepare_for_create, prepare_for_update,
     rv_set_on_create, spec_changed, unchanged,
@@ -67,34 +65,12 @@ pub fn list_json_of_values(
 // ---- list options and continue tokens -------------------------------------------------------
 //
 // Token encoding and list-option validation are pure and live in crdplane-core
-// (`continue_token`, `options`); fetching the signing key is IO and stays here.
+// (`continue_token`, `options`); fetching the signing key is IO (`backends::storage`).
 
 pub use crdplane_core::continue_token::{
     INCONSISTENT_CONTINUE, decode_continue, encode_continue, expired_continue_status, token_scope,
 };
 pub use crdplane_core::options::{ListOptions, ListRv, list_options};
-
-/// The HMAC key for continue tokens, fetched once per process from the storage service
-/// (which creates it in Redis once for all replicas).
-pub async fn continue_key(
-    storage: &crdplane_proto::v1::storage_client::StorageClient<crate::context::Channel>,
-) -> Result<std::sync::Arc<[u8]>, ApiError> {
-    static KEY: tokio::sync::OnceCell<std::sync::Arc<[u8]>> = tokio::sync::OnceCell::const_new();
-    KEY.get_or_try_init(|| async {
-        let r = storage
-            .clone()
-            .continue_key(crdplane_proto::v1::ContinueKeyRequest {})
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        if r.key.len() < 16 {
-            return Err(ApiError::internal("continue key too short"));
-        }
-        Ok(std::sync::Arc::from(r.key.to_vec()))
-    })
-    .await
-    .cloned()
-}
 
 #[cfg(test)]
 mod tests {
