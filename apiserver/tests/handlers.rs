@@ -838,3 +838,55 @@ async fn admission_plugins_mutate_the_object_and_add_warnings() {
     assert_eq!(w.object["spec"]["size"], 2);
     assert_eq!(w.warnings, vec!["tier defaulted".to_string()]);
 }
+
+#[tokio::test]
+async fn encoded_reads_match_the_values_and_name_a_continued_exact_list_by_its_revision() {
+    use crdplane_core::options::ListRv;
+    let s = store();
+    for n in ["a", "b", "c"] {
+        create(&s, widget(n, 1)).await.unwrap();
+    }
+    // GET as bytes is the object's JSON; a missing one is the store's 404.
+    let one = handlers::get_encoded(&s, "team", "b").await.unwrap();
+    let v: Value = serde_json::from_slice(&one).unwrap();
+    assert_eq!(v, handlers::get(&s, "team", "b").await.unwrap());
+    let e = handlers::get_encoded(&s, "team", "zz").await.unwrap_err();
+    assert_eq!(e.code, 404);
+
+    // LIST as bytes: the same page, item for item.
+    let opts = ListOptions {
+        limit: 2,
+        ..Default::default()
+    };
+    let values = handlers::list(&s, "team", &opts).await.unwrap();
+    let page = handlers::list_encoded(&s, "team", &opts).await.unwrap();
+    let parsed: Vec<Value> = page
+        .items
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect();
+    assert_eq!(parsed, values.items);
+    assert_eq!(page.continue_token, values.continue_token);
+    assert_eq!(page.resource_version, values.resource_version);
+
+    // A continued list at an exact revision is named by that revision (the token's), not
+    // by the store's current one; a first page or a Latest continuation by the store's.
+    let continued = ListOptions {
+        continue_token: page.continue_token.clone(),
+        rv: ListRv::Exact(1),
+        continuing: true,
+        ..opts.clone()
+    };
+    let rest = handlers::list_encoded(&s, "team", &continued)
+        .await
+        .unwrap();
+    assert_eq!(rest.items.len(), 1);
+    assert_eq!(rest.resource_version, 1);
+    let latest = ListOptions {
+        rv: ListRv::Latest,
+        ..continued.clone()
+    };
+    let rest = handlers::list_encoded(&s, "team", &latest).await.unwrap();
+    assert_eq!(rest.resource_version, values.resource_version);
+    assert_ne!(values.resource_version, 1);
+}

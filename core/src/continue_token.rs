@@ -108,16 +108,16 @@ pub fn decode_continue(key: &[u8], scope: &str, token: &str) -> Result<(String, 
     Ok((start.to_string(), rv))
 }
 
-/// The Status JSON of a 410 for a continue token whose revision left the history: upstream
-/// `handleCompactedErrorForPaging` — `inconsistentContinue` with a new token (rv -1) in
-/// `metadata.continue` that goes on from the same key at the latest state.
-pub fn expired_continue_status(key: &[u8], scope: &str, start_after: &str) -> Vec<u8> {
-    let mut b = ApiError::expired(INCONSISTENT_CONTINUE).status_body();
-    b.metadata.insert(
-        "continue".into(),
-        Value::String(encode_continue(key, scope, start_after, -1)),
-    );
-    serde_json::to_vec(&b).expect("status serializes")
+/// The 410 for a continue token whose revision left the history: Expired with
+/// [`INCONSISTENT_CONTINUE`] and a fresh token (revision -1: continue at the latest state)
+/// in the Status's `metadata.continue` (etcd3 store.go `handleCompactedErrorForPaging`).
+pub fn expired_continue(key: &[u8], scope: &str, start_after: &str) -> ApiError {
+    let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
+    e.details = Some(Box::new(crate::status::StatusDetails {
+        list_continue: encode_continue(key, scope, start_after, -1),
+        ..Default::default()
+    }));
+    e
 }
 
 #[cfg(test)]
@@ -251,7 +251,10 @@ mod tests {
 
     #[test]
     fn expired_status_carries_a_fresh_token() {
-        let st: Value = serde_json::from_slice(&expired_continue_status(KEY, "s", "a/b")).unwrap();
+        let e = expired_continue(KEY, "s", "a/b");
+        let st: Value = serde_json::from_slice(&e.to_json()).unwrap();
+        assert!(st.get("details").is_none(), "{st}");
+        assert_eq!(crate::ApiError::from_json(&e.to_json()).unwrap(), e);
         assert_eq!(st["code"], 410);
         assert_eq!(st["reason"], "Expired");
         assert_eq!(st["message"], INCONSISTENT_CONTINUE);

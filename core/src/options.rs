@@ -17,9 +17,10 @@ use serde_json::Value;
 
 /// Which state a list reads (KEP-2523 semantics; apiserver `storage.ValidateListOptions`
 /// and cacher `delegator.ShouldDelegateList`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ListRv {
     /// resourceVersion unset (or a continue token with rv -1): the most recent state.
+    #[default]
     Latest,
     /// resourceVersion "0": any state; we serve the current one.
     Any,
@@ -151,11 +152,30 @@ pub fn list_options<'a>(
 impl ListOptions {
     /// (min, exact, continue) resourceVersions of the storage `ListRequest`.
     pub fn storage_rv(&self) -> (u64, u64, u64) {
-        match self.rv {
+        self.rv.storage_rv(self.continuing)
+    }
+}
+
+impl ListRv {
+    /// (min, exact, continue) resourceVersions of the storage `ListRequest` for this state,
+    /// `continuing` a previous list or not.
+    pub fn storage_rv(self, continuing: bool) -> (u64, u64, u64) {
+        match self {
             ListRv::Latest | ListRv::Any => (0, 0, 0),
             ListRv::NotOlderThan(n) => (n, 0, 0),
-            ListRv::Exact(n) if self.continuing => (0, 0, n),
+            ListRv::Exact(n) if continuing => (0, 0, n),
             ListRv::Exact(n) => (0, n, 0),
+        }
+    }
+
+    /// The resourceVersion of a list page whose store answered at `answered`: a continued
+    /// list at an exact revision keeps reporting that revision (etcd3 store.go `GetList`
+    /// reads the continuation at the token's revision; a store that can only serve the
+    /// current state still names the list by it).
+    pub fn page_rv(self, continuing: bool, answered: u64) -> u64 {
+        match self {
+            ListRv::Exact(n) if continuing => n,
+            _ => answered,
         }
     }
 }

@@ -128,6 +128,11 @@ pub struct StatusDetails {
     /// Seconds to wait before retrying (also sent as `Retry-After`); 0 = not set.
     #[serde(rename = "retryAfterSeconds", default, skip_serializing_if = "is_zero")]
     pub retry_after_seconds: i32,
+    /// The Status's `metadata.continue` (its ListMeta), not part of `details` on the wire:
+    /// the fresh token a 410 for an expired continue token carries (etcd3 store.go
+    /// `handleCompactedErrorForPaging`). Kept here so that [`ApiError`] stays small.
+    #[serde(skip)]
+    pub list_continue: String,
 }
 
 fn is_zero(v: &i32) -> bool {
@@ -142,7 +147,8 @@ pub struct StatusBody {
     /// Always `"v1"`.
     #[serde(rename = "apiVersion")]
     pub api_version: String,
-    /// `ListMeta` of the Status; always empty here.
+    /// `ListMeta` of the Status: empty, but for the `continue` token of a 410 for an
+    /// expired continue token (see [`StatusDetails::list_continue`]).
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Always `"Failure"` for an error.
     pub status: String,
@@ -371,14 +377,26 @@ impl ApiError {
 
     /// The `metav1.Status` body of this error.
     pub fn status_body(&self) -> StatusBody {
+        let mut metadata = serde_json::Map::new();
+        let details = self.details.as_deref().and_then(|d| {
+            if d.list_continue.is_empty() {
+                return Some(d.clone());
+            }
+            metadata.insert("continue".into(), d.list_continue.clone().into());
+            let rest = StatusDetails {
+                list_continue: String::new(),
+                ..d.clone()
+            };
+            (rest != StatusDetails::default()).then_some(rest)
+        });
         StatusBody {
             kind: "Status".into(),
             api_version: "v1".into(),
-            metadata: Default::default(),
+            metadata,
             status: "Failure".into(),
             message: self.message.clone(),
             reason: self.reason.as_str().into(),
-            details: self.details.as_deref().cloned(),
+            details,
             code: self.code,
         }
     }
@@ -391,11 +409,15 @@ impl ApiError {
     pub fn from_json(b: &[u8]) -> Option<Self> {
         let s: StatusBody = serde_json::from_slice(b).ok()?;
         let reason = Reason::parse(&s.reason).unwrap_or(Reason::InternalError);
+        let mut details = s.details;
+        if let Some(c) = s.metadata.get("continue").and_then(|c| c.as_str()) {
+            details.get_or_insert_with(Default::default).list_continue = c.to_string();
+        }
         Some(Self {
             reason,
             code: s.code,
             message: s.message,
-            details: s.details.map(Box::new),
+            details: details.map(Box::new),
         })
     }
 }

@@ -116,7 +116,7 @@ pub async fn serve(
                 label_selector: selectors(req, ty)?.0,
                 field_selector: stored_field_selector(ty, &selectors(req, ty)?.1)?,
                 limit: crate::request::parse_limit(req)?,
-                continue_token: String::new(),
+                ..Default::default()
             };
             let all =
                 handlers::delete_collection(&store, &strategy, &admission, &i.namespace, &opts, &o)
@@ -262,19 +262,17 @@ async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Bod
     let output = negotiate_output(req.header("accept"))?;
     let (label, field) = selectors(req, ty)?;
     let field = stored_field_selector(ty, &field)?;
-    let page = match crate::list::storage_page(
-        ctx,
-        req,
-        storage_ref(&i.tenant, r),
-        &i.namespace,
-        label,
-        field,
-    )
-    .await?
-    {
-        crate::list::Listed::Page(p) => p,
-        crate::list::Listed::Answer(resp) => return Ok(resp),
+    // The storage's own store (objects as stored): the served form is made below, per
+    // output, and the token is bound to the stored resource.
+    let store = crate::stores::storage::StorageStore {
+        storage: &ctx.storage,
+        tenant: &i.tenant,
+        group: r.storage.0,
+        resource: r.storage.1,
+        ttl_seconds: 0,
     };
+    let scope = [i.tenant.as_str(), r.storage.0, r.storage.1];
+    let page = crate::list::page(ctx, req, &store, scope, &i.namespace, label, field).await?;
     let converts = r.storage != (r.group, r.resource);
     match output {
         Output::Json if !converts => Ok(json_response(
@@ -382,7 +380,8 @@ impl<'a> BuiltinStore<'a> {
             inner: StorageStore {
                 storage: &ctx.storage,
                 tenant,
-                gr: GroupResource::new(r.storage.0, r.storage.1),
+                group: r.storage.0,
+                resource: r.storage.1,
                 ttl_seconds: if r.expires {
                     ctx.cfg.event_ttl.as_secs()
                 } else {

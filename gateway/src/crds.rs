@@ -128,55 +128,30 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let (label, field) = selectors(req)?;
             // Tokens and list options as for every list; the registry serves the current
             // state (no resourceVersion constraints on CRD lists).
-            let key = crate::backends::storage::continue_key(&ctx.storage).await?;
-            let scope = crate::strategy::token_scope(
-                &tenant,
+            let scope = [
+                tenant.as_str(),
                 "apiextensions.k8s.io",
                 "customresourcedefinitions",
-                "",
-            );
-            let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-            let r = handlers::list(
-                &store,
-                "",
-                &ListOptions {
-                    label_selector: label,
-                    field_selector: field,
-                    limit: opts.limit,
-                    continue_token: opts.start_after.clone(),
-                },
-            )
-            .await?;
-            let rv = match opts.rv {
-                crate::strategy::ListRv::Exact(n) if opts.continuing => n,
-                _ => r.resource_version,
-            };
-            let cont = if r.continue_token.is_empty() {
-                String::new()
-            } else {
-                crate::strategy::encode_continue(&key, &scope, &r.continue_token, rv as i64)
-            };
-            let remaining = r.remaining;
+            ];
+            let page = crate::list::page(ctx, req, &store, scope, "", label, field).await?;
             match negotiate_output(req.header("accept"))? {
                 Output::Json => Ok(json_response(
                     StatusCode::OK,
-                    crate::strategy::list_json_of_values(
+                    page.json(
                         "apiextensions.k8s.io/v1",
                         "CustomResourceDefinitionList",
-                        &r.items,
-                        rv,
-                        &cont,
-                        remaining,
+                        &page.items,
                     ),
                 )),
                 Output::Table(_) => {
-                    let mut t = crd_table(&r.items, true, include(req));
-                    let meta = ListMeta {
-                        resource_version: rv.to_string(),
-                        continue_token: cont,
-                        remaining_item_count: remaining.map(|r| r as i64),
-                    };
-                    t["metadata"] = serde_json::to_value(meta_json(&meta)).expect("json");
+                    let objs: Vec<Value> = page
+                        .items
+                        .iter()
+                        .map(|b| crate::request::parse_object(b))
+                        .collect::<Result<_, _>>()?;
+                    let mut t = crd_table(&objs, true, include(req));
+                    t["metadata"] =
+                        serde_json::to_value(meta_json(&page.list_meta())).expect("json");
                     Ok(json_response(
                         StatusCode::OK,
                         serde_json::to_vec(&t).expect("json"),
@@ -253,7 +228,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 label_selector,
                 field_selector,
                 limit: crate::request::parse_limit(req)?,
-                continue_token: String::new(),
+                ..Default::default()
             };
             let all =
                 handlers::delete_collection(&store, &strategy, &admission, "", &opts, &o).await?;

@@ -6,15 +6,15 @@
 //! [`crate::cr_rest::machinery`]: the custom resource's store, strategy (`/status` wrapped in
 //! `StatusStrategy`) and admission chain (NamespaceLifecycle, then the validation service:
 //! metadata, apiVersion/kind, prune, default, schema) from [`crate::stores::crs`]. Deletion
-//! honours DeleteOptions and finalizers there. GET and LIST stay here: they send stored
-//! bytes as they are (spliced into the list document) when no version rewrite or read
-//! defaults are needed, which the generic handlers' JSON values would cost a parse and a
-//! re-encode for. Follows apiextensions-apiserver pkg/apiserver/customresource_handler.go
+//! honours DeleteOptions and finalizers there. GET and LIST are the generic
+//! `handlers::get_encoded`/`list_encoded` over the same store: they send the stored bytes
+//! as they are (spliced into the list document) when no version rewrite or read defaults
+//! are needed, which JSON values would cost a parse and a re-encode per object for. Follows apiextensions-apiserver pkg/apiserver/customresource_handler.go
 //! and k8s.io/apiserver pkg/endpoints/handlers/{create,update,patch,delete,get}.go.
 
 use crate::context::{Ctx, Req};
 use crate::cr_rest::machinery;
-use crate::cr_store::{api_version, for_version, get_stored, resource_ref};
+use crate::cr_store::api_version;
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::request::{
@@ -22,8 +22,7 @@ use crate::request::{
     parse_limit, parse_object, record_patch_findings, request_delete_options, write_dry_run,
 };
 use crate::respond::{add_warnings, table_api_version, written};
-use crate::strategy;
-use bytes::Bytes;
+use crate::stores::crs::CrStore;
 use crdplane_apiserver::handlers;
 use crdplane_apiserver::rest::{ListOptions, StatusStrategy};
 use crdplane_core::ApiError;
@@ -139,6 +138,8 @@ fn table_response(
     ))
 }
 
+/// GET (handlers/get.go `GetResource`) over the custom resource's store: the stored bytes
+/// as the served version shows them.
 async fn get(
     ctx: &Ctx,
     req: &Req,
@@ -147,19 +148,16 @@ async fn get(
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let output = negotiate_output(req.header("accept"))?;
-    let Some(stored) = get_stored(ctx, crd, &i.tenant, &i.namespace, &i.name).await? else {
-        return Err(ApiError::not_found(&crd.gr(), &i.name));
-    };
-    let json = for_version(ctx, &i.tenant, crd, ver, vec![stored])
-        .await?
-        .pop()
-        .unwrap_or_default();
+    let store = CrStore::new(ctx, &i.tenant, crd, ver);
+    let json = handlers::get_encoded(&store, &i.namespace, &i.name).await?;
     match output {
         Output::Json => Ok(json_response(StatusCode::OK, json)),
         Output::Table(v) => table_response(req, ver, v, &[parse_object(&json)?], None, "", None),
     }
 }
 
+/// LIST (handlers/get.go `ListResource`) over the custom resource's store, the page's
+/// objects spliced into the list document as bytes.
 async fn list(
     ctx: &Ctx,
     req: &Req,
@@ -169,55 +167,24 @@ async fn list(
     let i = &req.info;
     let output = negotiate_output(req.header("accept"))?;
     let (label, field) = check_selectors(req, crd, ver)?;
-    let page = match crate::list::storage_page(
-        ctx,
-        req,
-        resource_ref(crd, &i.tenant),
-        &i.namespace,
-        label,
-        field,
-    )
-    .await?
-    {
-        crate::list::Listed::Page(p) => p,
-        crate::list::Listed::Answer(resp) => return Ok(resp),
-    };
-    let (rv, cont, remaining) = (
-        page.resource_version,
-        page.continue_token.clone(),
-        page.remaining,
-    );
-    // Stored bytes go out as they are (spliced into the list document) unless a version
-    // rewrite or read defaults are needed.
-    let want = api_version(crd, &ver.name);
-    let items = if !ver.has_defaults && all_served_as_is(&page.items, &want) {
-        page.items
-    } else {
-        for_version(ctx, &i.tenant, crd, ver, page.items).await?
-    };
+    let store = CrStore::new(ctx, &i.tenant, crd, ver);
+    let scope = [i.tenant.as_str(), &crd.group, &crd.plural];
+    let page = crate::list::page(ctx, req, &store, scope, &i.namespace, label, field).await?;
+    let (rv, cont, remaining) = (page.resource_version, &page.continue_token, page.remaining);
     match output {
         Output::Json => Ok(json_response(
             StatusCode::OK,
-            strategy::list_json(&want, &crd.list_kind, &items, rv, &cont, remaining),
+            page.json(&api_version(crd, &ver.name), &crd.list_kind, &page.items),
         )),
         Output::Table(v) => {
-            let objs: Vec<Value> = items
+            let objs: Vec<Value> = page
+                .items
                 .iter()
                 .map(|b| parse_object(b))
                 .collect::<Result<_, _>>()?;
-            table_response(req, ver, v, &objs, Some(rv), &cont, remaining)
+            table_response(req, ver, v, &objs, Some(rv), cont, remaining)
         }
     }
-}
-
-/// Whether every stored object already has `want` as its apiVersion (stored objects are
-/// written with "apiVersion" as their first key).
-fn all_served_as_is(items: &[Bytes], want: &str) -> bool {
-    let prefix = format!(
-        "{{\"apiVersion\":{}",
-        serde_json::to_string(want).expect("json")
-    );
-    items.iter().all(|b| b.starts_with(prefix.as_bytes()))
 }
 
 fn require_kind(obj: &Value, body: &[u8]) -> Result<(), ApiError> {
@@ -367,7 +334,7 @@ async fn delete_collection(
         label_selector,
         field_selector,
         limit: parse_limit(req)?,
-        continue_token: String::new(),
+        ..Default::default()
     };
     let (store, strategy, admission) = machinery(ctx, req, crd, ver);
     let all =

@@ -1,20 +1,21 @@
-//! One page of a LIST from the storage service, for every family served from it (custom
+//! One page of a LIST, for every family served from the storage service (custom
 //! resources, namespaces, built-in types): the request's `resourceVersion`,
-//! `resourceVersionMatch`, `limit` and signed `continue` token checked and turned into the
-//! storage call, and its answer into the list's resourceVersion, next token and remaining
-//! count — or upstream's answer for an expired token (410 with a fresh one) or a
-//! resourceVersion ahead of the store (504 with `Retry-After`).
+//! `resourceVersionMatch`, `limit` and signed `continue` token checked, the generic
+//! `handlers::list_encoded` over the family's store, and its answer turned into the list's
+//! resourceVersion, next token and remaining count — or upstream's error for an expired
+//! token (410 with a fresh one in the Status).
 //!
 //! Where it sits: called by the families' list handlers, which then render the page (JSON
 //! splice or Table). Follows k8s.io/apiserver pkg/endpoints/handlers/get.go `ListResource`
-//! and pkg/storage/etcd3/store.go `GetList` (continue tokens, `resourceVersion` rules).
+//! and pkg/storage/etcd3/store.go `GetList` (continue tokens, `resourceVersion` rules);
+//! the tokens are signed here, at the edge, because their key is the gateway's.
 
 use crate::context::{Ctx, Req};
-use crate::http::Body;
 use crate::table::ListMeta;
 use bytes::Bytes;
-use crdplane_core::{ApiError, ResourceRef};
-use http::Response;
+use crdplane_apiserver::handlers;
+use crdplane_apiserver::rest::{ListOptions, Store};
+use crdplane_core::ApiError;
 
 /// The request's `labelSelector` and `fieldSelector`, checked: both parse, and every field
 /// label is one `known` accepts (else upstream's 400 `field label not supported: x`, the
@@ -56,7 +57,7 @@ pub struct Page {
 impl Page {
     /// The list document (`<Kind>List`) with the stored bytes spliced in.
     pub fn json(&self, api_version: &str, list_kind: &str, items: &[Bytes]) -> Vec<u8> {
-        crate::strategy::list_json(
+        crdplane_apiserver::render::list::list_json(
             api_version,
             list_kind,
             items,
@@ -76,57 +77,47 @@ impl Page {
     }
 }
 
-/// A page, or the answer the request gets instead (410 / 504, see the module doc).
-pub enum Listed {
-    /// The page to send.
-    Page(Page),
-    /// The response to send instead (410 Expired or 504 Timeout).
-    Answer(Response<Body>),
-}
-
-/// Reads the page `req` asks for of `resource` in `namespace` ("" = all), with the
-/// already-checked selectors.
-pub async fn storage_page(
+/// Reads the page `req` asks for of `store`'s objects in `namespace` ("" = all), with the
+/// already-checked selectors: the list options validated and the continue token verified
+/// against `scope` (`[tenant, group, resource]` the token is bound to, with the
+/// namespace), the generic LIST over the store, the next page's token signed.
+pub async fn page<S: Store>(
     ctx: &Ctx,
     req: &Req,
-    resource: ResourceRef,
+    store: &S,
+    [tenant, group, resource]: [&str; 3],
     namespace: &str,
     label_selector: String,
     field_selector: String,
-) -> Result<Listed, ApiError> {
+) -> Result<Page, ApiError> {
     let key = crate::backends::storage::continue_key(&ctx.storage).await?;
-    let scope = crate::strategy::token_scope(
-        &resource.tenant,
-        &resource.group,
-        &resource.resource,
-        namespace,
-    );
-    let opts = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
-    let page = crate::backends::storage::list_page(
-        &ctx.storage,
-        &resource,
-        namespace,
-        &opts,
-        label_selector,
-        field_selector,
-    )
-    .await;
-    let page = match page {
-        Ok(p) => p,
-        Err(e) => {
-            return crate::respond::list_failure(e, &opts, &key, &scope).map(Listed::Answer);
-        }
-    };
+    let scope = crate::strategy::token_scope(tenant, group, resource, namespace);
+    let validated = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
+    let opts = ListOptions::from_request(validated, label_selector, field_selector);
+    let page = handlers::list_encoded(store, namespace, &opts)
+        .await
+        .map_err(|e| list_error(e, &opts, &key, &scope))?;
     let rv = page.resource_version;
     let continue_token = if page.continue_token.is_empty() {
         String::new()
     } else {
         crate::strategy::encode_continue(&key, &scope, &page.continue_token, rv as i64)
     };
-    Ok(Listed::Page(Page {
+    Ok(Page {
         items: page.items,
         resource_version: rv,
         continue_token,
         remaining: page.remaining,
-    }))
+    })
+}
+
+/// A failed list as upstream answers it: a continue token whose revision left the history
+/// gets 410 with a fresh token (revision -1) in the Status's `metadata.continue`; anything
+/// else as it is (a resourceVersion ahead of the store is the storage's 504 with a retry
+/// hint, sent as `Retry-After` like every Status that has one).
+fn list_error(e: ApiError, opts: &ListOptions, key: &[u8], scope: &str) -> ApiError {
+    if e.reason == crdplane_core::Reason::Expired && opts.continuing {
+        return crdplane_core::continue_token::expired_continue(key, scope, &opts.continue_token);
+    }
+    e
 }

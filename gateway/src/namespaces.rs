@@ -108,13 +108,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "list" => {
             let (label, field) = selectors(req)?;
-            let page =
-                match crate::list::storage_page(ctx, req, storage_ref(tenant), "", label, field)
-                    .await?
-                {
-                    crate::list::Listed::Page(p) => p,
-                    crate::list::Listed::Answer(resp) => return Ok(resp),
-                };
+            let store = crate::stores::namespaces::NamespaceStore::new(ctx, tenant);
+            let scope = [tenant, "", "namespaces"];
+            let page = crate::list::page(ctx, req, &store, scope, "", label, field).await?;
             match negotiate_output(req.header("accept"))? {
                 Output::Json => Ok(json_response(
                     StatusCode::OK,

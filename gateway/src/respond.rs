@@ -1,14 +1,10 @@
-//! Building responses the handler families share: `Warning` headers, the Table apiVersion,
-//! and the answers of a failed storage list (410 with a fresh continue token, 504 with
-//! `Retry-After`).
+//! Building responses the handler families share: `Warning` headers, the answers of the
+//! generic write handlers and of deletecollection, the Table apiVersion.
 //!
-//! Where it sits: below the handler families and the list helper (`list.rs` calls
-//! [`list_failure`]), above the HTTP details ([`crate::http`]). Follows k8s.io/apiserver
+//! Where it sits: below the handler families, above the HTTP details ([`crate::http`]). Follows k8s.io/apiserver
 //! pkg/endpoints/handlers (`warning` headers of rest.go, responsewriters `ErrorNegotiated`).
 
 use crate::http::{Body, json_response};
-use crate::strategy;
-use crdplane_core::ApiError;
 use http::{HeaderValue, Response, StatusCode};
 
 /// Appends each text as a `Warning: 299 - "<text>"` header (upstream
@@ -45,7 +41,7 @@ pub fn deleted_collection(
 ) -> Response<Body> {
     json_response(
         StatusCode::OK,
-        strategy::list_json_of_values(
+        crdplane_apiserver::render::list::list_json_of_values(
             api_version,
             list_kind,
             &all.items,
@@ -60,32 +56,6 @@ pub fn deleted_collection(
 pub fn with_warnings(mut r: Response<Body>, w: &[String]) -> Response<Body> {
     add_warnings(&mut r, w);
     r
-}
-
-/// A failed storage list as upstream answers it: a continue token whose revision left the
-/// history → 410 with a fresh token (rv -1) in `metadata.continue`; a resourceVersion ahead
-/// of the revision → 504 with `Retry-After` (apiserver responsewriters `ErrorNegotiated`).
-pub fn list_failure(
-    e: ApiError,
-    opts: &strategy::ListOptions,
-    key: &[u8],
-    scope: &str,
-) -> Result<Response<Body>, ApiError> {
-    if e.reason == crdplane_core::Reason::Expired && opts.continuing {
-        return Ok(json_response(
-            StatusCode::GONE,
-            strategy::expired_continue_status(key, scope, &opts.start_after),
-        ));
-    }
-    let retry = e.details.as_ref().map_or(0, |d| d.retry_after_seconds);
-    if retry > 0 {
-        let mut resp = crate::http::error_response(&e);
-        if let Ok(v) = HeaderValue::from_str(&retry.to_string()) {
-            resp.headers_mut().insert("retry-after", v);
-        }
-        return Ok(resp);
-    }
-    Err(e)
 }
 
 /// The Table apiVersion for a requested `meta.k8s.io` version (`v1beta1` or `v1`).

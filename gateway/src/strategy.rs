@@ -1,5 +1,5 @@
 //! Request strategy as pure functions: what the server sets on create and keeps on update,
-//! generation bookkeeping, generateName, list documents and continue tokens.
+//! generation bookkeeping, generateName, list options and continue tokens.
 //!
 //! Follows k8s.io/apiserver/pkg/registry/rest/create.go (`BeforeCreate`, `FillObjectMetaSystemFields`),
 //! update.go (`BeforeUpdate`), apiextensions-apiserver pkg/registry/customresource/strategy.go
@@ -11,64 +11,13 @@ pub use crdplane_apiserver::rest::meta::{
     rv_set_on_create, spec_changed, unchanged,
 };
 
-/// A list document assembled from stored object bytes without re-encoding them.
-pub fn list_json(
-    api_version: &str,
-    list_kind: &str,
-    items: &[bytes::Bytes],
-    rv: u64,
-    cont: &str,
-    remaining: Option<u64>,
-) -> Vec<u8> {
-    let total: usize = items.iter().map(|i| i.len() + 1).sum();
-    let mut out = Vec::with_capacity(total + 200);
-    out.extend_from_slice(b"{\"apiVersion\":");
-    out.extend_from_slice(&serde_json::to_vec(api_version).expect("string"));
-    out.extend_from_slice(b",\"items\":[");
-    for (i, it) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(it);
-    }
-    out.extend_from_slice(b"],\"kind\":");
-    out.extend_from_slice(&serde_json::to_vec(list_kind).expect("string"));
-    out.extend_from_slice(b",\"metadata\":{");
-    if !cont.is_empty() {
-        out.extend_from_slice(b"\"continue\":");
-        out.extend_from_slice(&serde_json::to_vec(cont).expect("string"));
-        out.push(b',');
-        if let Some(r) = remaining {
-            out.extend_from_slice(format!("\"remainingItemCount\":{r},").as_bytes());
-        }
-    }
-    out.extend_from_slice(format!("\"resourceVersion\":\"{rv}\"}}}}").as_bytes());
-    out
-}
-
-/// [`list_json`] of objects held as JSON values (each encoded once).
-pub fn list_json_of_values(
-    api_version: &str,
-    list_kind: &str,
-    items: &[serde_json::Value],
-    rv: u64,
-    cont: &str,
-    remaining: Option<u64>,
-) -> Vec<u8> {
-    let items: Vec<bytes::Bytes> = items
-        .iter()
-        .map(|v| serde_json::to_vec(v).expect("json").into())
-        .collect();
-    list_json(api_version, list_kind, &items, rv, cont, remaining)
-}
-
 // ---- list options and continue tokens -------------------------------------------------------
 //
 // Token encoding and list-option validation are pure and live in crdplane-core
 // (`continue_token`, `options`); fetching the signing key is IO (`backends::storage`).
 
 pub use crdplane_core::continue_token::{
-    INCONSISTENT_CONTINUE, decode_continue, encode_continue, expired_continue_status, token_scope,
+    INCONSISTENT_CONTINUE, decode_continue, encode_continue, token_scope,
 };
 pub use crdplane_core::options::{ListOptions, ListRv, list_options};
 
@@ -177,21 +126,5 @@ mod tests {
             status_only["metadata"]["generation"], 3,
             "status changes do not bump generation"
         );
-    }
-
-    #[test]
-    fn lists_and_tokens() {
-        let items = vec![
-            bytes::Bytes::from_static(b"{\"a\":1}"),
-            bytes::Bytes::from_static(b"{\"b\":2}"),
-        ];
-        let l: Value =
-            serde_json::from_slice(&list_json("g/v1", "KList", &items, 7, "tok", Some(3))).unwrap();
-        assert_eq!(
-            l,
-            json!({"apiVersion":"g/v1","items":[{"a":1},{"b":2}],"kind":"KList","metadata":{"continue":"tok","remainingItemCount":3,"resourceVersion":"7"}})
-        );
-        let l: Value = serde_json::from_slice(&list_json("v1", "L", &[], 0, "", None)).unwrap();
-        assert_eq!(l["metadata"], json!({"resourceVersion":"0"}));
     }
 }

@@ -89,6 +89,8 @@ impl From<KubernetesStatusDetails> for StatusDetails {
             uid: d.uid,
             causes: d.causes.into_iter().map(Into::into).collect(),
             retry_after_seconds: d.retry_after_seconds,
+            // A ListMeta continue token never crosses gRPC: the gateway makes them.
+            list_continue: String::new(),
         }
     }
 }

@@ -11,5 +11,5 @@ pub mod meta;
 pub mod store;
 pub mod strategy;
 
-pub use store::{ListOptions, ListResult, Store, Stored, stored_rv};
+pub use store::{EncodedList, ListOptions, ListResult, Store, Stored, stored_rv};
 pub use strategy::{StatusStrategy, Strategy};

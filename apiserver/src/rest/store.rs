@@ -9,11 +9,15 @@
 //! in memory. Follows k8s.io/apiserver pkg/storage/interfaces.go (`storage.Interface`: Get,
 //! GetList, Create, GuaranteedUpdate's conditional write, Delete with preconditions).
 
+use bytes::Bytes;
 use crdplane_core::ApiError;
+use crdplane_core::options::ListRv;
 use serde_json::Value;
 use std::future::Future;
 
-/// Options of one list, as the request carried them (already validated).
+/// Options of one list, validated (`crdplane_core::options::list_options`: apimachinery
+/// `ValidateListOptions` and storage `ValidateListOptions`) and with the continue token
+/// already verified and decoded at the edge, as upstream's storage layer gets them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListOptions {
     /// Label selector text ("" selects everything).
@@ -22,8 +26,72 @@ pub struct ListOptions {
     pub field_selector: String,
     /// Page size (0: no limit).
     pub limit: u32,
-    /// Continue token of the previous page ("" for the first page).
+    /// Where the previous page stopped: the exclusive start key the request's continue
+    /// token holds ("" for the first page).
     pub continue_token: String,
+    /// Which state the list reads (`resourceVersion`, `resourceVersionMatch`, or the
+    /// revision the continue token holds).
+    pub rv: ListRv,
+    /// The request continued a previous list (its token may name no revision: -1).
+    pub continuing: bool,
+}
+
+impl ListOptions {
+    /// The options of a list request, from its validated options and selectors.
+    pub fn from_request(
+        validated: crdplane_core::options::ListOptions,
+        label_selector: String,
+        field_selector: String,
+    ) -> Self {
+        ListOptions {
+            label_selector,
+            field_selector,
+            limit: validated.limit,
+            continue_token: validated.start_after,
+            rv: validated.rv,
+            continuing: validated.continuing,
+        }
+    }
+}
+
+/// One page of a list as the objects' JSON bytes, as the store keeps them (what
+/// [`ListResult`] holds parsed): lists that serve stored objects unchanged splice these
+/// bytes into the list document ([`crate::render::list`]) instead of parsing and
+/// re-encoding every object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EncodedList {
+    /// The objects' JSON, in key order.
+    pub items: Vec<Bytes>,
+    /// The list's resourceVersion.
+    pub resource_version: u64,
+    /// Where this page stopped, for the next page's token ("" when this is the last one).
+    pub continue_token: String,
+    /// Objects left after this page, when the store knows.
+    pub remaining: Option<u64>,
+}
+
+impl EncodedList {
+    /// The page with each item made a JSON value by `item`.
+    pub fn into_list(
+        self,
+        item: impl Fn(&[u8]) -> Result<Value, ApiError>,
+    ) -> Result<ListResult, ApiError> {
+        Ok(ListResult {
+            items: self
+                .items
+                .iter()
+                .map(|b| item(b))
+                .collect::<Result<_, _>>()?,
+            resource_version: self.resource_version,
+            continue_token: self.continue_token,
+            remaining: self.remaining,
+        })
+    }
+}
+
+/// `v` as JSON bytes.
+fn encode(v: &Value) -> Bytes {
+    serde_json::to_vec(v).expect("a JSON value encodes").into()
 }
 
 /// One page of a list.
@@ -79,6 +147,34 @@ pub trait Store: Send + Sync {
         namespace: &str,
         opts: &ListOptions,
     ) -> impl Future<Output = Result<ListResult, ApiError>> + Send;
+
+    /// [`Store::get`] as the JSON the client receives. By default the object encoded; a
+    /// store that holds objects as bytes sends them as they are.
+    fn get_encoded(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Bytes, ApiError>> + Send {
+        async move { Ok(encode(&self.get(namespace, name).await?)) }
+    }
+
+    /// [`Store::list`] as the objects' JSON bytes (see [`EncodedList`]). By default each
+    /// object of the page encoded.
+    fn list_encoded(
+        &self,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> impl Future<Output = Result<EncodedList, ApiError>> + Send {
+        async move {
+            let l = self.list(namespace, opts).await?;
+            Ok(EncodedList {
+                items: l.items.iter().map(encode).collect(),
+                resource_version: l.resource_version,
+                continue_token: l.continue_token,
+                remaining: l.remaining,
+            })
+        }
+    }
 
     /// Stores a new object (409 AlreadyExists when the name is taken) and returns it as
     /// stored, resourceVersion set. With `dry_run` every check runs but nothing is written

@@ -1,13 +1,12 @@
-//! The storage service's LIST page (with the resourceVersion rules of a list already
-//! turned into its three revision fields) and the HMAC key of continue tokens.
+//! The storage service's LIST page (the list's resourceVersion rules turned into the
+//! request's three revision fields) and the HMAC key of continue tokens.
 //!
-//! Where it sits: under `list.rs` (every family's LIST page) and the CRD list; the
-//! per-object calls of the generic stores are `stores/storage.rs`.
+//! Where it sits: under the storage-backed stores' `list_encoded` (`stores/storage.rs`) and
+//! `list.rs` (the key, to verify and sign tokens).
 
 use crate::context::Channel;
-use crate::stores::storage::RawList;
-use crdplane_core::options::ListOptions;
-use crdplane_core::{ApiError, ResourceRef};
+use crdplane_apiserver::rest::{EncodedList, ListOptions};
+use crdplane_core::ApiError;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use std::sync::Arc;
@@ -32,28 +31,30 @@ pub async fn continue_key(storage: &StorageClient<Channel>) -> Result<Arc<[u8]>,
     .cloned()
 }
 
-/// One page of `resource` in `namespace` ("" = all) as `opts` (validated, token decoded)
-/// and the selectors ask for. `continue_token` of the answer is the storage's next start
-/// key, not yet signed.
+/// One page of the objects of `[tenant, group, resource]` in `namespace` ("" = all) as
+/// `opts` asks for; `continue_token` of the answer is the storage's next start key, not yet
+/// signed.
 pub async fn list_page(
     storage: &StorageClient<Channel>,
-    resource: &ResourceRef,
+    [tenant, group, resource]: [&str; 3],
     namespace: &str,
     opts: &ListOptions,
-    label_selector: String,
-    field_selector: String,
-) -> Result<RawList, ApiError> {
-    let (min_rv, exact_rv, continue_rv) = opts.storage_rv();
+) -> Result<EncodedList, ApiError> {
+    let (min_rv, exact_rv, continue_rv) = opts.rv.storage_rv(opts.continuing);
     let r = storage
         .clone()
         .list(pb::ListRequest {
-            resource: Some(resource.into()),
+            resource: Some(pb::ResourceRef {
+                tenant: tenant.into(),
+                group: group.into(),
+                resource: resource.into(),
+            }),
             namespace: namespace.into(),
             limit: opts.limit,
-            start_after: opts.start_after.clone(),
+            start_after: opts.continue_token.clone(),
             name: String::new(),
-            label_selector,
-            field_selector,
+            label_selector: opts.label_selector.clone(),
+            field_selector: opts.field_selector.clone(),
             min_resource_version: min_rv,
             exact_resource_version: exact_rv,
             continue_resource_version: continue_rv,
@@ -61,7 +62,7 @@ pub async fn list_page(
         .await
         .map_err(crdplane_proto::status::from_grpc)?
         .into_inner();
-    Ok(RawList {
+    Ok(EncodedList {
         items: r.items,
         resource_version: r.resource_version,
         continue_token: r.next_start_after,

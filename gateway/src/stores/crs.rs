@@ -29,14 +29,16 @@
 //! object, which upstream's strategy does while decoding).
 
 use crate::context::{Ctx, Req};
-use crate::cr_store::{admit, for_version, key, object_write, stored_form};
+use crate::cr_store::{
+    admit, api_version, for_version, get_stored, key, object_write, stored_form,
+};
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::request::parse_object;
 use crate::stores::storage::StorageStore;
 use bytes::Bytes;
 use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{CustomResourcePatch, PatchMechanism};
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy};
+use crdplane_apiserver::rest::{EncodedList, ListOptions, ListResult, Store, Stored, Strategy};
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
@@ -60,7 +62,8 @@ impl<'a> CrStore<'a> {
             inner: StorageStore {
                 storage: &ctx.storage,
                 tenant,
-                gr: crd.gr(),
+                group: &crd.group,
+                resource: &crd.plural,
                 ttl_seconds: 0,
             },
             ctx,
@@ -102,6 +105,16 @@ impl<'a> CrStore<'a> {
     }
 }
 
+/// Whether every stored object already has `want` as its apiVersion (stored objects are
+/// written with "apiVersion" as their first key).
+fn all_served_as_is(items: &[Bytes], want: &str) -> bool {
+    let prefix = format!(
+        "{{\"apiVersion\":{}",
+        serde_json::to_string(want).expect("json")
+    );
+    items.iter().all(|b| b.starts_with(prefix.as_bytes()))
+}
+
 impl Store for CrStore<'_> {
     async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
         self.served(self.inner.get_raw(namespace, name).await?)
@@ -109,10 +122,38 @@ impl Store for CrStore<'_> {
     }
 
     async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
-        let mut page = self.inner.list_raw(namespace, opts).await?;
-        let tenant = self.inner.tenant;
-        page.items = for_version(self.ctx, tenant, self.crd, self.ver, page.items).await?;
-        page.into_list(parse_object)
+        self.list_encoded(namespace, opts)
+            .await?
+            .into_list(parse_object)
+    }
+
+    /// Through the GET batcher; the stored bytes as they are unless the served version or
+    /// read defaults rewrite them.
+    async fn get_encoded(&self, namespace: &str, name: &str) -> Result<Bytes, ApiError> {
+        let (tenant, crd) = (self.inner.tenant, self.crd);
+        let Some(stored) = get_stored(self.ctx, crd, tenant, namespace, name).await? else {
+            return Err(ApiError::not_found(&crd.gr(), name));
+        };
+        Ok(for_version(self.ctx, tenant, crd, self.ver, vec![stored])
+            .await?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    /// The stored bytes as they are (spliced into the list document) unless a version
+    /// rewrite or read defaults are needed.
+    async fn list_encoded(
+        &self,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> Result<EncodedList, ApiError> {
+        let mut page = self.inner.list_encoded(namespace, opts).await?;
+        let want = api_version(self.crd, &self.ver.name);
+        if self.ver.has_defaults || !all_served_as_is(&page.items, &want) {
+            let tenant = self.inner.tenant;
+            page.items = for_version(self.ctx, tenant, self.crd, self.ver, page.items).await?;
+        }
+        Ok(page)
     }
 
     /// Through the create batcher; owner references of the new object are queued for the

@@ -226,7 +226,8 @@ impl<'a> NamespaceStore<'a> {
             inner: StorageStore {
                 storage: &ctx.storage,
                 tenant,
-                gr: gr().clone(),
+                group: "",
+                resource: "namespaces",
                 ttl_seconds: 0,
             },
             ctx,

@@ -9,8 +9,8 @@
 
 use crate::context::Channel;
 use bytes::Bytes;
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored};
-use crdplane_core::{ApiError, GroupResource, rvslot};
+use crdplane_apiserver::rest::{EncodedList, ListOptions, ListResult, Store, Stored};
+use crdplane_core::{ApiError, rvslot};
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
 use serde_json::Value;
@@ -21,8 +21,10 @@ pub struct StorageStore<'a> {
     pub storage: &'a StorageClient<Channel>,
     /// The tenant whose objects these are.
     pub tenant: &'a str,
-    /// The group/resource whose objects these are.
-    pub gr: GroupResource,
+    /// The API group whose objects these are (storage's name for it).
+    pub group: &'a str,
+    /// The resource whose objects these are (storage's name for it).
+    pub resource: &'a str,
     /// Seconds the objects written live after each write (0: for ever); see the storage
     /// service's expiry.
     pub ttl_seconds: u64,
@@ -33,8 +35,8 @@ impl StorageStore<'_> {
         pb::ObjectKey {
             resource: Some(pb::ResourceRef {
                 tenant: self.tenant.into(),
-                group: self.gr.group.clone(),
-                resource: self.gr.resource.clone(),
+                group: self.group.into(),
+                resource: self.resource.into(),
             }),
             namespace: namespace.into(),
             name: name.into(),
@@ -63,38 +65,6 @@ fn parse(json: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(json).map_err(ApiError::internal)
 }
 
-/// One page of stored objects as their bytes (what [`ListResult`] holds parsed).
-#[derive(Debug, Clone, Default)]
-pub struct RawList {
-    /// The objects' stored JSON, in key order.
-    pub items: Vec<Bytes>,
-    /// The list's resourceVersion.
-    pub resource_version: u64,
-    /// Token for the next page ("" when this is the last one).
-    pub continue_token: String,
-    /// Objects left after this page, when the storage knows.
-    pub remaining: Option<u64>,
-}
-
-impl RawList {
-    /// The page with each item made a JSON value by `item`.
-    pub fn into_list(
-        self,
-        item: impl Fn(&[u8]) -> Result<Value, ApiError>,
-    ) -> Result<ListResult, ApiError> {
-        Ok(ListResult {
-            items: self
-                .items
-                .iter()
-                .map(|b| item(b))
-                .collect::<Result<_, _>>()?,
-            resource_version: self.resource_version,
-            continue_token: self.continue_token,
-            remaining: self.remaining,
-        })
-    }
-}
-
 /// The storage calls as bytes, for stores that convert the stored objects before
 /// parsing them (custom resources: version conversion and read defaults work on bytes).
 impl StorageStore<'_> {
@@ -110,31 +80,6 @@ impl StorageStore<'_> {
             .map_err(crdplane_proto::status::from_grpc)?
             .into_inner();
         Ok(s.json)
-    }
-
-    /// One page of stored objects as bytes.
-    pub async fn list_raw(&self, namespace: &str, opts: &ListOptions) -> Result<RawList, ApiError> {
-        let r = self
-            .storage
-            .clone()
-            .list(pb::ListRequest {
-                resource: self.key("", "").resource,
-                namespace: namespace.into(),
-                limit: opts.limit,
-                start_after: opts.continue_token.clone(),
-                label_selector: opts.label_selector.clone(),
-                field_selector: opts.field_selector.clone(),
-                ..Default::default()
-            })
-            .await
-            .map_err(crdplane_proto::status::from_grpc)?
-            .into_inner();
-        Ok(RawList {
-            items: r.items,
-            resource_version: r.resource_version,
-            continue_token: r.next_start_after,
-            remaining: r.has_remaining_item_count.then_some(r.remaining_item_count),
-        })
     }
 
     /// [`Store::update`], answering with the stored bytes and their resourceVersion.
@@ -189,7 +134,27 @@ impl Store for StorageStore<'_> {
     }
 
     async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
-        self.list_raw(namespace, opts).await?.into_list(parse)
+        self.list_encoded(namespace, opts).await?.into_list(parse)
+    }
+
+    async fn get_encoded(&self, namespace: &str, name: &str) -> Result<Bytes, ApiError> {
+        self.get_raw(namespace, name).await
+    }
+
+    /// The page as stored, at the revision `opts.rv` asks for (a too-new one is the storage
+    /// service's 504 with a retry hint; an expired one its 410).
+    async fn list_encoded(
+        &self,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> Result<EncodedList, ApiError> {
+        crate::backends::storage::list_page(
+            self.storage,
+            [self.tenant, self.group, self.resource],
+            namespace,
+            opts,
+        )
+        .await
     }
 
     async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
@@ -216,14 +181,7 @@ impl Store for StorageStore<'_> {
         if dry_run {
             return Ok(());
         }
-        crate::gc::record(
-            self.storage,
-            self.tenant,
-            &self.gr.group,
-            &self.gr.resource,
-            obj,
-        )
-        .await
+        crate::gc::record(self.storage, self.tenant, self.group, self.resource, obj).await
     }
 
     async fn delete(
