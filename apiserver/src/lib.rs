@@ -6,7 +6,8 @@
 //! Modules: [`rest`] (the `Store` and `Strategy` interfaces, shared metadata and deletion
 //! rules), [`handlers`] (one generic handler per verb), [`admission`] (plugin chain),
 //! [`patch`] (patch mechanisms over [`jsonpatch`] and [`strategic`]), [`retry`] (the one
-//! retry-on-conflict loop), [`render`] (Table printing), [`testkit`] (an in-memory store).
+//! retry-on-conflict loop), [`render`] (list splicing, Table printing), [`watch`] (watch
+//! options, event frames and one watcher's response), [`testkit`] (an in-memory store).
 
 pub mod admission;
 pub mod handlers;
@@ -17,3 +18,4 @@ pub mod rest;
 pub mod retry;
 pub mod strategic;
 pub mod testkit;
+pub mod watch;

@@ -139,60 +139,7 @@ impl WatchFilter {
     }
 }
 
-/// The watch event type of a storage event kind byte (`A`, `M`, `D`).
-pub fn type_name(kind: u8) -> &'static str {
-    match kind {
-        b'A' => "ADDED",
-        b'D' => "DELETED",
-        _ => "MODIFIED",
-    }
-}
-
-/// `{"type":"<T>","object":<object>}\n`.
-pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
-    let mut v = Vec::with_capacity(object.len() + 32);
-    v.extend_from_slice(b"{\"type\":\"");
-    v.extend_from_slice(kind.as_bytes());
-    v.extend_from_slice(b"\",\"object\":");
-    v.extend_from_slice(object);
-    v.extend_from_slice(b"}\n");
-    Bytes::from(v)
-}
-
-/// What a watcher's queue carries.
-#[derive(Debug, Clone)]
-pub enum Item {
-    /// A rendered JSON line (shared between watchers).
-    Line {
-        /// The `{"type":...,"object":...}` line.
-        line: Bytes,
-        /// Revision of the event.
-        rv: u64,
-    },
-    /// The object for a watcher that renders itself (Table output), or that still needs
-    /// read defaulting (`needs_defaults`: as stored, not yet transformed).
-    Raw {
-        /// The object's JSON.
-        object: Bytes,
-        /// Revision of the event.
-        rv: u64,
-        /// Storage event kind byte (`A`, `M`, `D`; [`type_name`] gives the watch event
-        /// type). A byte rather than the type's name: with the flag below it fits in the
-        /// padding, so an `Item` is 48 bytes (see `an_item_is_48_bytes`).
-        kind: u8,
-        /// The object still needs read defaulting.
-        needs_defaults: bool,
-    },
-}
-
-impl Item {
-    /// Revision of the event.
-    pub fn rv(&self) -> u64 {
-        match self {
-            Item::Line { rv, .. } | Item::Raw { rv, .. } => *rv,
-        }
-    }
-}
+pub use crdplane_apiserver::watch::{Item, event_line, type_name};
 
 /// What a watcher asked for.
 pub struct Spec {
