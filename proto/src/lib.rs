@@ -1,6 +1,8 @@
 //! gRPC contracts between the crdplane gateway and its services (storage, validation,
 //! registry). Generated from `proto/crdplane/v1/*.proto` at build time, plus the one
-//! conversion per wire type: [`status`] (Kubernetes Status ⇄ gRPC status).
+//! conversion per wire type: [`status`] (Kubernetes Status ⇄ gRPC status). Also
+//! [`openapi_v2`], gnostic's OpenAPI v2 messages (what `/openapi/v2` serves as protobuf; not a
+//! contract between the services), generated from the vendored `proto/gnostic/`.
 #![allow(clippy::all)]
 
 /// The generated messages, clients and servers of package `crdplane.v1`. Their docs are the
@@ -10,6 +12,18 @@ pub mod v1 {
     tonic::include_proto!("crdplane.v1");
 }
 pub use v1::*;
+
+/// gnostic's `openapi.v2` messages: the protobuf form of a Swagger 2.0 document, generated
+/// from `proto/gnostic/openapiv2/OpenAPIv2.proto` (vendored unchanged from
+/// github.com/google/gnostic-models). Not a crdplane contract: the registry encodes the
+/// `/openapi/v2` document with these for kubectl, which requests
+/// `application/com.github.proto-openapi.spec.v2@v1.0+protobuf` and decodes it with
+/// gnostic's Go types. Field docs are the `.proto` comments where there are any.
+// Generated code: most of gnostic's messages and fields have no .proto comment to document.
+#[allow(missing_docs)]
+pub mod openapi_v2 {
+    tonic::include_proto!("openapi.v2");
+}
 
 pub mod status;
 pub use status::GrpcStatusExt;

@@ -4,8 +4,8 @@
 use prost::Message;
 use serde_json::{Value, json};
 
-use super::proto::{self, non_body_parameter, parameter, parameters_item};
 use super::*;
+use crdplane_proto::openapi_v2::{self as v2, non_body_parameter, parameter, parameters_item};
 
 const CRONTAB: &str = "com.example.stable.v1.CronTab";
 const CRONTAB_LIST: &str = "com.example.stable.v1.CronTabList";
@@ -427,7 +427,7 @@ fn deep_schema_is_bounded() {
 fn protobuf_roundtrip_keeps_definitions_and_extensions() {
     let doc = build_v2(&[crontab_crd()]);
     let bytes = encode_v2_protobuf(&doc);
-    let decoded = proto::Document::decode(bytes.as_slice()).expect("decodes");
+    let decoded = v2::Document::decode(bytes.as_slice()).expect("decodes");
     assert_eq!(decoded.swagger, "2.0");
     assert_eq!(decoded.info.as_ref().unwrap().version, "v1.34.0");
     let defs = &decoded.definitions.as_ref().unwrap().additional_properties;
@@ -498,7 +498,7 @@ fn protobuf_roundtrip_keeps_definitions_and_extensions() {
         .as_ref()
         .unwrap()
     {
-        proto::additional_properties_item::Oneof::Schema(s) => {
+        v2::additional_properties_item::Oneof::Schema(s) => {
             assert_eq!(s.r#type.as_ref().unwrap().value, vec!["string".to_string()])
         }
         other => panic!("unexpected {other:?}"),
@@ -531,7 +531,7 @@ fn protobuf_roundtrip_keeps_definitions_and_extensions() {
     let gvk: Value = serde_json::from_str(ext.value.as_ref().unwrap().yaml.trim()).unwrap();
     assert_eq!(gvk["kind"], "CronTab");
     let has_dry_run = patch.parameters.iter().any(|p| match &p.oneof {
-        Some(parameters_item::Oneof::Parameter(proto::Parameter {
+        Some(parameters_item::Oneof::Parameter(v2::Parameter {
             oneof: Some(parameter::Oneof::NonBodyParameter(nb)),
         })) => matches!(&nb.oneof,
             Some(non_body_parameter::Oneof::QueryParameterSubSchema(q)) if q.name == "dryRun"),
@@ -540,8 +540,8 @@ fn protobuf_roundtrip_keeps_definitions_and_extensions() {
     assert!(has_dry_run);
     // Path-level path parameters decode as PathParameterSubSchema.
     assert!(item.parameters.iter().any(|p| matches!(&p.oneof,
-        Some(parameters_item::Oneof::Parameter(proto::Parameter {
-            oneof: Some(parameter::Oneof::NonBodyParameter(proto::NonBodyParameter {
+        Some(parameters_item::Oneof::Parameter(v2::Parameter {
+            oneof: Some(parameter::Oneof::NonBodyParameter(v2::NonBodyParameter {
                 oneof: Some(non_body_parameter::Oneof::PathParameterSubSchema(pp)) })) }))
         if pp.name == "namespace" && pp.required)));
     // Shared parameter references stay references.
@@ -812,7 +812,7 @@ fn v2_has_the_builtin_types_with_upstream_descriptions() {
     );
     // The protobuf form carries them too (kubectl 1.20 reads only that).
     let bytes = encode_v2_protobuf(&doc);
-    let decoded = proto::Document::decode(bytes.as_slice()).unwrap();
+    let decoded = v2::Document::decode(bytes.as_slice()).unwrap();
     let names: Vec<&str> = decoded
         .definitions
         .as_ref()
