@@ -202,7 +202,9 @@ async fn preparation_runs_in_batches_and_only_prepared_items_go_out() {
     };
     let batches = renderer.batches.clone();
     let n = Response::<Chan, Lines>::PREPARE_BATCH + 10;
-    let initial: VecDeque<Item> = (0..n as u64).map(|i| raw(&format!("o{i}"), i + 1)).collect();
+    let initial: VecDeque<Item> = (0..n as u64)
+        .map(|i| raw(&format!("o{i}"), i + 1))
+        .collect();
     let mut r = Response::new(
         src,
         renderer,
@@ -220,7 +222,10 @@ async fn preparation_runs_in_batches_and_only_prepared_items_go_out() {
         *batches.lock().unwrap(),
         [Response::<Chan, Lines>::PREPARE_BATCH, 10]
     );
-    assert!(out.starts_with("{\"type\":\"MODIFIED\",\"object\":o0}\n"), "{out}");
+    assert!(
+        out.starts_with("{\"type\":\"MODIFIED\",\"object\":o0}\n"),
+        "{out}"
+    );
     // Live events arriving together are prepared together.
     for i in 0..3 {
         tx.send((raw(&format!("l{i}"), 1000 + i), false)).unwrap();
