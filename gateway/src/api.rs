@@ -145,6 +145,16 @@ async fn dispatch(
     if !ctx.tenants.read().expect("lock").contains(&req.info.tenant) {
         Box::pin(crate::lifecycle::ensure_tenant(&ctx, &req.info.tenant)).await?;
     }
+    // YAML output: the handler answers JSON, rendered as YAML afterwards.
+    if req.info.verb != "watch" && crate::yaml::negotiate(req.header("accept")) {
+        let mut req = req;
+        req.headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/json"),
+        );
+        let answer = Box::pin(resource(&ctx, &req)).await;
+        return Box::pin(crate::yaml::respond(answer)).await;
+    }
     // Metadata-only output: the handler answers plain JSON, transformed afterwards.
     if let Some(p) = crate::partial::negotiate(req.header("accept")) {
         let mut req = req;

@@ -286,8 +286,9 @@ pub enum Output {
 
 /// Picks the first acceptable media range in client order, like upstream's negotiation:
 /// a Table when asked for (as=Table;g=meta.k8s.io;v=v1|v1beta1), else JSON. Protobuf is not
-/// served for custom resources (upstream answers 406), YAML output is JSON-compatible only
-/// for input, so `application/yaml` is refused the same way.
+/// served for custom resources (upstream answers 406). YAML output is rendered around the
+/// handlers (`yaml.rs`), which then see `application/json`; a watch asking for YAML alone
+/// reaches this negotiation and gets 406 (upstream's YAML serializer has no stream form).
 pub fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError> {
     let ranges = parse_accept(accept);
     if ranges.is_empty() {

@@ -13,7 +13,7 @@
 //! [`cr_store`] → validation + storage; `/scale` in [`scale_rest`]; [`watch`] for streams
 //! over [`watch_mux`], [`batch`] coalescing concurrent GETs into storage GetMany calls).
 //! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
-//! [`partial`]; strategic merge patch of built-in types is [`strategic`].
+//! [`partial`], YAML output by [`yaml`]; strategic merge patch of built-in types is [`strategic`].
 //!
 //! The modules form a DAG (checked by `tests/module_graph.rs`; layers in ARCHITECTURE.md):
 //! the router ([`api`]) is the only module that knows every handler family; the families
@@ -55,6 +55,7 @@ pub mod strategy;
 pub mod watch;
 pub mod watch_limit;
 pub mod watch_mux;
+pub mod yaml;
 
 pub use context::Config;
 pub use server::serve;

@@ -37,6 +37,11 @@ fn partial_of(r: &MediaRange) -> Option<Partial> {
     Some(Partial { list, version })
 }
 
+/// Whether one media range asks for a metadata-only form this server serves.
+pub fn negotiate_range(r: &MediaRange) -> bool {
+    partial_of(r).is_some()
+}
+
 /// Upstream picks the first media range of the Accept header it can serve: a metadata-only
 /// form when that comes first, `None` when another servable form comes first (or none is
 /// servable: the handler then answers its usual 406).
