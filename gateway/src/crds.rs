@@ -17,6 +17,7 @@ use crate::context::{Ctx, Req};
 use crate::http::{Body, Output, json_response, negotiate_output};
 use crate::request::{decode_body, request_delete_options, strict_warnings, write_dry_run};
 use crate::stores::crds::{CrdStore, CrdStrategy};
+use crate::stores::typed::unknown_fields;
 use crate::table::{IncludeObject, ListMeta};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
@@ -24,6 +25,7 @@ use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
 use crdplane_core::{ApiError, ResourceRef};
 use http::{Response, StatusCode};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -112,7 +114,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "create" if !status => {
             // JSON or YAML in; the registry takes JSON.
             let obj = decode_body(req)?;
-            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
+            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1", || {
+                unknown_fields::<CustomResourceDefinition>(&obj)
+            })?;
             let w = handlers::create(&store, &strategy, &admission, "", obj, dry).await?;
             written(w, &warnings)
         }
@@ -183,7 +187,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "update" => {
             let obj = decode_body(req)?;
-            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
+            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1", || {
+                unknown_fields::<CustomResourceDefinition>(&obj)
+            })?;
             let w = handlers::update(
                 &store,
                 &strategy,
@@ -199,7 +205,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "patch" => {
             crate::request::record_patch_findings(req);
-            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1")?;
+            let warnings = strict_warnings(req, "CustomResourceDefinition", "v1", Vec::new)?;
             let mime = crate::request::patch_media_type(req);
             let w = handlers::patch(
                 &store,

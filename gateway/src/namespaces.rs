@@ -21,12 +21,14 @@ use crate::stores::builtin::protobuf;
 use crate::stores::namespaces::{
     Endpoint, ImmortalNamespaces, NamespaceStore, NamespaceStrategy, storage_ref,
 };
+use crate::stores::typed::unknown_fields;
 use crate::table::{IncludeObject, ListMeta, TableConvertor};
 use crate::watch::{self, TableFn};
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
 use crdplane_core::{ApiError, GroupResource};
 use http::{Response, StatusCode};
+use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 use std::sync::{Arc, OnceLock};
 
@@ -76,7 +78,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             } else {
                 decode_body(req)?
             };
-            let warnings = crate::request::strict_warnings(req, "Namespace", "v1")?;
+            let warnings = crate::request::strict_warnings(req, "Namespace", "v1", || {
+                unknown_fields::<Namespace>(&obj)
+            })?;
             let v = crate::lifecycle::create_namespace(ctx, tenant, obj, dry).await?;
             Ok(crate::respond::with_warnings(
                 json_response(StatusCode::CREATED, serde_json::to_vec(&v).expect("json")),
@@ -162,7 +166,11 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 crate::request::record_patch_findings(req);
                 None
             };
-            let warnings = crate::request::strict_warnings(req, "Namespace", "v1")?;
+            let warnings = crate::request::strict_warnings(req, "Namespace", "v1", || {
+                body.as_ref()
+                    .map(unknown_fields::<Namespace>)
+                    .unwrap_or_default()
+            })?;
             let store = NamespaceStore::new(ctx, tenant);
             let strategy = NamespaceStrategy(match i.subresource.as_str() {
                 "status" => Endpoint::Status,
@@ -198,10 +206,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .await?
                 }
             };
-            Ok(crate::respond::with_warnings(
-                json_response(StatusCode::OK, serde_json::to_vec(&w.object).expect("json")),
-                &warnings,
-            ))
+            Ok(crate::respond::written(w, &warnings))
         }
         "delete" => {
             // storage.go `REST.Delete` over the generic delete handler: the namespace

@@ -133,21 +133,31 @@ pub fn body_findings(req: &Req) -> &[String] {
 }
 
 /// Strict handling for endpoints without a schema service round trip (CRDs, namespaces):
-/// Ignore → no warnings, Warn → the findings as warnings, Strict with findings → the 400 of
-/// handlers/create.go / update.go (`<Kind> in version "v1" cannot be handled as a <Kind>:
-/// strict decoding error: duplicate field "x"`).
-pub fn strict_warnings(req: &Req, kind: &str, version: &str) -> Result<Vec<String>, ApiError> {
-    let found = body_findings(req);
-    match field_validation(req)? {
-        FieldValidation::Ignore => Ok(Vec::new()),
-        FieldValidation::Warn => Ok(found.to_vec()),
-        FieldValidation::Strict if found.is_empty() => Ok(Vec::new()),
-        FieldValidation::Strict => Err(ApiError::bad_request(strict_decoding_error(
-            &req.info.verb,
-            kind,
-            version,
-            found,
-        ))),
+/// Ignore → no warnings, Warn → the findings (duplicate, then unknown fields) as warnings,
+/// Strict with findings → the 400 of handlers/create.go / update.go (`<Kind> in version
+/// "v1" cannot be handled as a <Kind>: strict decoding error: duplicate field "x"`).
+///
+/// `unknown` gives the body's unknown fields (`stores::typed::unknown_fields`), asked only
+/// when the policy is not Ignore; a patch passes none (the generic patch handler checks the
+/// patched object).
+pub fn strict_warnings(
+    req: &Req,
+    kind: &str,
+    version: &str,
+    unknown: impl FnOnce() -> Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    let policy = field_validation(req)?;
+    if policy == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let mut found = body_findings(req).to_vec();
+    found.extend(unknown());
+    match policy {
+        FieldValidation::Strict if !found.is_empty() => Err(ApiError::bad_request(
+            strict_decoding_error(&req.info.verb, kind, version, &found),
+        )),
+        FieldValidation::Strict | FieldValidation::Ignore => Ok(Vec::new()),
+        FieldValidation::Warn => Ok(found),
     }
 }
 

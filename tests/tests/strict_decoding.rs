@@ -241,6 +241,118 @@ fn duplicate_keys_follow_field_validation() {
     );
 }
 
+/// Fields a Namespace or CRD does not have (a typo in a manifest): under Strict (what
+/// kubectl ≥ 1.27 sends) a 400 with upstream's strict decoding text, on create, update and
+/// patch; under Warn (the default) a warning and the field dropped, as decoding into the Go
+/// type drops it; under Ignore nothing said, the field still dropped.
+#[test]
+fn unknown_fields_of_namespaces_and_crds_follow_field_validation() {
+    let s = Stack::start_with_redis().unwrap();
+    // Namespace create.
+    let ns = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"typo","labelz":{"a":"b"}},"spec":{"finalizerz":[]}}"#;
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces?fieldValidation=Strict",
+        JSON,
+        ns,
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains(r#""message":"Namespace in version \"v1\" cannot be handled as a Namespace: strict decoding error: unknown field \"metadata.labelz\", unknown field \"spec.finalizerz\"""#),
+        "{body}"
+    );
+    let (code, head, body) = raw(&s, "POST", "/api/v1/namespaces", JSON, ns);
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        warnings(&head),
+        vec![
+            r#"299 - "unknown field \"metadata.labelz\"""#,
+            r#"299 - "unknown field \"spec.finalizerz\"""#
+        ]
+    );
+    assert!(
+        !body.contains("labelz") && !body.contains("finalizerz"),
+        "{body}"
+    );
+    // Namespace patch: the patched object is checked.
+    let path = "/api/v1/namespaces/typo";
+    let patch = r#"{"spec":{"colour":"red"}}"#;
+    let merge = "application/merge-patch+json";
+    let (code, _, body) = raw(
+        &s,
+        "PATCH",
+        &format!("{path}?fieldValidation=Strict"),
+        merge,
+        patch,
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains(r#""message":"strict decoding error: unknown field \"spec.colour\"""#),
+        "{body}"
+    );
+    let (code, head, body) = raw(&s, "PATCH", path, merge, patch);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "unknown field \"spec.colour\"""#]
+    );
+    assert!(!body.contains("colour"), "{body}");
+    let (code, head, body) = raw(
+        &s,
+        "PATCH",
+        &format!("{path}?fieldValidation=Ignore"),
+        merge,
+        patch,
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(warnings(&head).is_empty(), "{head}");
+    assert!(!body.contains("colour"), "{body}");
+
+    // CRD create, down to the schema.
+    let typo = crd()
+        .replacen(
+            r#""type":"object","properties":{"#,
+            r#""type":"object","propertiez":{},"properties":{"#,
+            1,
+        )
+        .replace("things", "typos")
+        .replace("thing\"", "typo\"")
+        .replace("\"Thing\"", "\"Typo\"");
+    let (code, _, body) = raw(
+        &s,
+        "POST",
+        &format!("{CRD_PATH}?fieldValidation=Strict"),
+        JSON,
+        &typo,
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains(r#"CustomResourceDefinition in version \"v1\" cannot be handled as a CustomResourceDefinition: strict decoding error: unknown field \"spec.versions[0].schema.openAPIV3Schema.propertiez\""#),
+        "{body}"
+    );
+    let (code, head, body) = raw(&s, "POST", CRD_PATH, JSON, &typo);
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        warnings(&head),
+        vec![r#"299 - "unknown field \"spec.versions[0].schema.openAPIV3Schema.propertiez\"""#]
+    );
+    assert!(!body.contains("propertiez"), "{body}");
+    // CRD patch.
+    let (code, _, body) = raw(
+        &s,
+        "PATCH",
+        &format!("{CRD_PATH}/typos.dup.example.com?fieldValidation=Strict"),
+        merge,
+        r#"{"spec":{"colour":"red"}}"#,
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains(r#""message":"strict decoding error: unknown field \"spec.colour\"""#),
+        "{body}"
+    );
+}
+
 #[test]
 fn smuggling_cases_are_answered_as_go_does() {
     let s = Stack::start_with_redis().expect("stack");

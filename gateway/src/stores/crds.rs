@@ -37,6 +37,7 @@
 
 use crate::context::Channel;
 use crate::crd::CrdCache;
+use crate::stores::typed;
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy};
@@ -44,6 +45,7 @@ use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::registry_client::RegistryClient;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -247,12 +249,18 @@ impl Strategy for CrdStrategy {
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         &PATCH
     }
+    /// The fields a `v1.CustomResourceDefinition` does not have (the patched object's).
+    fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        typed::unknown_fields::<CustomResourceDefinition>(obj)
+    }
+    /// Fields the type does not have dropped (as decoding does upstream), then
     /// `BeforeCreate`'s generateName (the generic create handler needs the name); every other
     /// create step is the registry's (module doc).
     fn prepare_for_create(&self, obj: &mut Value, _namespace: &str) -> Result<(), ApiError> {
         if self.status {
             return Err(ApiError::method_not_supported(gr(), "create"));
         }
+        typed::drop_unknown_fields::<CustomResourceDefinition>(obj);
         let meta = obj
             .as_object_mut()
             .ok_or_else(|| ApiError::bad_request("the object provided is not a JSON object"))?
@@ -279,9 +287,11 @@ impl Strategy for CrdStrategy {
         }
         Ok(())
     }
-    /// The registry's `UpdateCrd` / `UpdateCrdStatus` keep status (resp. everything but
-    /// status) and move the generation (module doc).
-    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) -> Result<(), ApiError> {
+    /// Fields the type does not have dropped (as decoding does upstream); the registry's
+    /// `UpdateCrd` / `UpdateCrdStatus` keep status (resp. everything but status) and move
+    /// the generation (module doc).
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) -> Result<(), ApiError> {
+        typed::drop_unknown_fields::<CustomResourceDefinition>(new);
         Ok(())
     }
     /// The registry validates.

@@ -12,6 +12,7 @@
 
 use crate::context::Ctx;
 use crate::stores::storage::StorageStore;
+use crate::stores::typed;
 use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
@@ -20,6 +21,7 @@ use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource, ResourceRef};
 use crdplane_proto::v1 as pb;
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -79,9 +81,15 @@ impl Strategy for NamespaceStrategy {
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         &PATCH
     }
+    /// The fields a `v1.Namespace` does not have (the patched object's, for PATCH).
+    fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        typed::unknown_fields::<Namespace>(obj)
+    }
     /// strategy.go `PrepareForCreate`: phase Active, the `kubernetes` finalizer in spec, the
     /// `kubernetes.io/metadata.name` label (`NamespaceDefaultLabelName`); no generation.
+    /// Fields a `v1.Namespace` does not have are dropped first, as decoding does upstream.
     fn prepare_for_create(&self, obj: &mut Value, _namespace: &str) -> Result<(), ApiError> {
+        typed::drop_unknown_fields::<Namespace>(obj);
         if self.0 != Endpoint::Main {
             return Err(ApiError::method_not_supported(gr(), "create"));
         }
@@ -120,6 +128,7 @@ impl Strategy for NamespaceStrategy {
         Ok(())
     }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
+        typed::drop_unknown_fields::<Namespace>(new);
         match self.0 {
             Endpoint::Finalize => {
                 let fins = new
