@@ -396,12 +396,13 @@ mod tests {
     #[test]
     fn create_completes_generate_name_only() {
         let s = CrdStrategy { status: false };
-        let mut v = json!({"metadata": {"generateName": "x-"}, "status": {"a": 1}});
+        let mut v =
+            json!({"metadata": {"generateName": "x-"}, "status": {"storedVersions": ["v1"]}});
         s.prepare_for_create(&mut v, "").unwrap();
         let name = v["metadata"]["name"].as_str().unwrap();
         assert!(name.starts_with("x-") && name.len() == 7, "{name}");
         // Status, uid and generation are the registry's.
-        assert_eq!(v["status"], json!({"a": 1}));
+        assert_eq!(v["status"], json!({"storedVersions": ["v1"]}));
         assert!(v["metadata"].get("uid").is_none());
         let mut named = json!({"metadata": {"name": "a.b", "generateName": "x-"}});
         s.prepare_for_create(&mut named, "").unwrap();
