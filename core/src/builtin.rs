@@ -53,36 +53,34 @@ impl BuiltinResource {
     /// Its entry in a legacy `APIResourceList` (`/api/v1`, `/apis/<g>/<v>`), as
     /// k8s.io/apiserver `pkg/endpoints/installer.go` registers it: name, singularName,
     /// namespaced, kind, verbs, shortNames (when any), storageVersionHash.
-    pub fn discovery_resource(&self) -> serde_json::Value {
-        let mut r = serde_json::json!({
-            "name": self.resource,
-            "singularName": self.singular,
-            "namespaced": self.namespaced,
-            "kind": self.kind,
-            "verbs": self.verbs,
-        });
-        if !self.short_names.is_empty() {
-            r["shortNames"] = serde_json::json!(self.short_names);
+    pub fn discovery_resource(&self) -> crate::discovery::APIResource {
+        use crate::discovery::{non_empty, strings};
+        crate::discovery::APIResource {
+            name: self.resource.into(),
+            singular_name: self.singular.into(),
+            namespaced: self.namespaced,
+            kind: self.kind.into(),
+            verbs: strings(self.verbs),
+            short_names: non_empty(self.short_names),
+            storage_version_hash: Some(self.storage_version_hash.into()),
+            ..Default::default()
         }
-        r["storageVersionHash"] = serde_json::json!(self.storage_version_hash);
-        r
     }
 
     /// Its `APIResourceDiscovery` in aggregated discovery (`apidiscovery.k8s.io/v2`,
     /// k8s.io/apiserver `pkg/endpoints/discovery/aggregated`): resource, responseKind,
     /// scope, singularResource, verbs, shortNames (when any).
-    pub fn aggregated_resource(&self) -> serde_json::Value {
-        let mut r = serde_json::json!({
-            "resource": self.resource,
-            "responseKind": {"group": self.group, "version": self.version, "kind": self.kind},
-            "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
-            "singularResource": self.singular,
-            "verbs": self.verbs,
-        });
-        if !self.short_names.is_empty() {
-            r["shortNames"] = serde_json::json!(self.short_names);
+    pub fn aggregated_resource(&self) -> crate::discovery::APIResourceDiscovery {
+        use crate::discovery::{GroupVersionKind, scope, strings};
+        crate::discovery::APIResourceDiscovery {
+            resource: self.resource.into(),
+            response_kind: Some(GroupVersionKind::new(self.group, self.version, self.kind)),
+            scope: scope(self.namespaced),
+            singular_resource: self.singular.into(),
+            verbs: strings(self.verbs),
+            short_names: strings(self.short_names),
+            ..Default::default()
         }
-        r
     }
 }
 

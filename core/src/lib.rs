@@ -5,6 +5,7 @@
 //!   and [`status::ApiError`], the edge error that travels inside gRPC statuses and is
 //!   rendered by the gateway as the upstream `Status` JSON;
 //! - [`decode`]: JSON decoding that reports duplicate keys (strict field validation);
+//! - [`discovery`]: discovery documents as types (legacy from k8s-openapi, aggregated v2);
 //! - [`meta`]: typed read access to an object's `metadata` (ObjectMeta over JSON);
 //! - [`gofmt`]: Go-style printing (`%v`, `%q`, `%#v`, `%T`, `fmt.Sprint`, `encoding/json`);
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
@@ -23,6 +24,7 @@
 pub mod builtin;
 pub mod continue_token;
 pub mod decode;
+pub mod discovery;
 pub mod field;
 pub mod filter;
 pub mod gcqueue;

@@ -11,6 +11,11 @@
 use crate::context::{Ctx, Req};
 use crate::http::{Body, full, json_response, parse_accept, text_response};
 use crdplane_core::ApiError;
+use crdplane_core::discovery::{
+    APIGroupDiscovery, APIGroupDiscoveryList, APIResource, APIResourceDiscovery, APIResourceList,
+    APISubresourceDiscovery, APIVersionDiscovery, GroupMeta, GroupVersionKind, non_empty,
+    resource_list, scope, strings,
+};
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -59,56 +64,158 @@ fn core_builtins() -> impl Iterator<Item = &'static crdplane_core::builtin::Buil
         .filter(|b| b.group.is_empty() && b.version == "v1")
 }
 
-/// Sorts discovery entries by their resource name, as kube-apiserver lists `/api/v1`
-/// (k8s.io/apiserver `pkg/endpoints/installer.go` registers paths in sorted order).
-fn sorted_by(mut v: Vec<Value>, key: &str) -> Vec<Value> {
-    v.sort_by(|a, b| {
-        let name = |x: &Value| {
-            x.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        name(a).cmp(&name(b))
-    });
+/// A core `v1` resource that is not in the built-in table: namespaces and its
+/// subresources, and the read-only, always empty resources of category `all`
+/// (see `api::EMPTY_CORE`).
+struct Core {
+    name: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    verbs: &'static [&'static str],
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    storage_version_hash: Option<&'static str>,
+}
+
+const NAMESPACE_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+const READ_ONLY: &[&str] = &["get", "list"];
+
+const CORE: [Core; 6] = [
+    Core {
+        name: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        verbs: NAMESPACE_VERBS,
+        short_names: &["ns"],
+        categories: &[],
+        storage_version_hash: Some("Q3oi5N2YM8M="),
+    },
+    Core {
+        name: "namespaces/finalize",
+        singular: "",
+        kind: "Namespace",
+        namespaced: false,
+        verbs: &["update"],
+        short_names: &[],
+        categories: &[],
+        storage_version_hash: None,
+    },
+    Core {
+        name: "namespaces/status",
+        singular: "",
+        kind: "Namespace",
+        namespaced: false,
+        verbs: &["get", "patch", "update"],
+        short_names: &[],
+        categories: &[],
+        storage_version_hash: None,
+    },
+    Core {
+        name: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        verbs: READ_ONLY,
+        short_names: &["po"],
+        categories: &["all"],
+        storage_version_hash: None,
+    },
+    Core {
+        name: "replicationcontrollers",
+        singular: "replicationcontroller",
+        kind: "ReplicationController",
+        namespaced: true,
+        verbs: READ_ONLY,
+        short_names: &["rc"],
+        categories: &["all"],
+        storage_version_hash: None,
+    },
+    Core {
+        name: "services",
+        singular: "service",
+        kind: "Service",
+        namespaced: true,
+        verbs: READ_ONLY,
+        short_names: &["svc"],
+        categories: &["all"],
+        storage_version_hash: None,
+    },
+];
+
+/// `/api/v1` of this server: namespaces, the built-in types of the core group, and the
+/// read-only, always empty core resources of category `all`, in name order (k8s.io/apiserver
+/// `pkg/endpoints/installer.go` registers paths sorted). Upstream's legacy `/api/v1` list
+/// has no `apiVersion` (unlike `/apis/<g>/<v>`), so neither has this one.
+pub fn core_v1_resources() -> Value {
+    let mut v = serde_json::to_value(core_v1_list()).expect("json");
+    if let Some(m) = v.as_object_mut() {
+        m.remove("apiVersion");
+    }
     v
 }
 
-/// `/api/v1` of this server: namespaces, the built-in types of the core group, and the
-/// read-only, always empty core resources of category `all` (see `api::EMPTY_CORE`).
-pub fn core_v1_resources() -> Value {
-    let mut resources = vec![
-        json!({"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace",
-         "verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
-         "storageVersionHash":"Q3oi5N2YM8M="}),
-        json!({"name":"namespaces/finalize","singularName":"","namespaced":false,"kind":"Namespace","verbs":["update"]}),
-        json!({"name":"namespaces/status","singularName":"","namespaced":false,"kind":"Namespace","verbs":["get","patch","update"]}),
-        json!({"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]}),
-        json!({"name":"replicationcontrollers","singularName":"replicationcontroller","namespaced":true,"kind":"ReplicationController","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]}),
-        json!({"name":"services","singularName":"service","namespaced":true,"kind":"Service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}),
-    ];
+fn core_v1_list() -> APIResourceList {
+    let mut resources: Vec<APIResource> = CORE
+        .iter()
+        .map(|c| APIResource {
+            name: c.name.into(),
+            singular_name: c.singular.into(),
+            namespaced: c.namespaced,
+            kind: c.kind.into(),
+            verbs: strings(c.verbs),
+            short_names: non_empty(c.short_names),
+            categories: non_empty(c.categories),
+            storage_version_hash: c.storage_version_hash.map(Into::into),
+            ..Default::default()
+        })
+        .collect();
     resources.extend(core_builtins().map(|b| b.discovery_resource()));
-    json!({"kind":"APIResourceList","groupVersion":"v1","resources":sorted_by(resources, "name")})
+    resources.sort_by(|a, b| a.name.cmp(&b.name));
+    resource_list("v1", resources)
 }
 
-fn core_aggregated() -> Value {
-    let mut resources = vec![
-        json!({"resource":"namespaces","responseKind":{"group":"","version":"v1","kind":"Namespace"},"scope":"Cluster",
-             "singularResource":"namespace","verbs":["create","delete","get","list","patch","update","watch"],"shortNames":["ns"],
-             "subresources":[{"subresource":"finalize","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["update"]},
-                             {"subresource":"status","responseKind":{"group":"","version":"v1","kind":"Namespace"},"verbs":["get","patch","update"]}]}),
-        json!({"resource":"pods","responseKind":{"group":"","version":"v1","kind":"Pod"},"scope":"Namespaced",
-             "singularResource":"pod","verbs":["get","list"],"shortNames":["po"],"categories":["all"]}),
-        json!({"resource":"replicationcontrollers","responseKind":{"group":"","version":"v1","kind":"ReplicationController"},"scope":"Namespaced",
-             "singularResource":"replicationcontroller","verbs":["get","list"],"shortNames":["rc"],"categories":["all"]}),
-        json!({"resource":"services","responseKind":{"group":"","version":"v1","kind":"Service"},"scope":"Namespaced",
-             "singularResource":"service","verbs":["get","list"],"shortNames":["svc"],"categories":["all"]}),
-    ];
+/// The core group in aggregated discovery: the same resources, subresources folded into
+/// their resource.
+fn core_aggregated() -> APIGroupDiscoveryList {
+    let kind = |k: &str| Some(GroupVersionKind::new("", "v1", k));
+    let mut resources: Vec<APIResourceDiscovery> = CORE
+        .iter()
+        .filter(|c| !c.name.contains('/'))
+        .map(|c| APIResourceDiscovery {
+            resource: c.name.into(),
+            response_kind: kind(c.kind),
+            scope: scope(c.namespaced),
+            singular_resource: c.singular.into(),
+            verbs: strings(c.verbs),
+            short_names: strings(c.short_names),
+            categories: strings(c.categories),
+            subresources: CORE
+                .iter()
+                .filter_map(|s| {
+                    let sub = s.name.strip_prefix(c.name)?.strip_prefix('/')?;
+                    Some(APISubresourceDiscovery {
+                        subresource: sub.into(),
+                        response_kind: kind(s.kind),
+                        verbs: strings(s.verbs),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
     resources.extend(core_builtins().map(|b| b.aggregated_resource()));
-    json!({"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[
-        {"metadata":{"creationTimestamp":null},"versions":[{"version":"v1",
-            "resources":sorted_by(resources, "resource"),"freshness":"Current"}]}
-    ]})
+    resources.sort_by(|a, b| a.resource.cmp(&b.resource));
+    APIGroupDiscoveryList::new(vec![APIGroupDiscovery {
+        metadata: GroupMeta::default(),
+        versions: vec![APIVersionDiscovery {
+            version: "v1".into(),
+            resources,
+            freshness: "Current".into(),
+        }],
+    }])
 }
 
 /// Serves one non-resource request: health, version, discovery or OpenAPI.
@@ -328,6 +435,8 @@ mod tests {
     #[test]
     fn core_v1_lists_the_builtin_types_in_name_order() {
         let v = core_v1_resources();
+        // Upstream's legacy /api/v1 list carries no apiVersion.
+        assert!(v.get("apiVersion").is_none(), "{v}");
         let names: Vec<&str> = v["resources"]
             .as_array()
             .unwrap()
@@ -355,7 +464,7 @@ mod tests {
                    "kind": "ConfigMap", "verbs": crdplane_core::builtin::ALL_VERBS,
                    "shortNames": ["cm"], "storageVersionHash": "qFsyl6wFWjQ="})
         );
-        let agg = core_aggregated();
+        let agg = serde_json::to_value(core_aggregated()).unwrap();
         let res = &agg["items"][0]["versions"][0]["resources"];
         assert_eq!(res.as_array().unwrap().len(), 8);
         assert_eq!(

@@ -14,7 +14,12 @@
 use crate::crd::{self, CrdView};
 use base64::Engine;
 use crdplane_core::builtin::{self, BUILTIN};
-use serde_json::{Map, Value, json};
+use crdplane_core::discovery::{
+    APIGroupDiscovery, APIGroupDiscoveryList, APIResource, APIResourceDiscovery,
+    APISubresourceDiscovery, APIVersionDiscovery, GroupMeta, GroupVersionKind, non_empty,
+    resource_list, scope, strings,
+};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -57,147 +62,166 @@ struct Served<'a> {
     version: &'a crd::Version,
 }
 
-fn legacy_resources(list: &[Served<'_>], group: &str, version: &str) -> Vec<Value> {
+fn legacy_resources(list: &[Served<'_>], group: &str) -> Vec<APIResource> {
     let mut out = Vec::new();
     for s in list {
         let c = s.crd;
         let n = &c.status.accepted_names;
-        let mut r = Map::new();
-        r.insert("name".into(), json!(n.plural));
-        r.insert("singularName".into(), json!(n.singular));
-        r.insert("namespaced".into(), json!(c.namespaced()));
-        r.insert("kind".into(), json!(n.kind));
-        r.insert("verbs".into(), json!(verbs(c)));
-        if !n.short_names.is_empty() {
-            r.insert("shortNames".into(), json!(n.short_names));
-        }
-        if !n.categories.is_empty() {
-            r.insert("categories".into(), json!(n.categories));
-        }
-        if let Some(sv) = c.storage_version() {
-            r.insert(
-                "storageVersionHash".into(),
-                json!(storage_version_hash(group, &sv.name, &c.spec.names.kind)),
-            );
-        }
-        out.push(Value::Object(r));
+        out.push(APIResource {
+            name: n.plural.clone(),
+            singular_name: n.singular.clone(),
+            namespaced: c.namespaced(),
+            kind: n.kind.clone(),
+            verbs: strings(verbs(c)),
+            short_names: (!n.short_names.is_empty()).then(|| n.short_names.clone()),
+            categories: (!n.categories.is_empty()).then(|| n.categories.clone()),
+            storage_version_hash: c
+                .storage_version()
+                .map(|sv| storage_version_hash(group, &sv.name, &c.spec.names.kind)),
+            ..Default::default()
+        });
         let sub = s.version.subresources.as_ref();
         if sub.is_some_and(|s| s.status.is_some()) {
-            out.push(json!({
-                "name": format!("{}/status", n.plural),
-                "singularName": "",
-                "namespaced": c.namespaced(),
-                "kind": n.kind,
-                "verbs": SUB_VERBS,
-            }));
+            out.push(APIResource {
+                name: format!("{}/status", n.plural),
+                namespaced: c.namespaced(),
+                kind: n.kind.clone(),
+                verbs: strings(SUB_VERBS),
+                ..Default::default()
+            });
         }
         if sub.is_some_and(|s| s.scale.is_some()) {
-            out.push(json!({
-                "name": format!("{}/scale", n.plural),
-                "singularName": "",
-                "namespaced": c.namespaced(),
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": SUB_VERBS,
-            }));
+            out.push(APIResource {
+                name: format!("{}/scale", n.plural),
+                namespaced: c.namespaced(),
+                group: Some("autoscaling".into()),
+                version: Some("v1".into()),
+                kind: "Scale".into(),
+                verbs: strings(SUB_VERBS),
+                ..Default::default()
+            });
         }
     }
-    let _ = version;
     out
 }
 
-fn aggregated_resources(list: &[Served<'_>], group: &str, version: &str) -> Vec<Value> {
+fn aggregated_resources(
+    list: &[Served<'_>],
+    group: &str,
+    version: &str,
+) -> Vec<APIResourceDiscovery> {
     let mut out = Vec::new();
     for s in list {
         let c = s.crd;
         let n = &c.status.accepted_names;
-        let mut r = Map::new();
-        r.insert("resource".into(), json!(n.plural));
-        r.insert(
-            "responseKind".into(),
-            json!({"group": group, "version": version, "kind": n.kind}),
-        );
-        r.insert(
-            "scope".into(),
-            json!(if c.namespaced() {
-                "Namespaced"
-            } else {
-                "Cluster"
-            }),
-        );
-        r.insert("singularResource".into(), json!(n.singular));
-        r.insert("verbs".into(), json!(verbs(c)));
-        if !n.short_names.is_empty() {
-            r.insert("shortNames".into(), json!(n.short_names));
-        }
-        if !n.categories.is_empty() {
-            r.insert("categories".into(), json!(n.categories));
-        }
-        let mut subs = Vec::new();
+        let kind = GroupVersionKind::new(group, version, &n.kind);
+        let mut subresources = Vec::new();
         let sub = s.version.subresources.as_ref();
         if sub.is_some_and(|s| s.status.is_some()) {
-            subs.push(json!({
-                "subresource": "status",
-                "responseKind": {"group": group, "version": version, "kind": n.kind},
-                "verbs": SUB_VERBS,
-            }));
+            subresources.push(APISubresourceDiscovery {
+                subresource: "status".into(),
+                response_kind: Some(kind.clone()),
+                verbs: strings(SUB_VERBS),
+            });
         }
         if sub.is_some_and(|s| s.scale.is_some()) {
-            subs.push(json!({
-                "subresource": "scale",
-                "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-                "verbs": SUB_VERBS,
-            }));
+            subresources.push(APISubresourceDiscovery {
+                subresource: "scale".into(),
+                response_kind: Some(GroupVersionKind::new("autoscaling", "v1", "Scale")),
+                verbs: strings(SUB_VERBS),
+            });
         }
-        if !subs.is_empty() {
-            r.insert("subresources".into(), Value::Array(subs));
-        }
-        out.push(Value::Object(r));
+        out.push(APIResourceDiscovery {
+            resource: n.plural.clone(),
+            response_kind: Some(kind),
+            scope: scope(c.namespaced()),
+            singular_resource: n.singular.clone(),
+            verbs: strings(verbs(c)),
+            short_names: n.short_names.clone(),
+            categories: n.categories.clone(),
+            subresources,
+        });
     }
     out
 }
+
+const CRD_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// The built-in `apiextensions.k8s.io/v1` resource list.
-fn apiextensions_legacy() -> Vec<Value> {
+fn apiextensions_legacy() -> Vec<APIResource> {
     vec![
-        json!({
-            "name": crd::RESOURCE,
-            "singularName": "customresourcedefinition",
-            "namespaced": false,
-            "kind": crd::KIND,
-            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-            "shortNames": ["crd", "crds"],
-            "categories": ["api-extensions"],
+        APIResource {
+            name: crd::RESOURCE.into(),
+            singular_name: "customresourcedefinition".into(),
+            namespaced: false,
+            kind: crd::KIND.into(),
+            verbs: strings(CRD_VERBS),
+            short_names: non_empty(&["crd", "crds"]),
+            categories: non_empty(&["api-extensions"]),
             // CRDs are stored as apiextensions.k8s.io/v1beta1 upstream; the hash names the
             // storage version, so kube-apiserver serves the v1beta1 hash.
-            "storageVersionHash": storage_version_hash(crd::GROUP, "v1beta1", crd::KIND),
-        }),
-        json!({
-            "name": format!("{}/status", crd::RESOURCE),
-            "singularName": "",
-            "namespaced": false,
-            "kind": crd::KIND,
-            "verbs": SUB_VERBS,
-        }),
+            storage_version_hash: Some(storage_version_hash(crd::GROUP, "v1beta1", crd::KIND)),
+            ..Default::default()
+        },
+        APIResource {
+            name: format!("{}/status", crd::RESOURCE),
+            namespaced: false,
+            kind: crd::KIND.into(),
+            verbs: strings(SUB_VERBS),
+            ..Default::default()
+        },
     ]
 }
 
-fn apiextensions_aggregated() -> Value {
-    json!({
-        "resource": crd::RESOURCE,
-        "responseKind": {"group": crd::GROUP, "version": crd::VERSION, "kind": crd::KIND},
-        "scope": "Cluster",
-        "singularResource": "customresourcedefinition",
-        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-        "shortNames": ["crd", "crds"],
-        "categories": ["api-extensions"],
-        "subresources": [{
-            "subresource": "status",
-            "responseKind": {"group": crd::GROUP, "version": crd::VERSION, "kind": crd::KIND},
-            "verbs": SUB_VERBS,
+fn apiextensions_aggregated() -> APIResourceDiscovery {
+    let kind = GroupVersionKind::new(crd::GROUP, crd::VERSION, crd::KIND);
+    APIResourceDiscovery {
+        resource: crd::RESOURCE.into(),
+        response_kind: Some(kind.clone()),
+        scope: scope(false),
+        singular_resource: "customresourcedefinition".into(),
+        verbs: strings(CRD_VERBS),
+        short_names: strings(&["crd", "crds"]),
+        categories: strings(&["api-extensions"]),
+        subresources: vec![APISubresourceDiscovery {
+            subresource: "status".into(),
+            response_kind: Some(kind),
+            verbs: strings(SUB_VERBS),
         }],
-    })
+    }
+}
+
+/// One group's entry in aggregated discovery.
+fn group_discovery(group: &str, versions: Vec<APIVersionDiscovery>) -> APIGroupDiscovery {
+    APIGroupDiscovery {
+        metadata: GroupMeta {
+            name: group.into(),
+            creation_timestamp: None,
+        },
+        versions,
+    }
+}
+
+/// One version's entry in aggregated discovery.
+fn version_discovery(version: &str, resources: Vec<APIResourceDiscovery>) -> APIVersionDiscovery {
+    APIVersionDiscovery {
+        version: version.into(),
+        resources,
+        freshness: "Current".into(),
+    }
+}
+
+fn to_json(v: impl serde::Serialize) -> Value {
+    serde_json::to_value(v).expect("discovery documents encode")
 }
 
 /// kube-aggregator's group priorities for the built-in groups served here
@@ -218,7 +242,7 @@ fn group_priority(group: &str) -> u32 {
 fn push_apiextensions(
     group_items: &mut Vec<Value>,
     resource_lists: &mut BTreeMap<String, Value>,
-    agg_items: &mut Vec<Value>,
+    agg_items: &mut Vec<APIGroupDiscovery>,
 ) {
     group_items.push(json!({
         "name": crd::GROUP,
@@ -227,13 +251,15 @@ fn push_apiextensions(
     }));
     resource_lists.insert(
         crd::API_VERSION.to_string(),
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": crd::API_VERSION,
-               "resources": apiextensions_legacy()}),
+        to_json(resource_list(crd::API_VERSION, apiextensions_legacy())),
     );
-    agg_items.push(json!({
-        "metadata": {"name": crd::GROUP, "creationTimestamp": null},
-        "versions": [{"version": crd::VERSION, "resources": [apiextensions_aggregated()], "freshness": "Current"}],
-    }));
+    agg_items.push(group_discovery(
+        crd::GROUP,
+        vec![version_discovery(
+            crd::VERSION,
+            vec![apiextensions_aggregated()],
+        )],
+    ));
 }
 
 /// The discovery documents of a tenant.
@@ -279,7 +305,7 @@ pub fn build(crds: &[CrdView]) -> Documents {
     // then the CRDs serving the group-version. A CRD in a built-in group (upstream requires
     // the `api-approved.kubernetes.io` annotation for those) joins the group; a plural that
     // a built-in type already serves stays the built-in's.
-    type Lists = (Vec<Value>, Vec<Value>);
+    type Lists = (Vec<APIResource>, Vec<APIResourceDiscovery>);
     let mut lists: BTreeMap<&str, BTreeMap<&str, Lists>> = BTreeMap::new();
     for b in BUILTIN.iter().filter(|b| !b.group.is_empty()) {
         let e = lists
@@ -296,21 +322,16 @@ pub fn build(crds: &[CrdView]) -> Documents {
                 let base = name.split('/').next().unwrap_or_default();
                 builtin::lookup(group, v, base).is_some()
             };
-            let named = |x: &Value, key: &str| {
-                x.get(key)
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| !taken(n))
-            };
             let e = lists.entry(group).or_default().entry(v).or_default();
             e.0.extend(
-                legacy_resources(served, group, v)
+                legacy_resources(served, group)
                     .into_iter()
-                    .filter(|x| named(x, "name")),
+                    .filter(|x| !taken(&x.name)),
             );
             e.1.extend(
                 aggregated_resources(served, group, v)
                     .into_iter()
-                    .filter(|x| named(x, "resource")),
+                    .filter(|x| !taken(&x.resource)),
             );
         }
     }
@@ -326,7 +347,7 @@ pub fn build(crds: &[CrdView]) -> Documents {
             push_apiextensions(&mut group_items, &mut resource_lists, &mut agg_items);
             apiextensions_done = true;
         }
-        let versions = &lists[group];
+        let versions = lists.remove(group).expect("a listed group");
         let mut names: Vec<&str> = versions.keys().copied().collect();
         names.sort_by(|a, b| compare_versions(a, b));
         let gvs: Vec<Value> = names
@@ -339,32 +360,21 @@ pub fn build(crds: &[CrdView]) -> Documents {
             "preferredVersion": gvs[0],
         }));
         let mut agg_versions = Vec::new();
+        let mut versions = versions;
         for v in &names {
-            let (legacy, agg) = &versions[v];
+            let (legacy, agg) = versions.remove(v).expect("a listed version");
             let gv = format!("{group}/{v}");
-            resource_lists.insert(
-                gv.clone(),
-                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-                       "resources": legacy}),
-            );
-            agg_versions.push(json!({
-                "version": v,
-                "resources": agg,
-                "freshness": "Current",
-            }));
+            resource_lists.insert(gv.clone(), to_json(resource_list(&gv, legacy)));
+            agg_versions.push(version_discovery(v, agg));
         }
-        agg_items.push(json!({
-            "metadata": {"name": group, "creationTimestamp": null},
-            "versions": agg_versions,
-        }));
+        agg_items.push(group_discovery(group, agg_versions));
     }
     if !apiextensions_done {
         push_apiextensions(&mut group_items, &mut resource_lists, &mut agg_items);
     }
 
     let group_list = json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_items});
-    let aggregated = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
-                            "metadata": {}, "items": agg_items});
+    let aggregated = to_json(APIGroupDiscoveryList::new(agg_items));
     let mut h = Sha256::new();
     h.update(group_list.to_string().as_bytes());
     for (k, v) in &resource_lists {
