@@ -890,3 +890,98 @@ async fn encoded_reads_match_the_values_and_name_a_continued_exact_list_by_its_r
     assert_eq!(rest.resource_version, values.resource_version);
     assert_ne!(values.resource_version, 1);
 }
+
+/// Widgets whose metadata (a missing name too) a validating admission plugin checks along
+/// with the rest, as the validation service does for custom resources.
+struct SchemaChecked(Widgets);
+
+impl Strategy for SchemaChecked {
+    fn group_resource(&self) -> &GroupResource {
+        self.0.group_resource()
+    }
+    fn kind(&self) -> &str {
+        self.0.kind()
+    }
+    fn namespaced(&self) -> bool {
+        true
+    }
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+    fn metadata_validated_in_admission(&self) -> bool {
+        true
+    }
+    fn patch_mechanism(&self) -> &dyn PatchMechanism {
+        self.0.patch_mechanism()
+    }
+}
+
+/// The plugin: every error of the object in one 422 (the name when missing, a negative
+/// size) — or, with `lenient`, nothing at all.
+struct Schema {
+    lenient: bool,
+}
+
+impl crdplane_apiserver::admission::Admission for Schema {
+    fn admit<'a>(
+        &'a self,
+        a: &'a mut crdplane_apiserver::admission::Attributes<'_>,
+    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let obj = a.object.as_deref().expect("an object");
+            let mut errs = Vec::new();
+            if obj.pointer("/metadata/name").is_none() {
+                errs.push(FieldError::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                ));
+            }
+            if obj.pointer("/spec/size").and_then(Value::as_i64) < Some(0) {
+                errs.push(FieldError::invalid(
+                    "spec.size",
+                    json!(-1),
+                    "must be greater than or equal to 0",
+                ));
+            }
+            if self.lenient || errs.is_empty() {
+                return Ok(());
+            }
+            Err(ApiError::invalid("Widget", "example.com", a.name, &errs))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_nameless_create_gets_every_error_when_admission_validates_metadata() {
+    let s = store();
+    let strategy = SchemaChecked(widgets());
+    let nameless = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {}, "spec": {"size": -1}});
+    let chain = Chain(vec![Box::new(Schema { lenient: false })]);
+    let e = handlers::create(&s, &strategy, &chain, "team", nameless.clone(), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        r#"Widget.example.com "" is invalid: [metadata.name: Required value: name or generateName is required, spec.size: Invalid value: -1: must be greater than or equal to 0]"#
+    );
+    // A plugin that lets it through: the handler still refuses to store a nameless object.
+    let chain = Chain(vec![Box::new(Schema { lenient: true })]);
+    let e = handlers::create(&s, &strategy, &chain, "team", nameless, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        r#"Widget.example.com "" is invalid: metadata.name: Required value: name or generateName is required"#
+    );
+    assert!(
+        s.list("", &ListOptions::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}

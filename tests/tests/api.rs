@@ -211,6 +211,17 @@ fn custom_resource_lifecycle_and_upstream_errors() {
         json!({"reason":"FieldValueInvalid","message":"Invalid value: 15: spec.replicas in body should be less than or equal to 10","field":"spec.replicas"})
     );
 
+    // No name and a schema error: both in one 422, as upstream's strategy.Validate lists
+    // ObjectMeta and schema errors together.
+    let mut nameless = crontab("", 15);
+    nameless["metadata"] = json!({});
+    let (code, e) = api.post(CTS, &nameless);
+    assert_eq!(code, 422, "{e}");
+    assert_eq!(
+        e["message"],
+        "CronTab.stable.example.com \"\" is invalid: [metadata.name: Required value: name or generateName is required, spec.replicas: Invalid value: 15: spec.replicas in body should be less than or equal to 10]"
+    );
+
     // apiVersion/kind must match the endpoint.
     let mut wrong = crontab("w", 1);
     wrong["kind"] = json!("Other");

@@ -41,8 +41,8 @@ pub async fn create<S: Store, T: Strategy>(
     let mut early = a.warnings;
     strategy.prepare_for_create(&mut obj, namespace)?;
     let name = meta_str(&obj, "name").to_string();
-    if name.is_empty() {
-        return Err(ApiError::invalid(
+    let nameless = || {
+        ApiError::invalid(
             strategy.kind(),
             &strategy.group_resource().group,
             "",
@@ -50,7 +50,10 @@ pub async fn create<S: Store, T: Strategy>(
                 "metadata.name",
                 "name or generateName is required",
             )],
-        ));
+        )
+    };
+    if name.is_empty() && !strategy.metadata_validated_in_admission() {
+        return Err(nameless());
     }
     invalid(strategy, &name, &strategy.validate(&obj))?;
     let mut warnings = strategy.warnings_on_create(&obj);
@@ -68,6 +71,11 @@ pub async fn create<S: Store, T: Strategy>(
     };
     admission.admit_phase(&mut a, false).await?;
     warnings.append(&mut a.warnings);
+    // An admission that validates metadata has refused a missing name already; a name is
+    // still required before anything is stored.
+    if name.is_empty() {
+        return Err(nameless());
+    }
     if rv_set && !dry_run {
         return Err(ApiError::new(
             Reason::Unknown,

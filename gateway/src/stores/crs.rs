@@ -281,11 +281,17 @@ impl Strategy for CrStrategy<'_> {
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         &PATCH
     }
+    /// The schema admission ([`SchemaAdmission`]) validates everything, ObjectMeta too.
     fn validate(&self, _obj: &Value) -> Vec<FieldError> {
         Vec::new()
     }
     fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()
+    }
+    /// The validation service checks ObjectMeta (a missing name too) with the schema, so a
+    /// nameless create with schema errors gets them all in one 422, as upstream's.
+    fn metadata_validated_in_admission(&self) -> bool {
+        true
     }
 }
 
