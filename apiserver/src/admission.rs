@@ -10,6 +10,7 @@
 //! (schema validation of custom resources, scale paths) by implementing [`Admission`].
 
 use crate::rest::Store;
+use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -47,6 +48,12 @@ pub struct Attributes<'a> {
     /// `Warning` headers plugins add (upstream's `warning.AddWarning` on the request's
     /// context); the handler sends them with the answer.
     pub warnings: Vec<String>,
+    /// Field errors the handler found (the ObjectMeta update rules, such as no new
+    /// finalizers while deleting) and left to a plugin that validates the object
+    /// (`Strategy::metadata_validated_in_admission`): the plugin takes them and reports them
+    /// first, with its own, in one 422, as upstream's `strategy.ValidateUpdate` lists
+    /// ObjectMeta and schema errors together. The handler refuses what no plugin took.
+    pub errors: Vec<FieldError>,
 }
 
 /// One admission plugin.

@@ -93,7 +93,8 @@ fn crd_bytes(crd: &CrdInfo) -> Result<Bytes, ApiError> {
         .map_err(ApiError::internal)
 }
 
-/// Admission of a write: returns the pruned + defaulted object and warnings, or the 422.
+/// Admission of a write: returns the pruned + defaulted object and warnings, or the 422
+/// (`prior`: the ObjectMeta errors the generic handler found, listed first).
 #[allow(clippy::too_many_arguments)]
 pub async fn admit(
     ctx: &Ctx,
@@ -104,6 +105,7 @@ pub async fn admit(
     obj: &Value,
     old: Option<&Value>,
     subresource: &str,
+    prior: Vec<FieldError>,
 ) -> Result<(Value, Vec<String>), ApiError> {
     let fv = field_validation(req)?;
     let tenant = &req.info.tenant;
@@ -143,11 +145,12 @@ pub async fn admit(
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    // The schema's errors, then the scale subresource's paths (validator.go
-    // ValidateScaleSpec/ValidateScaleStatus), which the validation service does not know
-    // about. The ObjectMeta update rules (no new finalizers while deleting) ran before, in
-    // the generic update handler.
-    let mut errs: Vec<FieldError> = resp.errors.iter().map(field_error_from_proto).collect();
+    // The ObjectMeta update rules the generic update handler checked (no new finalizers
+    // while deleting), the schema's errors, then the scale subresource's paths
+    // (validator.go ValidateScaleSpec/ValidateScaleStatus), which the validation service
+    // does not know about: one list, as customresource strategy.go `ValidateUpdate` makes.
+    let mut errs = prior;
+    errs.extend(resp.errors.iter().map(field_error_from_proto));
     let type_meta_failed = resp
         .errors
         .iter()

@@ -478,6 +478,18 @@ fn finalizers_hold_deletion_until_removed() {
         "CronTab.stable.example.com \"f\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"stable.example.com/other\"}"
     );
     assert_eq!(e["details"]["causes"][0]["reason"], "FieldValueForbidden");
+    // With a schema error too: both in one 422, the ObjectMeta rule first (customresource
+    // strategy.go ValidateUpdate lists them together).
+    let (code, e) = api.merge(
+        &format!("{CTS}/f"),
+        &json!({"metadata":{"finalizers":["stable.example.com/cleanup","stable.example.com/other"]},
+                "spec":{"replicas":50}}),
+    );
+    assert_eq!(code, 422, "{e}");
+    assert_eq!(
+        e["message"],
+        "CronTab.stable.example.com \"f\" is invalid: [metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"stable.example.com/other\"}, spec.replicas: Invalid value: 50: spec.replicas in body should be less than or equal to 10]"
+    );
     // The same through /status (metadata is reset to the stored one there: no error, no change).
     let mut st = api.obj("f");
     st["status"] = json!({"replicas": 1});

@@ -36,6 +36,7 @@ pub async fn create<S: Store, T: Strategy>(
         old: None,
         dry_run,
         warnings: Vec::new(),
+        errors: Vec::new(),
     };
     admission.admit_phase(&mut a, true).await?;
     let mut early = a.warnings;
@@ -68,6 +69,7 @@ pub async fn create<S: Store, T: Strategy>(
         old: None,
         dry_run,
         warnings: Vec::new(),
+        errors: Vec::new(),
     };
     admission.admit_phase(&mut a, false).await?;
     warnings.append(&mut a.warnings);

@@ -69,6 +69,7 @@ async fn delete_known<S: Store, T: Strategy>(
                     old: Some(&old),
                     dry_run: dry,
                     warnings: Vec::new(),
+                    errors: Vec::new(),
                 })
                 .await?;
             let now = crdplane_core::names::now_timestamp();

@@ -271,6 +271,11 @@ async fn write_existing<S: Store, T: Strategy>(
     strategy.prepare_for_update(&mut obj, old)?;
     let mut errs = strategy.validate_update(&obj, old);
     errs.extend(no_new_finalizers(&obj, old));
+    let deferred = if strategy.metadata_validated_in_admission() {
+        std::mem::take(&mut errs)
+    } else {
+        Vec::new()
+    };
     invalid(strategy, name, &errs)?;
     let mut warnings = strategy.warnings_on_update(&obj, old);
     let mut a = Attributes {
@@ -283,8 +288,10 @@ async fn write_existing<S: Store, T: Strategy>(
         old: Some(old),
         dry_run,
         warnings: Vec::new(),
+        errors: deferred,
     };
     admission.admit(&mut a).await?;
+    invalid(strategy, name, &a.errors)?;
     warnings.append(&mut a.warnings);
     if strategy.should_delete_during_update(&obj, old) {
         // store.go `deleteWithoutFinalizers`: the answer is the object as it was stored.

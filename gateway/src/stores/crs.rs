@@ -328,8 +328,11 @@ impl Admission for SchemaAdmission<'_> {
             } else {
                 ""
             };
-            let (admitted, warnings) =
-                admit(self.ctx, self.req, self.crd, self.ver, op, obj, a.old, sub).await?;
+            let prior = std::mem::take(&mut a.errors);
+            let (admitted, warnings) = admit(
+                self.ctx, self.req, self.crd, self.ver, op, obj, a.old, sub, prior,
+            )
+            .await?;
             *obj = admitted;
             a.warnings.extend(warnings);
             Ok(())
