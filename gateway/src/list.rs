@@ -11,10 +11,8 @@
 //! the tokens are signed here, at the edge, because their key is the gateway's.
 
 use crate::context::{Ctx, Req};
-use crate::table::ListMeta;
-use bytes::Bytes;
 use crdplane_apiserver::handlers;
-use crdplane_apiserver::rest::{ListOptions, Store};
+use crdplane_apiserver::rest::{EncodedList, ListOptions, Store};
 use crdplane_core::ApiError;
 
 /// The request's `labelSelector` and `fieldSelector`, checked: both parse, and every field
@@ -42,41 +40,6 @@ pub fn checked_selectors(
     Ok((label, field))
 }
 
-/// The stored objects of one page and the list metadata to send with them.
-pub struct Page {
-    /// The stored objects' JSON, in key order.
-    pub items: Vec<Bytes>,
-    /// The list's `metadata.resourceVersion`.
-    pub resource_version: u64,
-    /// The list's `metadata.continue` ("" = last page).
-    pub continue_token: String,
-    /// The list's `metadata.remainingItemCount`, when known.
-    pub remaining: Option<u64>,
-}
-
-impl Page {
-    /// The list document (`<Kind>List`) with the stored bytes spliced in.
-    pub fn json(&self, api_version: &str, list_kind: &str, items: &[Bytes]) -> Vec<u8> {
-        crdplane_apiserver::render::list::list_json(
-            api_version,
-            list_kind,
-            items,
-            self.resource_version,
-            &self.continue_token,
-            self.remaining,
-        )
-    }
-
-    /// The list metadata of a Table of this page.
-    pub fn list_meta(&self) -> ListMeta {
-        ListMeta {
-            resource_version: self.resource_version.to_string(),
-            continue_token: self.continue_token.clone(),
-            remaining_item_count: self.remaining.map(|r| r as i64),
-        }
-    }
-}
-
 /// Reads the page `req` asks for of `store`'s objects in `namespace` ("" = all), with the
 /// already-checked selectors: the list options validated and the continue token verified
 /// against `scope` (`[tenant, group, resource]` the token is bound to, with the
@@ -89,26 +52,20 @@ pub async fn page<S: Store>(
     namespace: &str,
     label_selector: String,
     field_selector: String,
-) -> Result<Page, ApiError> {
+) -> Result<EncodedList, ApiError> {
     let key = crate::backends::storage::continue_key(&ctx.storage).await?;
     let scope = crate::strategy::token_scope(tenant, group, resource, namespace);
     let validated = crate::strategy::list_options(|k| req.query.get(k), &key, &scope)?;
     let opts = ListOptions::from_request(validated, label_selector, field_selector);
-    let page = handlers::list_encoded(store, namespace, &opts)
+    let mut page = handlers::list_encoded(store, namespace, &opts)
         .await
         .map_err(|e| list_error(e, &opts, &key, &scope))?;
-    let rv = page.resource_version;
-    let continue_token = if page.continue_token.is_empty() {
-        String::new()
-    } else {
-        crate::strategy::encode_continue(&key, &scope, &page.continue_token, rv as i64)
-    };
-    Ok(Page {
-        items: page.items,
-        resource_version: rv,
-        continue_token,
-        remaining: page.remaining,
-    })
+    if !page.continue_token.is_empty() {
+        let rv = page.resource_version as i64;
+        page.continue_token =
+            crate::strategy::encode_continue(&key, &scope, &page.continue_token, rv);
+    }
+    Ok(page)
 }
 
 /// A failed list as upstream answers it: a continue token whose revision left the history

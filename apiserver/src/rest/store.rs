@@ -71,6 +71,28 @@ pub struct EncodedList {
 }
 
 impl EncodedList {
+    /// The list document (`<Kind>List`) of this page with `items` (its own, or what the
+    /// served form made of them) spliced in ([`crate::render::list::list_json`]).
+    pub fn json(&self, api_version: &str, list_kind: &str, items: &[Bytes]) -> Vec<u8> {
+        crate::render::list::list_json(
+            api_version,
+            list_kind,
+            items,
+            self.resource_version,
+            &self.continue_token,
+            self.remaining,
+        )
+    }
+
+    /// The list metadata of a Table of this page.
+    pub fn list_meta(&self) -> crate::render::table::ListMeta {
+        crate::render::table::ListMeta {
+            resource_version: self.resource_version.to_string(),
+            continue_token: self.continue_token.clone(),
+            remaining_item_count: self.remaining.map(|r| r as i64),
+        }
+    }
+
     /// The page with each item made a JSON value by `item`.
     pub fn into_list(
         self,
