@@ -25,11 +25,12 @@ pub struct Args {
     /// Storage service endpoints, comma-separated.
     #[arg(long, env = "CRDPLANE_GATEWAY_STORAGE", default_value = ports::STORAGE_ENDPOINT)]
     pub storage: String,
-    /// Tenant of requests without a /clusters/<tenant> prefix.
+    /// Tenant of requests without a `/clusters/<tenant>` prefix.
     #[arg(
         long,
         env = "CRDPLANE_GATEWAY_DEFAULT_TENANT",
-        default_value = "default"
+        default_value = "default",
+        help = "Tenant of requests without a /clusters/<tenant> prefix."
     )]
     pub default_tenant: String,
     /// Most client connections open at once; more are closed at once (0 = the descriptor
