@@ -46,6 +46,10 @@ pub fn negotiate_range(r: &MediaRange) -> bool {
 /// form when that comes first, `None` when another servable form comes first (or none is
 /// servable: the handler then answers its usual 406).
 pub fn negotiate(accept: Option<&str>) -> Option<Partial> {
+    // Most requests do not ask for it: no parse of their Accept header for it.
+    if !accept.is_some_and(|a| a.contains("PartialObjectMetadata")) {
+        return None;
+    }
     for r in parse_accept(accept) {
         if let Some(p) = partial_of(&r) {
             return Some(p);

@@ -18,6 +18,16 @@ const YAML: &str = "application/yaml";
 
 /// Whether the first media range of the Accept header this server can serve is YAML.
 pub fn negotiate(accept: Option<&str>) -> bool {
+    // Most requests do not mention YAML: no parse of their Accept header for it (media
+    // types are case-insensitive).
+    let mentions = |a: &str| {
+        a.as_bytes()
+            .windows(4)
+            .any(|w| w.eq_ignore_ascii_case(b"yaml"))
+    };
+    if !accept.is_some_and(mentions) {
+        return false;
+    }
     for r in parse_accept(accept) {
         if r.mime == YAML && r.param("as").is_none() {
             return true;
