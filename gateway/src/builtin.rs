@@ -22,6 +22,7 @@ use crate::respond::{table_api_version, with_warnings};
 use crate::stores::builtin::{BuiltinStrategy, BuiltinType, protobuf, type_of};
 use crate::stores::storage::StorageStore;
 use crate::table::{ListMeta, RenderOptions};
+use bytes::Bytes;
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored};
@@ -58,8 +59,16 @@ pub async fn serve(
     let admission = Chain(vec![Box::new(lifecycle)]);
     match i.verb.as_str() {
         "get" => {
-            let obj = handlers::get(&store, &i.namespace, &i.name).await?;
-            render_one(req, ty, StatusCode::OK, &obj, &[])
+            // handlers/get.go `GetResource`: JSON is the stored bytes as they are (for the
+            // types served as stored), a Table needs the object.
+            let json = handlers::get_encoded(&store, &i.namespace, &i.name).await?;
+            match negotiate_output(req.header("accept"))? {
+                Output::Json => Ok(json_response(StatusCode::OK, json)),
+                Output::Table(_) => {
+                    let obj = crate::request::parse_object(&json)?;
+                    render_one(req, ty, StatusCode::OK, &obj, &[])
+                }
+            }
         }
         "list" => list(ctx, req, ty).await,
         "watch" => watch(ctx, req, ty).await,
@@ -400,6 +409,19 @@ impl Store for BuiltinStore<'_> {
             // The stored triple may be shared (events): name the served resource.
             Err(e) if e.code == 404 => Err(ApiError::not_found(&gr(self.ty.resource()), name)),
             Err(e) => Err(e),
+        }
+    }
+    /// The stored bytes as they are for a type served as stored (all but
+    /// `events.k8s.io` events, which are converted from the core form).
+    async fn get_encoded(&self, namespace: &str, name: &str) -> Result<Bytes, ApiError> {
+        let r = self.ty.resource();
+        if r.storage != (r.group, r.resource) {
+            let v = self.get(namespace, name).await?;
+            return Ok(serde_json::to_vec(&v).expect("json").into());
+        }
+        match self.inner.get_encoded(namespace, name).await {
+            Err(e) if e.code == 404 => Err(ApiError::not_found(&gr(r), name)),
+            other => other,
         }
     }
     async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
