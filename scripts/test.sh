@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 # No dependency declared and unused (cargo-machete reads each crate's sources).
 cargo machete
+# Module docs build without warnings (broken intra-doc links, stray HTML in doc comments).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # The end-to-end tests start the real service binaries: build them first.
 cargo build --workspace --bins
 cargo test --workspace

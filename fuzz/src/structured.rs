@@ -213,7 +213,7 @@ fn node(u: &mut Unstructured<'_>, depth: u32, ty: Option<&str>) -> Result<Value>
     Ok(Value::Object(m))
 }
 
-/// An arbitrary JSON value, keys from [`KEYS`].
+/// An arbitrary JSON value, keys from `KEYS`.
 pub fn value(u: &mut Unstructured<'_>, depth: u32) -> Result<Value> {
     let max = if depth >= MAX_DEPTH + 2 { 6 } else { 8 };
     Ok(match u.int_in_range(0..=max)? {

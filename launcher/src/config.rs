@@ -34,14 +34,23 @@ pub struct Up {
     /// Where Redis data (AOF), logs and the kubeconfig live.
     #[arg(long, env = "CRDPLANE_UP_DATA_DIR", default_value = ".crdplane")]
     pub data_dir: PathBuf,
-    /// Where to write the kubeconfig (default: <data-dir>/kubeconfig).
-    #[arg(long, env = "CRDPLANE_UP_KUBECONFIG")]
+    /// Where to write the kubeconfig (default: `<data-dir>/kubeconfig`).
+    #[arg(
+        long,
+        env = "CRDPLANE_UP_KUBECONFIG",
+        help = "Where to write the kubeconfig (default: <data-dir>/kubeconfig)."
+    )]
     pub kubeconfig: Option<PathBuf>,
     /// Use this Redis instead of starting one (redis://host:port or redis+unix:///path).
     #[arg(long, env = "CRDPLANE_UP_REDIS_URL")]
     pub redis_url: Option<String>,
-    /// Tenant of requests without a /clusters/<tenant> prefix.
-    #[arg(long, env = "CRDPLANE_UP_DEFAULT_TENANT", default_value = "default")]
+    /// Tenant of requests without a `/clusters/<tenant>` prefix.
+    #[arg(
+        long,
+        env = "CRDPLANE_UP_DEFAULT_TENANT",
+        default_value = "default",
+        help = "Tenant of requests without a /clusters/<tenant> prefix."
+    )]
     pub default_tenant: String,
     /// When a write is acknowledged: `fsync` (on disk), `everysec` (a machine crash can
     /// lose ~2 s of acknowledged writes) or `memory` (Redis without persistence).

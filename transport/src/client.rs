@@ -1,7 +1,7 @@
 //! One gRPC endpoint: an HTTP/2 connection driven by the `h2` crate directly.
 //!
 //! Where it sits: under [`crate::Channel`], which picks an endpoint per call and hands it the
-//! request head ([`Endpoint::start`]), then the body ([`finish`]); an endpoint is also a
+//! request head (`Endpoint::start`), then the body (`finish`); an endpoint is also a
 //! `tower::Service` of its own (the health watch of [`crate::balance`] runs on it). The
 //! generated tonic clients accept any `tower::Service<http::Request<tonic::body::Body>>`. tonic's own
 //! `transport::Channel` puts a `tower::buffer` worker task and hyper's client dispatcher task

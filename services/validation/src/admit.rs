@@ -52,7 +52,7 @@ pub struct AdmitInput<'a> {
     pub field_validation: FieldValidation,
     /// "" or "status".
     pub subresource: &'a str,
-    /// "<group>/<version>".
+    /// `<group>/<version>`.
     pub api_version: &'a str,
     /// The `kind` the CRD version serves.
     pub kind: &'a str,

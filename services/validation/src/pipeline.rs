@@ -19,7 +19,7 @@
 //!   failure stops checking. Only then, for an invalid object, does
 //!   [`crate::validate::validate`] run over the final object for upstream's exact errors in
 //!   upstream's order — so the error list is the separate validation pass's by construction;
-//! * field paths are not built while walking: each frame holds a [`Path`] link to its
+//! * field paths are not built while walking: each frame holds a `Path` link to its
 //!   parent, and a path string is built only when a field is pruned.
 //!
 //! `serde_json` built with `preserve_order` would iterate keys in insertion order; the merge
