@@ -820,3 +820,88 @@ async fn a_never_written_resource_lists_at_a_real_revision() {
     let first = create(&mut c, "fresh", "default", "a").await;
     assert_eq!(first.resource_version, empty.resource_version + 1);
 }
+
+/// A caller that bypasses the gateway cannot store bytes that are not one JSON object
+/// (create, update, or an item of CreateMany): 400, nothing written, and the resource's
+/// list still answers.
+#[tokio::test]
+async fn bytes_that_are_not_a_json_object_are_refused() {
+    let (_r, mut c) = start(100).await;
+    create(&mut c, "t1", "default", "good").await;
+    let bad = pb::ObjectWrite {
+        head: b"not json, \"metadata\":{\"resourceVersion\":\""
+            .to_vec()
+            .into(),
+        tail: b"\"}}".to_vec().into(),
+    };
+    let e = api_error(
+        c.create(pb::CreateRequest {
+            key: Some(key("t1", "default", "bad")),
+            object: Some(bad.clone()),
+            dry_run: false,
+            ttl_seconds: 0,
+        })
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 400, "{e:?}");
+    assert!(
+        e.message.starts_with("object is not valid JSON"),
+        "{}",
+        e.message
+    );
+    let good = c
+        .get(pb::GetRequest {
+            key: Some(key("t1", "default", "good")),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let e = api_error(
+        c.update(pb::UpdateRequest {
+            key: Some(key("t1", "default", "good")),
+            object: Some(bad.clone()),
+            expected_resource_version: 0,
+            dry_run: false,
+            ttl_seconds: 0,
+        })
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 400, "{e:?}");
+    let many = c
+        .create_many(pb::CreateManyRequest {
+            requests: vec![pb::CreateRequest {
+                key: Some(key("t1", "default", "bad2")),
+                object: Some(bad),
+                dry_run: false,
+                ttl_seconds: 0,
+            }],
+        })
+        .await;
+    match many {
+        Err(s) => assert_eq!(api_error(s).code, 400),
+        Ok(r) => {
+            let r = r.into_inner();
+            assert!(
+                r.results
+                    .iter()
+                    .all(|x| x.error.is_some() && x.object.is_none()),
+                "every item refused: {r:?}"
+            );
+        }
+    }
+    let list = c
+        .list(pb::ListRequest {
+            resource: Some(rref("t1")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.items.len(), 1);
+    let stored: Value = serde_json::from_slice(&list.items[0]).unwrap();
+    assert_eq!(stored["metadata"]["name"], "good");
+    // The update wrote nothing either.
+    assert_eq!(list.items[0], good.json);
+}
