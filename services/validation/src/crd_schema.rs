@@ -1471,6 +1471,14 @@ mod tests {
                     "items": {"x-kubernetes-preserve-unknown-fields": true}}})),
                 vec![],
             ),
+            // Upstream's default checks do not follow additionalProperties
+            // (defaulting/validation.go), so a default there that breaks its own schema
+            // is accepted; objects it defaults then fail validation instead.
+            (
+                obj_schema(json!({"m": {"type": "object", "additionalProperties": {
+                    "type": "integer", "minimum": 0, "default": -1}}})),
+                vec![],
+            ),
             // Without it the type is still required.
             (
                 obj_schema(json!({"config": {"description": "x"}})),
