@@ -190,9 +190,14 @@ mod version_order_tests {
 /// Prints the line a service binary announces its bound address with (read by the launcher
 /// and the test harness, which start services on port 0): `listening on http://ADDR`.
 pub fn announce(addr: std::net::SocketAddr) {
+    announce_scheme("http", addr);
+}
+
+/// [`announce`] with another scheme: `listening on https://ADDR` for a TLS listener.
+pub fn announce_scheme(scheme: &str, addr: std::net::SocketAddr) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "listening on http://{addr}");
+    let _ = writeln!(out, "listening on {scheme}://{addr}");
     let _ = out.flush();
 }
 

@@ -34,6 +34,7 @@ pub const TARGETS: &[Target] = &[
     ("validation_pipeline", validation_pipeline),
     ("json_patch", json_patch),
     ("strategic_merge", strategic_merge),
+    ("authn", authn),
 ];
 
 fn limits(max_head: usize, max_headers: usize) -> Limits {
@@ -358,5 +359,45 @@ fn split_nul(data: &[u8]) -> (&[u8], &[u8]) {
     match data.iter().position(|b| *b == 0) {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, b"{}"),
+    }
+}
+
+/// The authenticator chain's own parsing (crate `crdplane-auth`): the input up to the
+/// first NUL is an `Authorization` header value (bearer parsing, token lookup, the union
+/// and anonymous rules), the rest a DER certificate whose subject is read as the x509
+/// authenticator reads a verified one (CN, O, the uid attribute, Go's string alphabets).
+/// Invariants: no panic; a user who is let in is anonymous exactly when no credential was
+/// accepted, and every non-anonymous user carries `system:authenticated`.
+pub fn authn(data: &[u8]) {
+    use crdplane_auth::chain::Authenticators;
+    use crdplane_auth::token_file::TokenFile;
+    use crdplane_auth::user::ALL_AUTHENTICATED;
+    use std::sync::OnceLock;
+    static CHAIN: OnceLock<Authenticators> = OnceLock::new();
+    let chain = CHAIN.get_or_init(|| Authenticators {
+        x509: None,
+        tokens: TokenFile::parse("tok,jane,1,\"dev,ops\"\n", "fuzz")
+            .ok()
+            .map(|(t, _)| t),
+        anonymous: true,
+    });
+    let (header, der) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let x509 = (!der.is_empty())
+        .then(|| crdplane_auth::x509::unverified_user(der).map_err(|e| e.to_string()));
+    let _ = chain.bearer_warning(Some(header));
+    if let Ok(u) = chain.authenticate_with(Some(header), x509.clone()) {
+        let by_token = x509.as_ref().is_none_or(|r| r.is_err()) && u.name == "jane";
+        let by_cert = x509.as_ref().is_some_and(|r| r.is_ok());
+        assert_eq!(
+            u.is_anonymous(),
+            !by_token && !by_cert,
+            "{header:?} {x509:?} -> {u:?}"
+        );
+        if !u.is_anonymous() {
+            assert!(u.groups.iter().any(|g| g == ALL_AUTHENTICATED), "{u:?}");
+        }
     }
 }

@@ -72,11 +72,20 @@ async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, A
         .unwrap_or_else(|| Query::parse(parts.uri.query()));
     // Watches are bounded per client and in total; the slot lives in the response body
     // and comes back when the watch ends, however it ends.
+    let user = parts
+        .extensions
+        .get::<crate::filters::authentication::User>()
+        .cloned();
     let slot = if info.verb == "watch" {
-        let client = parts
-            .extensions
-            .remove::<ClientKey>()
-            .unwrap_or(ClientKey::Address(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        // An authenticated user's watches count for that user (in this tenant) wherever
+        // they connect from; anonymous ones for their address.
+        let client = match &user {
+            Some(u) if !u.is_anonymous() => ClientKey::User(info.tenant.clone(), u.name.clone()),
+            _ => parts
+                .extensions
+                .remove::<ClientKey>()
+                .unwrap_or(ClientKey::Address(std::net::Ipv4Addr::UNSPECIFIED.into())),
+        };
         match ctx.watches.acquire(client) {
             Ok(s) => Some(s),
             Err(why) => {
@@ -87,7 +96,7 @@ async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, A
     } else {
         None
     };
-    let resp = call_context(&parts, &info)
+    let resp = call_context(&parts, &info, user.as_deref())
         .scope(dispatch(ctx, parts, body, query, info))
         .await?;
     Ok(match slot {
@@ -96,15 +105,17 @@ async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, A
     })
 }
 
-/// What every gRPC call made for this request carries: its tenant, its user (none until
-/// authentication lands) and its W3C `traceparent` (see `crdplane_transport::context`).
+/// What every gRPC call made for this request carries: its tenant, its authenticated user
+/// (`""` when no authentication layer ran) and its W3C `traceparent` (see
+/// `crdplane_transport::context`).
 fn call_context(
     parts: &http::request::Parts,
     info: &RequestInfo,
+    user: Option<&crdplane_auth::user::UserInfo>,
 ) -> crdplane_transport::CallContext {
     crdplane_transport::CallContext::new(
         &info.tenant,
-        "",
+        user.map_or("", |u| u.name.as_str()),
         parts.headers.get(crdplane_transport::context::TRACEPARENT),
     )
 }

@@ -5,6 +5,7 @@
 //! Not on the request path: it only builds the [`crate::context::Config`] that `serve` runs with.
 
 use crdplane_core::ports;
+use std::path::PathBuf;
 
 /// `crdplane-gateway` flags.
 #[derive(clap::Parser, Debug, Clone)]
@@ -99,6 +100,35 @@ pub struct Args {
         value_parser = event_ttl
     )]
     pub event_ttl: std::time::Duration,
+    /// Serving certificate chain, PEM (kube-apiserver's --tls-cert-file); reloaded when the
+    /// file changes. With --tls-private-key-file the gateway serves HTTPS.
+    #[arg(long, env = "CRDPLANE_GATEWAY_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key of the serving certificate, PEM (--tls-private-key-file).
+    #[arg(long, env = "CRDPLANE_GATEWAY_TLS_PRIVATE_KEY_FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA bundle, PEM, that client certificates are verified against (--client-ca-file):
+    /// a verified certificate's CommonName is the user, its Organizations the groups.
+    #[arg(long, env = "CRDPLANE_GATEWAY_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Static bearer tokens, CSV `token,user,uid,"group1,group2"` (--token-auth-file).
+    #[arg(long, env = "CRDPLANE_GATEWAY_TOKEN_AUTH_FILE")]
+    pub token_auth_file: Option<PathBuf>,
+    /// Requests without credentials run as system:anonymous (--anonymous-auth); false:
+    /// they get 401.
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_ANONYMOUS_AUTH",
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub anonymous_auth: bool,
+    /// Serve plain HTTP (no TLS, so no client certificates). Required when no serving
+    /// certificate is given.
+    #[arg(long, env = "CRDPLANE_GATEWAY_INSECURE_HTTP")]
+    pub insecure_http: bool,
 }
 
 /// `--event-ttl`: a Go duration of at least one second (storage expiry has whole seconds).
@@ -143,6 +173,34 @@ impl Args {
             return Err("--max-watches and --max-watches-per-client must be at least 1".into());
         }
         call_timeout(self.grpc_timeout)?;
+        match (
+            &self.tls_cert_file,
+            &self.tls_private_key_file,
+            self.insecure_http,
+        ) {
+            (Some(_), Some(_), false) => {}
+            (Some(_), None, _) | (None, Some(_), _) => {
+                return Err(
+                    "--tls-cert-file and --tls-private-key-file must be given together".into(),
+                );
+            }
+            (Some(_), Some(_), true) => {
+                return Err("--insecure-http and --tls-cert-file exclude each other".into());
+            }
+            (None, None, true) => {
+                if self.client_ca_file.is_some() {
+                    return Err(
+                        "--client-ca-file needs TLS (--tls-cert-file and --tls-private-key-file)"
+                            .into(),
+                    );
+                }
+            }
+            (None, None, false) => {
+                return Err("no serving certificate: give --tls-cert-file and \
+                     --tls-private-key-file, or --insecure-http to serve plain HTTP"
+                    .into());
+            }
+        }
         Ok(())
     }
 
@@ -171,6 +229,42 @@ impl Args {
             request_timeout: self.request_timeout,
             call_timeout: call_timeout(self.grpc_timeout)?,
             event_ttl: self.event_ttl,
+            tls: match (&self.tls_cert_file, &self.tls_private_key_file) {
+                (Some(c), Some(k)) => Some(crdplane_transport::tls::ServerTls::load(
+                    c,
+                    k,
+                    self.client_ca_file.is_some(),
+                )?),
+                _ => None,
+            },
+            authn: std::sync::Arc::new(self.authenticators()?),
+        })
+    }
+
+    /// The authenticator chain the flags ask for, its files loaded (an error names the file).
+    fn authenticators(&self) -> Result<crdplane_auth::chain::Authenticators, String> {
+        let x509 = match &self.client_ca_file {
+            Some(p) => Some(
+                crdplane_auth::x509::X509Authenticator::load(p)
+                    .map_err(|e| format!("--client-ca-file {}: {e}", p.display()))?,
+            ),
+            None => None,
+        };
+        let tokens = match &self.token_auth_file {
+            Some(p) => {
+                let (t, warnings) = crdplane_auth::token_file::TokenFile::load(p)
+                    .map_err(|e| format!("--token-auth-file: {e}"))?;
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        Ok(crdplane_auth::chain::Authenticators {
+            x509,
+            tokens,
+            anonymous: self.anonymous_auth,
         })
     }
 }
@@ -180,9 +274,78 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn parse(flags: &[&str]) -> Args {
+    fn parse_exactly(flags: &[&str]) -> Args {
         Args::try_parse_from(std::iter::once("crdplane-gateway").chain(flags.iter().copied()))
             .unwrap()
+    }
+
+    /// `flags` on a plain-HTTP gateway.
+    fn parse(flags: &[&str]) -> Args {
+        let mut all = vec!["--insecure-http"];
+        all.extend_from_slice(flags);
+        parse_exactly(&all)
+    }
+
+    #[test]
+    fn serving_flags_table() {
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (
+                &[],
+                Some(
+                    "no serving certificate: give --tls-cert-file and --tls-private-key-file, \
+                     or --insecure-http to serve plain HTTP",
+                ),
+            ),
+            (&["--insecure-http"], None),
+            (
+                &["--tls-cert-file", "c", "--tls-private-key-file", "k"],
+                None,
+            ),
+            (
+                &[
+                    "--tls-cert-file",
+                    "c",
+                    "--tls-private-key-file",
+                    "k",
+                    "--client-ca-file",
+                    "ca",
+                ],
+                None,
+            ),
+            (
+                &["--tls-cert-file", "c"],
+                Some("--tls-cert-file and --tls-private-key-file must be given together"),
+            ),
+            (
+                &["--tls-private-key-file", "k", "--insecure-http"],
+                Some("--tls-cert-file and --tls-private-key-file must be given together"),
+            ),
+            (
+                &[
+                    "--tls-cert-file",
+                    "c",
+                    "--tls-private-key-file",
+                    "k",
+                    "--insecure-http",
+                ],
+                Some("--insecure-http and --tls-cert-file exclude each other"),
+            ),
+            (
+                &["--insecure-http", "--client-ca-file", "ca"],
+                Some("--client-ca-file needs TLS (--tls-cert-file and --tls-private-key-file)"),
+            ),
+        ];
+        for (flags, want) in cases {
+            assert_eq!(
+                parse_exactly(flags).validate().err().as_deref(),
+                *want,
+                "{flags:?}"
+            );
+        }
+        // Go-style boolean: alone it means true; `=false` turns anonymous requests away.
+        assert!(parse(&[]).anonymous_auth);
+        assert!(parse(&["--anonymous-auth"]).anonymous_auth);
+        assert!(!parse(&["--anonymous-auth=false"]).anonymous_auth);
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub struct Config {
     pub call_timeout: Option<std::time::Duration>,
     /// kube-apiserver's `--event-ttl`: Events expire this long after their last write.
     pub event_ttl: std::time::Duration,
+    /// TLS of the listener (None: plain HTTP, `--insecure-http`).
+    pub tls: Option<crdplane_transport::tls::ServerTls>,
+    /// The authenticators of the authentication layer (`filters/authentication.rs`).
+    pub authn: Arc<crdplane_auth::chain::Authenticators>,
 }
 
 /// kube-apiserver's default `--request-timeout` (1m0s).
@@ -84,6 +88,12 @@ impl Default for Config {
             request_timeout: REQUEST_TIMEOUT,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
             event_ttl: EVENT_TTL,
+            tls: None,
+            authn: Arc::new(crdplane_auth::chain::Authenticators {
+                x509: None,
+                tokens: None,
+                anonymous: true,
+            }),
         }
     }
 }

@@ -16,9 +16,10 @@ async fn main() -> anyhow::Result<()> {
     let a = crdplane_gateway::config::Args::parse();
     a.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
-    crdplane_core::names::announce(listener.local_addr()?);
     let cfg = a
         .config(listener.local_addr()?.to_string())
         .map_err(anyhow::Error::msg)?;
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
     crdplane_gateway::serve(cfg, listener).await
 }

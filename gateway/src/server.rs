@@ -1,7 +1,9 @@
-//! The accept loop: where the gateway's request path starts. Each accepted TCP connection is
-//! served HTTP/1.1 by crdplane-http1 or, when it opens with the HTTP/2 preface, HTTP/2 by
-//! hyper; both hand every request to the same edge service ([`crate::stack`]), whose
-//! innermost layer is the router ([`crate::api::Router`]).
+//! The accept loop: where the gateway's request path starts. On a plain-HTTP gateway
+//! (`--insecure-http`) each accepted TCP connection is served HTTP/1.1 by crdplane-http1 or,
+//! when it opens with the HTTP/2 preface, HTTP/2 by hyper; on a TLS gateway the connection is
+//! handshaken first (`crdplane_transport::tls`) and served by hyper, HTTP/2 or HTTP/1.1 as
+//! ALPN chose ([`serve_tls`]). All hand every request to the same edge service
+//! ([`crate::stack`]), whose innermost layer is the router ([`crate::api::Router`]).
 //!
 //! As kube-apiserver's serving (staging/src/k8s.io/apiserver/pkg/server/secure_serving.go):
 //! Go's `http.DefaultMaxHeaderBytes` for the head, `ReadHeaderTimeout` and `IdleTimeout`
@@ -9,6 +11,7 @@
 
 use crate::api::Router;
 use crate::context::{Config, Ctx};
+use crate::filters::authentication::PeerCertificates;
 use crate::filters::limits;
 use crate::filters::metrics::RequestMetrics;
 use crate::http::Body;
@@ -30,17 +33,91 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     let limits: &'static crdplane_http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
     let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
     let settings = stack::Settings::new(&cfg, Arc::new(RequestMetrics::default()));
+    let tls = cfg.tls.clone();
+    let handshake_timeout = cfg.request_header_timeout;
     let ctx = Ctx::new(cfg)?;
     ctx.spawn_cache_followers();
     let edge = stack::build(&settings, Router::new(ctx));
+    let tls = tls.map(|t| {
+        t.spawn_reloader(crdplane_transport::tls::RELOAD_EVERY);
+        (t.acceptor(), handshake_timeout, limits)
+    });
     loop {
         let (sock, peer, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);
         let edge = edge.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            serve_socket(edge, sock, peer.ip(), limits).await;
+            match tls {
+                None => serve_socket(edge, sock, peer.ip(), limits).await,
+                Some((acceptor, timeout, limits)) => {
+                    serve_tls(edge, acceptor, timeout, limits, sock, peer.ip()).await
+                }
+            }
             drop(guard);
         });
+    }
+}
+
+/// One TLS client connection: the handshake (within the head timeout, as Go's
+/// `ReadHeaderTimeout` covers it), then HTTP/2 when ALPN chose `h2`, else HTTP/1.1, both
+/// served by hyper into `edge`. The client's certificate chain, if it sent one, rides in
+/// every request's extensions for the authentication layer.
+///
+/// HTTP/1.1 over TLS is hyper's, not crdplane-http1's: the latter waits on the socket's
+/// readiness to hold no buffer while idle, which a TLS stream (whose records must be
+/// decrypted into a buffer) cannot offer; Go clients negotiate HTTP/2 over TLS and
+/// multiplex their watches on one connection, so HTTP/1.1 over TLS is the rarer path.
+pub async fn serve_tls<S>(
+    edge: S,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handshake_timeout: std::time::Duration,
+    limits: &'static crdplane_http1::Limits,
+    sock: tokio::net::TcpStream,
+    peer: std::net::IpAddr,
+) where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(sock)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let (_, conn) = stream.get_ref();
+    let h2 = conn.alpn_protocol() == Some(b"h2");
+    let certs = conn
+        .peer_certificates()
+        .filter(|c| !c.is_empty())
+        .map(|c| Arc::new(PeerCertificates::new(c.to_vec())));
+    let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let mut req = req.map(Payload::Incoming);
+        if let Some(c) = &certs {
+            req.extensions_mut().insert(c.clone());
+        }
+        let fut = answer(edge.clone(), req, peer);
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let io = hyper_util::rt::TokioIo::new(stream);
+    if h2 {
+        let mut builder =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        builder.max_concurrent_streams(1000);
+        let _ = builder.serve_connection(io, svc).await;
+    } else {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(limits.max_head.max(8192))
+            .keep_alive(true);
+        let _ = builder.serve_connection(io, svc).await;
     }
 }
 

@@ -48,6 +48,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Where the metrics layer counts.
     pub metrics: Arc<RequestMetrics>,
+    /// The authenticator chain of the authentication layer.
+    pub authn: Arc<crdplane_auth::chain::Authenticators>,
 }
 
 impl Settings {
@@ -57,6 +59,7 @@ impl Settings {
             default_tenant: cfg.default_tenant.as_str().into(),
             request_timeout: cfg.request_timeout,
             metrics,
+            authn: cfg.authn.clone(),
         }
     }
 }
@@ -88,7 +91,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(RequestInfoLayer::new(s.default_tenant.clone()))
         .layer(MetricsLayer::new(s.metrics.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
-        .layer(AuthenticationLayer)
+        .layer(AuthenticationLayer::new(s.authn.clone()))
         .layer(TenantAccessLayer)
         .layer(FairnessLayer)
         .layer(AuthorizationLayer)
@@ -113,6 +116,11 @@ mod tests {
             default_tenant: "default".into(),
             request_timeout: timeout,
             metrics: Arc::new(RequestMetrics::default()),
+            authn: Arc::new(crdplane_auth::chain::Authenticators {
+                x509: None,
+                tokens: None,
+                anonymous: true,
+            }),
         }
     }
 

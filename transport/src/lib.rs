@@ -147,5 +147,6 @@ pub mod client;
 pub mod context;
 pub mod deadline;
 pub mod health;
+pub mod tls;
 pub use balance::{Channel, ChannelOptions};
 pub use context::CallContext;

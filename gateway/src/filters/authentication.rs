@@ -1,21 +1,317 @@
-//! Authentication seam: sixth layer of the edge stack (`stack.rs`), after the limits
-//! and before tenant access, where upstream's `WithAuthentication`
+//! Authentication: sixth layer of the edge stack (`stack.rs`), after the limits and before
+//! tenant access, where upstream's `WithAuthentication`
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authentication.go) sits.
 //!
-//! Pass-through today: every request is anonymous. The identity issue puts here the
-//! authenticators (x509 client certificates, bearer tokens, OIDC, service-account JWTs),
-//! the user info they yield into the request extensions, upstream's 401 Status for a request
-//! whose credentials fail, impersonation right after it (`WithImpersonation`), and the
-//! watch limits' `ClientKey::User` in place of the peer address.
+//! It decides who the request is, once: the authenticator chain of `crdplane-auth`
+//! (x509 client certificate, then a bearer token from `--token-auth-file`, then anonymous
+//! when `--anonymous-auth` allows it) turns the connection's client certificate and the
+//! `Authorization` header into a [`UserInfo`], which goes into the request's extensions
+//! for the layers after it (tenant access, authorization, the watch limits, the call
+//! context of every backend call). As upstream, the `Authorization` header is removed once
+//! it was used, and a request whose credentials fail gets upstream's 401 Status
+//! (`Unauthorized`), whatever `--anonymous-auth` says. A bearer token after two spaces
+//! (`Bearer  abc`) is no token at all; as upstream, the answer then carries the warning
+//! `the provided Authorization header contains extra space before the bearer token, and is
+//! ignored`.
+//!
+//! A client certificate is verified once per connection (the handshake accepted it
+//! unverified, see `crdplane_transport::tls`) and the outcome kept with the connection
+//! ([`PeerCertificates`]); a connection that outlives its certificate's `notAfter` gets
+//! 401s from then on, as upstream, which verifies on every request.
+//!
+//! Still to come here (the identity issue): OIDC and service-account tokens, and
+//! impersonation right after this layer (`WithImpersonation`).
 
-super::seam!(
-    /// The layer of [`Authentication`].
-    AuthenticationLayer,
-    /// Pass-through authentication (see the module docs for what comes here).
-    Authentication
-);
+use crate::http::{Body, Payload};
+use crdplane_auth::chain::Authenticators;
+use crdplane_auth::user::UserInfo;
+use http::{Request, Response, StatusCode, header};
+use std::convert::Infallible;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+/// What verifying a connection's certificate gave: the user and when the certificate
+/// expires, or why it failed.
+type Verified = Result<(UserInfo, Option<SystemTime>), String>;
+
+/// The client certificate chain of a TLS connection (leaf first), put into each request's
+/// extensions by the accept loop, with the outcome of its verification, computed by the
+/// first request that needs it.
+pub struct PeerCertificates {
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// None: the certificate names no one (no CommonName), which upstream treats as no
+    /// opinion, leaving the request to the next authenticators.
+    verified: OnceLock<Option<Verified>>,
+}
+
+impl PeerCertificates {
+    /// The chain a client presented (leaf first).
+    pub fn new(chain: Vec<rustls::pki_types::CertificateDer<'static>>) -> Self {
+        Self {
+            chain,
+            verified: OnceLock::new(),
+        }
+    }
+}
+
+/// The layer of [`Authentication`].
+#[derive(Clone)]
+pub struct AuthenticationLayer {
+    authn: Arc<Authenticators>,
+}
+
+impl AuthenticationLayer {
+    /// Authenticates with `authn`.
+    pub fn new(authn: Arc<Authenticators>) -> Self {
+        Self { authn }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthenticationLayer {
+    type Service = Authentication<S>;
+    fn layer(&self, inner: S) -> Authentication<S> {
+        Authentication {
+            inner,
+            authn: self.authn.clone(),
+        }
+    }
+}
+
+/// Authenticates every request (see the module docs).
+#[derive(Clone)]
+pub struct Authentication<S> {
+    inner: S,
+    authn: Arc<Authenticators>,
+}
+
+/// The authenticated user of a request, in its extensions.
+pub type User = Arc<UserInfo>;
+
+/// Upstream's 401 (`responsewriters.Unauthorized` → `apierrors.NewUnauthorized`).
+pub fn unauthorized() -> Response<Body> {
+    let mut r = crate::http::json_response(
+        StatusCode::UNAUTHORIZED,
+        crdplane_auth::chain::unauthorized_status_json(),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}
+
+impl Authentication<()> {
+    /// Who `req` is, or why it is not anyone.
+    fn identify<B>(authn: &Authenticators, req: &Request<B>) -> Result<UserInfo, String> {
+        let x509 = match (req.extensions().get::<Arc<PeerCertificates>>(), &authn.x509) {
+            (Some(p), Some(x)) => {
+                let v = p.verified.get_or_init(|| match x.authenticate(&p.chain) {
+                    Ok(u) => Some(Ok((u, crdplane_auth::x509::not_after(&p.chain[0])))),
+                    Err(e) if e.is_no_opinion() => None,
+                    Err(e) => Some(Err(e.to_string())),
+                });
+                v.as_ref().map(|v| match v {
+                    Ok((_, Some(end))) if SystemTime::now() > *end => {
+                        Err("x509: certificate has expired or is not yet valid".to_string())
+                    }
+                    Ok((u, _)) => Ok(u.clone()),
+                    Err(e) => Err(e.clone()),
+                })
+            }
+            _ => None,
+        };
+        let authorization = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        authn
+            .authenticate_with(authorization, x509)
+            .map_err(|e| e.to_string())
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of [`Authentication`]: the inner service's, or the 401; either with
+    /// upstream's warning about an ignored bearer token when there was one.
+    // pin-project-lite takes no docs on variant fields.
+    #[allow(missing_docs)]
+    #[project = AnswerProj]
+    pub enum Answer<F> {
+        /// The request went on: the inner service's answer, and a warning to add to it.
+        Inner {
+            #[pin]
+            fut: F,
+            warning: Option<&'static str>,
+        },
+        /// The request was refused: the 401, until it is taken.
+        Refused { resp: Option<Response<Body>> },
+    }
+}
+
+impl<F> Future for Answer<F>
+where
+    F: Future<Output = Result<Response<Body>, Infallible>>,
+{
+    type Output = Result<Response<Body>, Infallible>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            AnswerProj::Inner { fut, warning } => {
+                let Ok(mut resp) = std::task::ready!(fut.poll(cx));
+                if let Some(w) = warning.take() {
+                    crate::respond::add_warnings(&mut resp, &[w.to_string()]);
+                }
+                Poll::Ready(Ok(resp))
+            }
+            AnswerProj::Refused { resp } => Poll::Ready(Ok(resp
+                .take()
+                .expect("an authentication answer is polled once it is ready"))),
+        }
+    }
+}
+
+impl<S> tower::Service<Request<Payload>> for Authentication<S>
+where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Answer<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<Payload>) -> Self::Future {
+        // `Bearer  token` (two spaces) is no token at all; upstream says so in a warning.
+        let warning = self.authn.bearer_warning(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+        );
+        match Authentication::identify(&self.authn, &req) {
+            Ok(user) => {
+                req.headers_mut().remove(header::AUTHORIZATION);
+                req.extensions_mut().insert::<User>(Arc::new(user));
+                Answer::Inner {
+                    fut: self.inner.call(req),
+                    warning,
+                }
+            }
+            Err(why) => {
+                tracing::debug!(uri = %req.uri(), "unable to authenticate the request: {why}");
+                let mut resp = unauthorized();
+                if let Some(w) = warning {
+                    crate::respond::add_warnings(&mut resp, &[w.to_string()]);
+                }
+                Answer::Refused { resp: Some(resp) }
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
-    super::super::seam_test!(super::AuthenticationLayer);
+    use super::*;
+    use crate::filters::testing::{echo, read, request};
+    use crdplane_auth::token_file::TokenFile;
+    use tower::{Layer, ServiceExt};
+
+    fn layer(anonymous: bool) -> AuthenticationLayer {
+        let (tokens, _) =
+            TokenFile::parse("jane-token,jane,1001,\"dev,ops\"\n", "tokens.csv").unwrap();
+        AuthenticationLayer::new(Arc::new(Authenticators {
+            x509: None,
+            tokens: Some(tokens),
+            anonymous,
+        }))
+    }
+
+    /// What the inner service saw: the user and groups, and whether Authorization was left.
+    fn seen(r: &Request<Payload>) -> String {
+        let u = r
+            .extensions()
+            .get::<User>()
+            .expect("a user for every request");
+        format!(
+            "{} {:?} authorization={}",
+            u.name,
+            u.groups,
+            r.headers().contains_key(header::AUTHORIZATION)
+        )
+    }
+
+    #[tokio::test]
+    async fn decides_who_each_request_is() {
+        let unauthorized = (
+            StatusCode::UNAUTHORIZED,
+            crdplane_auth::chain::unauthorized_status_json().to_string(),
+        );
+        let cases: &[(bool, Option<&str>, (StatusCode, String))] = &[
+            (
+                true,
+                None,
+                (
+                    StatusCode::OK,
+                    "system:anonymous [\"system:unauthenticated\"] authorization=false".into(),
+                ),
+            ),
+            (false, None, unauthorized.clone()),
+            (
+                false,
+                Some("Bearer jane-token"),
+                (
+                    StatusCode::OK,
+                    "jane [\"dev\", \"ops\", \"system:authenticated\"] authorization=false".into(),
+                ),
+            ),
+            // A token that fails is a 401 even where anonymous requests are allowed.
+            (true, Some("Bearer nope"), unauthorized.clone()),
+            (false, Some("Bearer nope"), unauthorized.clone()),
+            // No basic authenticator: the header is nobody's credential.
+            (false, Some("Basic YWRtaW46YWRtaW4="), unauthorized.clone()),
+            // Two spaces: no token at all (anonymous where allowed), with a warning.
+            (
+                true,
+                Some("Bearer  jane-token"),
+                (
+                    StatusCode::OK,
+                    "system:anonymous [\"system:unauthenticated\"] authorization=false".into(),
+                ),
+            ),
+            (false, Some("Bearer  jane-token"), unauthorized.clone()),
+        ];
+        for (anonymous, authz, want) in cases {
+            let mut req = request("GET", "/api/v1/namespaces");
+            if let Some(a) = authz {
+                req.headers_mut()
+                    .insert(header::AUTHORIZATION, a.parse().unwrap());
+            }
+            let resp = layer(*anonymous)
+                .layer(echo(seen))
+                .oneshot(req)
+                .await
+                .unwrap();
+            let ct = resp.headers().get(header::CONTENT_TYPE).cloned();
+            let warning = resp.headers().get("warning").cloned();
+            assert_eq!(
+                warning.is_some(),
+                authz.is_some_and(|a| a.contains("  ")),
+                "{authz:?}"
+            );
+            if let Some(w) = warning {
+                assert_eq!(
+                    w,
+                    "299 - \"the provided Authorization header contains extra space before the bearer token, and is ignored\""
+                );
+            }
+            let got = read(resp).await;
+            assert_eq!(&got, want, "anonymous={anonymous} {authz:?}");
+            if got.0 == StatusCode::UNAUTHORIZED {
+                assert_eq!(ct.unwrap(), "application/json");
+            }
+        }
+    }
 }
