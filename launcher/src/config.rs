@@ -1,6 +1,7 @@
 //! The `crdplane` command line (clap): `crdplane up` with environment names
 //! `CRDPLANE_UP_<FLAG>`, the gateway's default address from [`crdplane_core::ports`], and
-//! [`Up::validate`], called before anything is started. Not on the request path.
+//! [`Up::validate`], called before anything is started. HTTPS with the stack's own PKI is
+//! the default; `--insecure-http` opts out. Not on the request path.
 
 use clap::{Parser, Subcommand};
 use crdplane_core::ports;
@@ -61,6 +62,16 @@ pub struct Up {
         value_parser = ["fsync", "everysec", "memory"]
     )]
     pub durability: String,
+    /// Serve plain HTTP without authentication and write a kubeconfig without credentials
+    /// (default: HTTPS with the stack's own PKI in `<data-dir>/pki`, x509 client
+    /// certificates, anonymous requests refused; the kubeconfig holds the admin's
+    /// certificate).
+    #[arg(
+        long,
+        env = "CRDPLANE_UP_INSECURE_HTTP",
+        help = "Serve plain HTTP without authentication and write a kubeconfig without credentials (default: HTTPS with the stack's own CA and certificates in <data-dir>/pki, x509 client certificate authentication, anonymous requests refused; the kubeconfig holds the admin client certificate, user crdplane-admin in group system:masters)."
+    )]
+    pub insecure_http: bool,
 }
 
 impl Up {
@@ -87,6 +98,7 @@ impl Up {
             redis_url: self.redis_url,
             default_tenant: self.default_tenant,
             durability: self.durability,
+            insecure_http: self.insecure_http,
         }
     }
 }
@@ -101,6 +113,7 @@ mod tests {
             (&[], None),
             (&["--listen", "127.0.0.1:0", "--durability", "memory"], None),
             (&["--redis-url", "redis+unix:///tmp/r.sock"], None),
+            (&["--insecure-http", "--listen", "0.0.0.0:6443"], None),
             (
                 &["--listen", "6443"],
                 Some("--listen: \"6443\" is not HOST:PORT"),
@@ -124,5 +137,10 @@ mod tests {
         assert!(Cli::try_parse_from(["crdplane", "up", "--durability", "never"]).is_err());
         let Cmd::Up(up) = Cli::try_parse_from(["crdplane", "up"]).unwrap().cmd;
         assert_eq!(up.listen, ports::GATEWAY_LISTEN);
+        assert!(!up.clone().config().insecure_http, "TLS is the default");
+        let Cmd::Up(up) = Cli::try_parse_from(["crdplane", "up", "--insecure-http"])
+            .unwrap()
+            .cmd;
+        assert!(up.config().insecure_http);
     }
 }

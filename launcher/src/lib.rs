@@ -8,6 +8,14 @@
 //! `/readyz`, writes a kubeconfig, prints how to use it, and stops every child on
 //! Ctrl-C/SIGTERM.
 //!
+//! Security: by default the gateway serves HTTPS with certificates from the stack's own PKI
+//! in `<data-dir>/pki` ([`pki`], as kubeadm's certs phase makes one), authenticates x509
+//! client certificates issued by its CA and refuses anonymous requests
+//! (`--anonymous-auth=false`); the kubeconfig holds the CA and the admin's client
+//! certificate (user `crdplane-admin`, group `system:masters`) and is written mode 0600.
+//! `--insecure-http` serves plain HTTP without authentication instead (the load tests use
+//! it), with a kubeconfig without credentials.
+//!
 //! Faults: the children inherit a soft `RLIMIT_NOFILE` raised to the hard limit (as systemd
 //! units of kube-apiserver set `LimitNOFILE`; a gateway with thousands of watch connections
 //! must not stop at the common soft default of 1,024). A child that dies after startup is
@@ -17,15 +25,20 @@
 //! parent-death signal ([`spawn`]), so killing the launcher (even with SIGKILL, even during
 //! startup) stops them all.
 //!
-//! How the processes are started (order, flags, readiness) lives in [`stack`]'s
-//! [`StackBuilder`], which the end-to-end test harness uses as well.
+//! How the processes are started (order, flags, readiness over HTTP or HTTPS) lives in
+//! [`stack`]'s [`StackBuilder`], which the end-to-end test harness uses as well.
 
 pub mod config;
+pub mod pki;
 pub mod spawn;
 pub mod stack;
+pub mod tls;
 
+pub use pki::Pki;
 pub use stack::{RunningStack, Service, StackBuilder, with_listen};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What `crdplane up` runs: its flags after validation (see [`config::Up`]).
@@ -44,6 +57,9 @@ pub struct UpConfig {
     /// When a write is acknowledged (`fsync`, `everysec`, `memory`; see the storage's
     /// `--durability`): sets the started Redis's `appendfsync` and is passed to the storage.
     pub durability: String,
+    /// Serve plain HTTP without authentication (no PKI, a kubeconfig without credentials)
+    /// instead of HTTPS with client certificates.
+    pub insecure_http: bool,
 }
 
 /// The binaries of the stack live beside the launcher.
@@ -55,26 +71,125 @@ pub fn sibling(name: &str) -> PathBuf {
 }
 
 /// A kubeconfig YAML for kubectl and clients: one cluster at `server`, no credentials, namespace
-/// `default`.
+/// `default` (for a gateway serving plain HTTP).
 pub fn kubeconfig_yaml(server: &str) -> String {
+    kubeconfig_with(server, "", " {}")
+}
+
+/// A kubeconfig YAML like [`kubeconfig_yaml`] for a gateway serving HTTPS at `server`: it
+/// trusts the CA `ca_pem` (`certificate-authority-data`) and authenticates with the client
+/// certificate `client_cert_pem` and its key `client_key_pem` (`client-certificate-data`,
+/// `client-key-data`), each the base64 of the PEM, as kubeadm writes `admin.conf`. It holds
+/// a private key: write it with [`pki::write_private`].
+pub fn kubeconfig_yaml_tls(
+    server: &str,
+    ca_pem: &str,
+    client_cert_pem: &str,
+    client_key_pem: &str,
+) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    kubeconfig_with(
+        server,
+        &format!("    certificate-authority-data: {}\n", b64(ca_pem)),
+        &format!(
+            "\n    client-certificate-data: {}\n    client-key-data: {}",
+            b64(client_cert_pem),
+            b64(client_key_pem)
+        ),
+    )
+}
+
+fn kubeconfig_with(server: &str, cluster_extra: &str, user: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: crdplane\n  cluster:\n    server: {server}\ncontexts:\n- name: crdplane\n  context:\n    cluster: crdplane\n    user: crdplane\n    namespace: default\ncurrent-context: crdplane\nusers:\n- name: crdplane\n  user: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: crdplane\n  cluster:\n    server: {server}\n{cluster_extra}contexts:\n- name: crdplane\n  context:\n    cluster: crdplane\n    user: crdplane\n    namespace: default\ncurrent-context: crdplane\nusers:\n- name: crdplane\n  user:{user}\n"
     )
 }
 
 /// Blocking HTTP GET of `path` on `addr`; returns the status code.
 pub fn http_status(addr: &str, path: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = [0u8; 12];
-    s.read_exact(&mut buf).ok()?;
-    std::str::from_utf8(&buf[9..12]).ok()?.parse().ok()
+    plain_status(addr, path).ok()
+}
+
+fn plain_status(addr: &str, path: &str) -> std::io::Result<u16> {
+    let s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(tls::PROBE_TIMEOUT))?;
+    s.set_write_timeout(Some(tls::PROBE_TIMEOUT))?;
+    tls::get_status(s, addr, path)
+}
+
+/// Blocking GET of `path` on the base URL `url`: plain for `http://`, through `tls` for
+/// `https://` ([`tls::https_status`]; an error without it); an unspecified host stands for
+/// the loopback one ([`client_url`]). Returns the status code.
+pub fn url_status(
+    url: &str,
+    path: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> std::io::Result<u16> {
+    let url = client_url(url);
+    if let Some(addr) = url.strip_prefix("https://") {
+        let tls = tls.ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{url} serves TLS and no client configuration was given"),
+            )
+        })?;
+        tls::https_status(addr.trim_end_matches('/'), path, tls)
+    } else {
+        plain_status(url_addr(&url).trim_end_matches('/'), path)
+    }
+}
+
+/// The `host:port` of a base URL (`http://` or `https://` removed).
+pub fn url_addr(url: &str) -> &str {
+    url.strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .unwrap_or(url)
+}
+
+/// `ip`, or the loopback address of its family when it is unspecified (`0.0.0.0`, `::`).
+pub fn loopback_if_unspecified(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v) if v.is_unspecified() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v) if v.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        other => other,
+    }
+}
+
+/// The URL a client on this machine uses for the announced base URL `url`: an unspecified
+/// host (a gateway listening on `0.0.0.0` or `[::]`) becomes the loopback address, which is
+/// reachable and named in the serving certificate.
+pub fn client_url(url: &str) -> String {
+    let addr = url_addr(url);
+    let scheme = &url[..url.len() - addr.len()];
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(mut a) => {
+            a.set_ip(loopback_if_unspecified(a.ip()));
+            format!("{scheme}{a}")
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+/// The hosts the serving certificate needs for the listen address `listen` (`host:port`):
+/// its host (without brackets) and, for a DNS name, the addresses it resolves to (the
+/// gateway announces the address it bound, and clients of the kubeconfig use that).
+pub fn san_hosts(listen: &str) -> Vec<String> {
+    use std::net::ToSocketAddrs;
+    let host = listen.rsplit_once(':').map_or(listen, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut hosts = vec![host.to_string()];
+    if host.parse::<IpAddr>().is_err()
+        && let Ok(addrs) = (host, 0).to_socket_addrs()
+    {
+        for a in addrs {
+            let ip = a.ip().to_string();
+            if !hosts.contains(&ip) {
+                hosts.push(ip);
+            }
+        }
+    }
+    hosts
 }
 
 /// First delay before restarting a child that died.
@@ -127,6 +242,11 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
+    let pki = if cfg.insecure_http {
+        None
+    } else {
+        Some(Pki::ensure(&data_dir.join("pki"), &san_hosts(&cfg.listen))?)
+    };
     let mut builder = StackBuilder::new(bin_dir, cfg.redis_url.clone().unwrap_or_default())
         .durability(cfg.durability.clone())
         .gateway_listen(cfg.listen.clone())
@@ -134,6 +254,9 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         .logs(&logs);
     if cfg.redis_url.is_none() {
         builder = builder.own_redis(data_dir.join("redis"));
+    }
+    if let Some(p) = &pki {
+        builder = builder.tls(p);
     }
     let mut stack = tokio::task::spawn_blocking(move || builder.start()).await??;
 
@@ -145,7 +268,16 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     if let Some(d) = kubeconfig.parent() {
         std::fs::create_dir_all(d)?;
     }
-    std::fs::write(&kubeconfig, kubeconfig_yaml(&server))?;
+    let yaml = match &pki {
+        Some(p) => kubeconfig_yaml_tls(
+            &client_url(&server),
+            p.ca_pem(),
+            p.admin_cert_pem(),
+            p.admin_key_pem(),
+        ),
+        None => kubeconfig_yaml(&client_url(&server)),
+    };
+    pki::write_private(&kubeconfig, &yaml)?;
     println!("crdplane is up");
     println!("  gateway:    {server}");
     println!("  kubeconfig: {}", kubeconfig.display());
@@ -154,6 +286,24 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         data_dir.display(),
         logs.display()
     );
+    println!();
+    match &pki {
+        Some(p) => {
+            println!(
+                "The gateway serves https with a certificate of the CA in {}.",
+                p.ca_cert_path().display()
+            );
+            println!(
+                "The kubeconfig holds that CA and the admin client certificate ({}, group {});",
+                pki::ADMIN_USER,
+                pki::ADMIN_GROUP
+            );
+            println!("anonymous requests are refused (--anonymous-auth=false).");
+        }
+        None => {
+            println!("The gateway serves plain http without authentication (--insecure-http).");
+        }
+    }
     println!();
     println!("Point kubectl at it:");
     println!("  export KUBECONFIG={}", kubeconfig.display());
@@ -183,6 +333,75 @@ mod tests {
         let k = kubeconfig_yaml("http://127.0.0.1:6443");
         assert!(k.contains("server: http://127.0.0.1:6443"));
         assert!(k.contains("current-context: crdplane"));
+        let v: serde_json::Value = serde_saphyr::from_str(&k).unwrap();
+        assert_eq!(v["users"][0]["user"], serde_json::json!({}));
+        assert!(
+            v["clusters"][0]["cluster"]
+                .get("certificate-authority-data")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn tls_kubeconfig_carries_the_ca_and_the_client_certificate() {
+        use base64::Engine;
+        let ca = "-----BEGIN CERTIFICATE-----\nQ0E=\n-----END CERTIFICATE-----\n";
+        let cert = "-----BEGIN CERTIFICATE-----\nYWRtaW4=\n-----END CERTIFICATE-----\n";
+        let key = "-----BEGIN PRIVATE KEY-----\na2V5\n-----END PRIVATE KEY-----\n";
+        let k = kubeconfig_yaml_tls("https://127.0.0.1:6443", ca, cert, key);
+        let v: serde_json::Value = serde_saphyr::from_str(&k).unwrap();
+        let unb64 = |v: &serde_json::Value| {
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().unwrap())
+                .unwrap();
+            String::from_utf8(b).unwrap()
+        };
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "Config");
+        assert_eq!(v["current-context"], "crdplane");
+        let cluster = &v["clusters"][0];
+        assert_eq!(cluster["name"], "crdplane");
+        assert_eq!(cluster["cluster"]["server"], "https://127.0.0.1:6443");
+        assert_eq!(unb64(&cluster["cluster"]["certificate-authority-data"]), ca);
+        let ctx = &v["contexts"][0];
+        assert_eq!(ctx["name"], "crdplane");
+        assert_eq!(ctx["context"]["cluster"], "crdplane");
+        assert_eq!(ctx["context"]["user"], "crdplane");
+        assert_eq!(ctx["context"]["namespace"], "default");
+        let user = &v["users"][0];
+        assert_eq!(user["name"], "crdplane");
+        assert_eq!(unb64(&user["user"]["client-certificate-data"]), cert);
+        assert_eq!(unb64(&user["user"]["client-key-data"]), key);
+    }
+
+    #[test]
+    fn urls_for_clients() {
+        assert_eq!(url_addr("https://127.0.0.1:1"), "127.0.0.1:1");
+        assert_eq!(url_addr("http://[::1]:1"), "[::1]:1");
+        assert_eq!(url_addr("127.0.0.1:1"), "127.0.0.1:1");
+        assert_eq!(client_url("https://0.0.0.0:6443"), "https://127.0.0.1:6443");
+        assert_eq!(client_url("http://[::]:6443"), "http://[::1]:6443");
+        assert_eq!(client_url("https://10.0.0.2:6443"), "https://10.0.0.2:6443");
+        assert_eq!(client_url("http://localhost:6443"), "http://localhost:6443");
+    }
+
+    #[test]
+    fn san_hosts_of_listen_addresses() {
+        assert_eq!(san_hosts("0.0.0.0:6443"), ["0.0.0.0"]);
+        assert_eq!(san_hosts("[fd00::1]:6443"), ["fd00::1"]);
+        let local = san_hosts("localhost:6443");
+        assert_eq!(local[0], "localhost");
+        assert!(
+            local[1..]
+                .iter()
+                .all(|h| h.parse::<IpAddr>().unwrap().is_loopback())
+        );
+    }
+
+    #[test]
+    fn an_https_url_needs_a_client_configuration() {
+        let e = url_status("https://127.0.0.1:1", "/readyz", None).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -4,21 +4,30 @@
 //!
 //! Order: Redis (when the stack runs its own), the storage replicas, validation, registry,
 //! the gateway replicas; each service is started on `127.0.0.1:0` (the gateway on its listen
-//! address) and announces `listening on http://ADDR` on its stdout
-//! ([`crdplane_core::names::parse_announcement`]); the next ones get those addresses as
-//! flags ([`service_args`]). [`StackBuilder::start`] returns once every gateway's `/readyz`
-//! answers 200 (the readiness endpoint of kube-apiserver,
+//! address) and announces `listening on http://ADDR` on its stdout (a gateway serving TLS:
+//! `https://ADDR`; [`crdplane_core::names::parse_announcement`]); the next ones get those
+//! addresses as flags ([`service_args`]). [`StackBuilder::start`] returns once every
+//! gateway's `/readyz` answers 200 (the readiness endpoint of kube-apiserver,
 //! staging/src/k8s.io/apiserver/pkg/server/healthz), failing early when a child exits.
+//!
+//! Gateways serve HTTPS when the builder has [`StackBuilder::tls`]: `--tls-cert-file`,
+//! `--tls-private-key-file` and `--client-ca-file` from the stack's [`Pki`], and
+//! `--anonymous-auth=false`, as kube-apiserver runs under kubeadm; readiness is then probed
+//! over TLS with the admin's client certificate, trusting only the stack's CA
+//! ([`crate::tls`]). Otherwise they get `--insecure-http` (plain HTTP, the gateway's explicit
+//! opt-out; without either it refuses to start). Replicas added later get the same flags.
 //!
 //! The returned [`RunningStack`] holds the children (killed on drop; [`RunningStack::stop`]
 //! stops them as an operator would) and can kill, restart in place, add and supervise them.
 //! Every child is started with [`crate::spawn::spawn_tied`], so it dies with its starter.
 //! Not on the request path.
 
+use crate::pki::Pki;
 use crate::spawn::spawn_tied;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One of the four crdplane services.
@@ -180,7 +189,8 @@ pub struct ChildSpec {
     pub args: Vec<String>,
     /// Extra environment variables.
     pub envs: Vec<(String, String)>,
-    /// A crdplane service that announces `listening on http://ADDR` (else: Redis).
+    /// A crdplane service that announces `listening on http://ADDR` (or `https://ADDR`;
+    /// else: Redis).
     pub announces: bool,
     /// Where its output goes.
     pub output: Output,
@@ -290,6 +300,58 @@ pub enum RedisSource {
     Own(PathBuf),
 }
 
+/// What a stack's gateways serve TLS with ([`StackBuilder::tls`]): the files of the
+/// [`Pki`] they are pointed at and the PEMs the readiness probe authenticates with.
+#[derive(Clone)]
+pub struct GatewayTls {
+    /// `--tls-cert-file`.
+    pub cert_file: PathBuf,
+    /// `--tls-private-key-file`.
+    pub key_file: PathBuf,
+    /// `--client-ca-file`.
+    pub client_ca_file: PathBuf,
+    /// The CA the probe trusts (PEM).
+    pub ca_pem: String,
+    /// The client certificate the probe presents (PEM; the admin's).
+    pub client_cert_pem: String,
+    /// Its key (PEM).
+    pub client_key_pem: String,
+}
+
+impl std::fmt::Debug for GatewayTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayTls")
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .field("client_ca_file", &self.client_ca_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayTls {
+    /// The gateway's TLS and authentication flags.
+    pub fn gateway_args(&self) -> Vec<String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        vec![
+            "--tls-cert-file".into(),
+            path(&self.cert_file),
+            "--tls-private-key-file".into(),
+            path(&self.key_file),
+            "--client-ca-file".into(),
+            path(&self.client_ca_file),
+            "--anonymous-auth=false".into(),
+        ]
+    }
+}
+
+/// The flags that choose how a gateway serves: TLS with `tls`, else `--insecure-http`.
+pub fn gateway_mode_args(tls: Option<&GatewayTls>) -> Vec<String> {
+    match tls {
+        Some(t) => t.gateway_args(),
+        None => vec!["--insecure-http".into()],
+    }
+}
+
 /// Describes a stack to start; see the module docs.
 #[derive(Debug, Clone)]
 pub struct StackBuilder {
@@ -302,6 +364,7 @@ pub struct StackBuilder {
     gateway_listen: String,
     logs: Option<PathBuf>,
     ready_timeout: Duration,
+    tls: Option<GatewayTls>,
 }
 
 impl StackBuilder {
@@ -318,6 +381,7 @@ impl StackBuilder {
             gateway_listen: "127.0.0.1:0".into(),
             logs: None,
             ready_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 
@@ -360,6 +424,29 @@ impl StackBuilder {
         self
     }
 
+    /// Gateways serve HTTPS with `pki`'s serving certificate, authenticate client
+    /// certificates of its CA and refuse anonymous requests; readiness is probed with its
+    /// admin certificate (see the module docs). Without it gateways get `--insecure-http`.
+    pub fn tls(mut self, pki: &Pki) -> Self {
+        self.tls = Some(GatewayTls {
+            cert_file: pki.serving_cert_path(),
+            key_file: pki.serving_key_path(),
+            client_ca_file: pki.ca_cert_path(),
+            ca_pem: pki.ca_pem().to_string(),
+            client_cert_pem: pki.admin_cert_pem().to_string(),
+            client_key_pem: pki.admin_key_pem().to_string(),
+        });
+        self
+    }
+
+    /// The flags every gateway replica gets: the serving mode ([`gateway_mode_args`]), then
+    /// those of [`StackBuilder::args`].
+    fn gateway_extra(&self) -> Vec<String> {
+        let mut a = gateway_mode_args(self.tls.as_ref());
+        a.extend(self.extra[Service::Gateway.index()].iter().cloned());
+        a
+    }
+
     /// How long [`StackBuilder::start`] waits for the gateways' `/readyz`.
     pub fn ready_timeout(mut self, t: Duration) -> Self {
         self.ready_timeout = t;
@@ -384,10 +471,20 @@ impl StackBuilder {
     /// Starts every child in order and waits until the stack is ready. Children started
     /// before a failure are killed.
     pub fn start(self) -> anyhow::Result<RunningStack> {
+        let client_tls = match &self.tls {
+            Some(t) => Some(crate::tls::client_config(
+                &t.ca_pem,
+                &t.client_cert_pem,
+                &t.client_key_pem,
+            )?),
+            None => None,
+        };
         let mut stack = RunningStack {
             procs: Vec::new(),
             bin_dir: self.bin_dir.clone(),
             logs: self.logs.clone(),
+            gateway_mode: gateway_mode_args(self.tls.as_ref()),
+            client_tls,
             redis_url: String::new(),
             storages: Vec::new(),
             validation: String::new(),
@@ -449,6 +546,7 @@ impl StackBuilder {
         }
         stack.validation = peers.validation.clone();
         stack.registry = peers.registry.clone();
+        let gateway_extra = self.gateway_extra();
         for i in 0..self.gateways {
             let name = Self::replica_name(Service::Gateway, i, self.gateways);
             let listen = if i == 0 {
@@ -460,12 +558,7 @@ impl StackBuilder {
                 storage: stack.storages[i % stack.storages.len()].clone(),
                 ..peers.clone()
             };
-            let args = service_args(
-                Service::Gateway,
-                listen,
-                &p,
-                &self.extra[Service::Gateway.index()],
-            );
+            let args = service_args(Service::Gateway, listen, &p, &gateway_extra);
             let url = stack.push_service(Service::Gateway, name, args, Vec::new(), None)?;
             stack.gateways.push(url);
         }
@@ -491,6 +584,10 @@ pub struct RunningStack {
     procs: Vec<Proc>,
     bin_dir: PathBuf,
     logs: Option<PathBuf>,
+    /// [`gateway_mode_args`] of the builder: flags of every gateway, also added ones.
+    gateway_mode: Vec<String>,
+    /// How the readiness probe talks to gateways serving TLS.
+    client_tls: Option<Arc<rustls::ClientConfig>>,
     /// The Redis URL the storage replicas use.
     pub redis_url: String,
     /// gRPC URLs of the storage replicas.
@@ -499,7 +596,7 @@ pub struct RunningStack {
     pub validation: String,
     /// gRPC URL of the registry.
     pub registry: String,
-    /// Base URLs of the gateway replicas (`http://ADDR`).
+    /// Base URLs of the gateway replicas (`http://ADDR`, `https://ADDR` with TLS).
     pub gateways: Vec<String>,
 }
 
@@ -508,7 +605,7 @@ impl RunningStack {
         let (child, url) = spec.spawn()?;
         let mut spec = spec;
         if let Some(u) = &url {
-            spec.args = with_listen(&spec.args, u.trim_start_matches("http://"));
+            spec.args = with_listen(&spec.args, crate::url_addr(u));
         }
         self.procs.push(Proc {
             spec,
@@ -549,6 +646,18 @@ impl RunningStack {
         &self.gateways[0]
     }
 
+    /// The client configuration the readiness probe uses for gateways serving TLS (trusts
+    /// the stack's CA, presents the admin certificate); `None` for plain HTTP.
+    pub fn client_tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.client_tls.as_ref()
+    }
+
+    /// Blocking GET of `path` on the base URL `url` (a gateway's), over TLS with
+    /// [`RunningStack::client_tls`] for `https://`; returns the status code.
+    pub fn status(&self, url: &str, path: &str) -> std::io::Result<u16> {
+        crate::url_status(url, path, self.client_tls.as_ref())
+    }
+
     /// Names of the children, by index (`redis`, `storage`, …, added ones last).
     pub fn names(&self) -> Vec<&str> {
         self.procs.iter().map(|p| p.spec.name.as_str()).collect()
@@ -568,8 +677,9 @@ impl RunningStack {
     }
 
     /// Starts one more replica of `service` on the stack's storage (0), validation and
-    /// registry, with `extra` flags, environment `envs` and its output in `log` (None: as
-    /// the stack's); returns its index and announced URL.
+    /// registry, with `extra` flags (a gateway gets the stack's TLS or `--insecure-http`
+    /// flags before them), environment `envs` and its output in `log` (None: as the
+    /// stack's); returns its index and announced URL.
     pub fn add(
         &mut self,
         service: Service,
@@ -583,7 +693,12 @@ impl RunningStack {
             validation: self.validation.clone(),
             registry: self.registry.clone(),
         };
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut all = match service {
+            Service::Gateway => self.gateway_mode.clone(),
+            _ => Vec::new(),
+        };
+        all.extend(extra.iter().map(|s| s.to_string()));
+        let extra = all;
         let name = format!("{}-added-{}", service.name(), self.procs.len());
         let args = service_args(service, "127.0.0.1:0", &peers, &extra);
         let envs = envs
@@ -649,16 +764,21 @@ impl RunningStack {
         Ok(())
     }
 
-    /// Waits until every gateway's `/readyz` answers 200; fails after `timeout` or as soon
-    /// as a child exits.
+    /// Waits until every gateway's `/readyz` answers 200 (over TLS with
+    /// [`RunningStack::client_tls`] for `https://` gateways); fails after `timeout`, naming
+    /// the last answer or error, or as soon as a child exits.
     pub fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         for g in self.gateways.clone() {
-            let addr = g.trim_start_matches("http://");
-            while crate::http_status(addr, "/readyz") != Some(200) {
+            loop {
+                let last = match self.status(&g, "/readyz") {
+                    Ok(200) => break,
+                    Ok(code) => format!("/readyz answered {code}"),
+                    Err(e) => format!("/readyz: {e}"),
+                };
                 self.check_alive()?;
                 if Instant::now() > deadline {
-                    anyhow::bail!("gateway {g} was not ready within {timeout:?}");
+                    anyhow::bail!("gateway {g} was not ready within {timeout:?} ({last})");
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -865,5 +985,34 @@ mod tests {
             StackBuilder::replica_name(Service::Storage, 0, 1),
             "storage"
         );
+        assert_eq!(b.gateway_extra(), ["--insecure-http", "--a", "b", "--c"]);
+    }
+
+    #[test]
+    fn tls_gateways_get_the_pki_files_and_no_anonymous_requests() {
+        let d = tempfile::tempdir().unwrap();
+        let pki = Pki::ensure(d.path(), &[]).unwrap();
+        let b = StackBuilder::new("/bin", "redis://x")
+            .tls(&pki)
+            .args(Service::Gateway, &["--default-tenant", "t"]);
+        let p = |f: &str| d.path().join(f).to_string_lossy().into_owned();
+        assert_eq!(
+            b.gateway_extra(),
+            [
+                "--tls-cert-file".to_string(),
+                p("apiserver.crt"),
+                "--tls-private-key-file".into(),
+                p("apiserver.key"),
+                "--client-ca-file".into(),
+                p("ca.crt"),
+                "--anonymous-auth=false".into(),
+                "--default-tenant".into(),
+                "t".into(),
+            ]
+        );
+        let t = b.tls.as_ref().unwrap();
+        assert_eq!(t.client_cert_pem, pki.admin_cert_pem());
+        assert!(!format!("{b:?}").contains("PRIVATE KEY"));
+        crate::tls::client_config(&t.ca_pem, &t.client_cert_pem, &t.client_key_pem).unwrap();
     }
 }

@@ -144,16 +144,26 @@ pub fn free_port() -> u16 {
 }
 
 /// Starts a service binary and returns the URL it announced (`listening on http://ADDR`).
-/// The child is pushed to `children` once it announced (one that fails is stopped).
+/// The child is pushed to `children` once it announced (one that fails is stopped). A
+/// gateway gets `--insecure-http` unless its flags choose TLS or plain HTTP themselves.
 pub fn spawn_service(
     children: &mut Vec<Child>,
     name: &str,
     args: &[&str],
 ) -> anyhow::Result<String> {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    // A gateway serves plain HTTP only when told so (the harness's clients speak it).
+    if name == "crdplane-gateway"
+        && !args
+            .iter()
+            .any(|a| a == "--insecure-http" || a == "--tls-cert-file")
+    {
+        args.push("--insecure-http".into());
+    }
     let spec = ChildSpec {
         name: name.to_string(),
         bin: bin(name),
-        args: args.iter().map(|a| a.to_string()).collect(),
+        args,
         envs: Vec::new(),
         announces: true,
         output: Output::Inherit,
@@ -439,6 +449,98 @@ pub fn http_request(
         body.to_string()
     };
     Ok((code, body))
+}
+
+/// What an HTTPS client of the gateway trusts and presents: the CA of the serving
+/// certificate and, optionally, a client certificate and key (PEM).
+#[derive(Clone)]
+pub struct TlsClient {
+    config: std::sync::Arc<rustls::ClientConfig>,
+}
+
+impl TlsClient {
+    /// A client trusting `ca_pem`, presenting `client` (certificate, key) if given.
+    pub fn new(ca_pem: &str, client: Option<(&str, &str)>) -> anyhow::Result<Self> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(c?)?;
+        }
+        let b = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+        let mut config = match client {
+            Some((cert, key)) => b.with_client_auth_cert(
+                CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<_, _>>()?,
+                PrivateKeyDer::from_pem_slice(key.as_bytes())?,
+            )?,
+            None => b.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self {
+            config: std::sync::Arc::new(config),
+        })
+    }
+
+    /// A blocking HTTP/1.1 request over TLS (`Connection: close`) to `url`
+    /// (`https://IP:PORT/path`) with extra header lines; returns the status, the response
+    /// head and the (de-chunked) body.
+    pub fn request(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, String, String)> {
+        use std::io::{Read, Write};
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| anyhow::anyhow!("https only: {url}"))?;
+        let (host, path) = rest
+            .split_once('/')
+            .map(|(h, p)| (h, format!("/{p}")))
+            .unwrap_or((rest, "/".into()));
+        let addr: std::net::SocketAddr = host.parse()?;
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        let conn = rustls::ClientConnection::new(self.config.clone(), name)?;
+        let sock = std::net::TcpStream::connect(addr)?;
+        sock.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut s = rustls::StreamOwned::new(conn, sock);
+        let body = body.unwrap_or("");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        s.write_all(head.as_bytes())?;
+        s.write_all(body.as_bytes())?;
+        s.flush()?;
+        let mut buf = Vec::new();
+        // A peer that closes without close_notify still gave us its whole response.
+        if let Err(e) = s.read_to_end(&mut buf)
+            && buf.is_empty()
+        {
+            return Err(e.into());
+        }
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        Ok((code, head.to_string(), body))
+    }
 }
 
 fn dechunk(mut s: &str) -> String {

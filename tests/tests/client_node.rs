@@ -2,7 +2,8 @@
 //! with `npm ci` in tests/node) against the real stack: what a client-node controller does
 //! with a CRD — CoreV1Api namespaces, ApiextensionsV1Api, CustomObjectsApi (merge and JSON
 //! patch, status, delete options, dryRun), KubernetesObjectApi, Watch, makeInformer with its
-//! re-list after 410, and ApiException carrying our Status. The storage keeps a short watch
+//! re-list after 410, and ApiException carrying our Status; over HTTPS with the launcher's
+//! kubeconfig (client certificate) unmodified. The storage keeps a short watch
 //! history (`--history-len 16`) so the informer's stale resourceVersion gets 410 quickly.
 
 use std::path::Path;
@@ -24,16 +25,29 @@ fn client_node_controller() {
             .exists(),
         "@kubernetes/client-node is missing: run scripts/deps.sh --test (npm ci in tests/node)"
     );
-    let stack = crdplane_tests::Stack::start_with_redis_and(&["--history-len", "16"]).unwrap();
-    // client-node 2 refuses plain http unless the cluster says insecure-skip-tls-verify.
+    // Over TLS as `crdplane up` serves it, with the launcher's kubeconfig unmodified (the
+    // admin client certificate; client-node 2 refuses plain http without
+    // insecure-skip-tls-verify).
+    let pki_dir = tempfile::tempdir().unwrap();
+    let pki = crdplane::Pki::ensure(pki_dir.path(), &[]).unwrap();
+    let stack = crdplane_tests::Stack::start_with_redis_using(|b| {
+        b.tls(&pki)
+            .args(crdplane::Service::Storage, &["--history-len", "16"])
+    })
+    .unwrap();
     let kubeconfig = stack.home.path().join("client-node-kubeconfig");
     let server = format!("{}/clusters/clientnode", stack.gateway);
-    let yaml = crdplane_tests::kubeconfig_yaml(&server, "crdplane").replace(
-        &format!("    server: {server}\n"),
-        &format!("    server: {server}\n    insecure-skip-tls-verify: true\n"),
-    );
-    assert!(yaml.contains("insecure-skip-tls-verify"));
-    std::fs::write(&kubeconfig, yaml).unwrap();
+    assert!(server.starts_with("https://"));
+    std::fs::write(
+        &kubeconfig,
+        crdplane::kubeconfig_yaml_tls(
+            &server,
+            pki.ca_pem(),
+            pki.admin_cert_pem(),
+            pki.admin_key_pem(),
+        ),
+    )
+    .unwrap();
     let out = Command::new("node")
         .arg(dir.join("controller.mjs"))
         .arg(&kubeconfig)

@@ -138,6 +138,7 @@ impl Fixture {
             self.validation.clone(),
             "--registry".into(),
             self.registry.clone(),
+            "--insecure-http".into(),
         ];
         args.extend(self.gateway_args.iter().cloned());
         let c = match self.nofile {
@@ -590,7 +591,13 @@ fn pid_of(kids: &[(u32, String)], comm: &str) -> u32 {
 fn the_launcher_restarts_a_killed_child_and_stops_nothing_else() {
     let data = tempfile::tempdir().unwrap();
     let mut launcher = Command::new(bin("crdplane"))
-        .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "up",
+            "--insecure-http",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -97,7 +97,28 @@ fn children_die_when_the_started_launcher_is_killed() {
             break url.trim().to_string();
         }
     };
-    assert_eq!(http_get(&format!("{gateway}/readyz")).unwrap().0, 200);
+    // `up` serves HTTPS by default: the CA, the admin certificate and a kubeconfig that
+    // holds them are in the data dir; without a credential the gateway answers 401.
+    assert!(gateway.starts_with("https://"), "{gateway}");
+    let pki = crdplane::Pki::ensure(&data.path().join("pki"), &[]).unwrap();
+    let admin = crdplane_tests::TlsClient::new(
+        pki.ca_pem(),
+        Some((pki.admin_cert_pem(), pki.admin_key_pem())),
+    )
+    .unwrap();
+    let readyz = format!("{gateway}/readyz");
+    assert_eq!(admin.request("GET", &readyz, &[], None).unwrap().0, 200);
+    let nobody = crdplane_tests::TlsClient::new(pki.ca_pem(), None).unwrap();
+    assert_eq!(nobody.request("GET", &readyz, &[], None).unwrap().0, 401);
+    let kubeconfig = std::fs::read_to_string(data.path().join("kubeconfig")).unwrap();
+    assert!(
+        kubeconfig.contains(&format!("server: {gateway}")),
+        "{kubeconfig}"
+    );
+    assert!(
+        kubeconfig.contains("client-certificate-data: "),
+        "{kubeconfig}"
+    );
     let children = launched(Some(launcher.id()), &marker);
     assert_eq!(children.len(), 5, "redis and four services: {children:?}");
     launcher.kill().unwrap();

@@ -9,7 +9,13 @@ use std::process::{Child, Command, Stdio};
 /// Starts the launcher and returns it with the gateway URL it printed.
 fn up(data: &std::path::Path) -> (Child, String) {
     let mut child = Command::new(bin("crdplane"))
-        .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "up",
+            "--insecure-http",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
