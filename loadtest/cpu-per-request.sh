@@ -21,7 +21,7 @@ PORT=${PORT:-17443}
 DURATION=${DURATION:-10s}
 CONCURRENCY=${CONCURRENCY:-64}
 W=$(mktemp -d /tmp/crdplane-cpu.XXXXXX)
-"$BIN/crdplane" up --data-dir "$W/data" --listen "127.0.0.1:$PORT" >"$W/launcher.log" 2>&1 &
+"$BIN/crdplane" up --insecure-http --data-dir "$W/data" --listen "127.0.0.1:$PORT" >"$W/launcher.log" 2>&1 &
 LP=$!
 trap 'kill -TERM $LP 2>/dev/null; wait $LP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 1 300); do

@@ -39,7 +39,7 @@ fi
 for mode in fsync everysec; do
   listen=FSYNC_LISTEN
   [[ $mode == everysec ]] && listen=EVERYSEC_LISTEN
-  "$BIN/crdplane" up --data-dir "$WORK/$mode" --listen "${!listen}" --durability "$mode" \
+  "$BIN/crdplane" up --insecure-http --data-dir "$WORK/$mode" --listen "${!listen}" --durability "$mode" \
     >"$WORK/$mode.log" 2>&1 &
   PIDS+=($!)
 done

@@ -134,7 +134,7 @@ async def one_run(c, run, n):
 async def main_async(args):
     work = tempfile.mkdtemp(prefix="crdplane-gc.")
     launcher = subprocess.Popen(
-        [os.path.join(args.bin_dir, "crdplane"), "up", "--data-dir", os.path.join(work, "data"),
+        [os.path.join(args.bin_dir, "crdplane"), "up", "--insecure-http", "--data-dir", os.path.join(work, "data"),
          "--listen", f"127.0.0.1:{args.port}"],
         stdout=open(os.path.join(work, "launcher.log"), "w"), stderr=subprocess.STDOUT)
     try:

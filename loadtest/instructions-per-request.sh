@@ -31,7 +31,7 @@ command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install va
 W=$(mktemp -d /tmp/crdplane-instr.XXXXXX)
 OUT=${KEEP:-$W/cg}
 mkdir -p "$OUT"
-start_stack() { exec "$BIN/crdplane" up --data-dir "$W/data" --listen "127.0.0.1:$PORT"; }
+start_stack() { exec "$BIN/crdplane" up --insecure-http --data-dir "$W/data" --listen "127.0.0.1:$PORT"; }
 start_stack >"$W/launcher.log" 2>&1 &
 LP=$!
 VG=
@@ -55,9 +55,14 @@ GW=$(pgrep -P "$LP" -f crdplane-gateway)
 # The profiled gateway gets the launcher's flags for its gateway, with its own port.
 mapfile -d '' ARGS <"/proc/$GW/cmdline"
 ARGS=("${ARGS[@]:1}")
+INSECURE=
 for i in "${!ARGS[@]}"; do
   [ "${ARGS[$i]}" = "--listen" ] && ARGS[$((i + 1))]="127.0.0.1:$P2"
+  [ "${ARGS[$i]}" = "--insecure-http" ] && INSECURE=1
 done
+# Plain HTTP as the launcher's gateway (the load tool speaks plain HTTP; the gateway refuses
+# to start without TLS files or --insecure-http).
+[ -n "$INSECURE" ] || ARGS+=(--insecure-http)
 load() {
   "$BIN/crdplane-load" "$SC" --target http --server "http://127.0.0.1:$1" --objects 50 \
     --quiet "${@:2}" >/dev/null 2>>"$W/load.err" || { cat "$W/load.err" >&2; return 1; }

@@ -267,7 +267,7 @@ async def one_size(args, n):
     try:
         assert await wait_until(lambda: redis_pong(args.redis_port), 20), "redis did not start"
         launcher = subprocess.Popen(
-            [os.path.join(args.bin_dir, "crdplane"), "up", "--data-dir", os.path.join(work, "data"),
+            [os.path.join(args.bin_dir, "crdplane"), "up", "--insecure-http", "--data-dir", os.path.join(work, "data"),
              "--listen", f"127.0.0.1:{args.listen_port}",
              "--redis-url", f"redis://127.0.0.1:{args.redis_port}"],
             stdout=open(os.path.join(work, "launcher.log"), "w"), stderr=subprocess.STDOUT)

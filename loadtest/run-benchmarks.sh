@@ -138,8 +138,8 @@ if [[ $SKIP_BUILD != 1 ]]; then
 fi
 
 # --- 1. the whole stack over HTTP -------------------------------------------------------------
-log "starting the stack: crdplane up --data-dir $WORK/data --listen $LISTEN --durability $DURABILITY"
-"$BIN/crdplane" up --data-dir "$WORK/data" --listen "$LISTEN" --durability "$DURABILITY" >"$WORK/launcher.log" 2>&1 &
+log "starting the stack: crdplane up --insecure-http --data-dir $WORK/data --listen $LISTEN --durability $DURABILITY"
+"$BIN/crdplane" up --insecure-http --data-dir "$WORK/data" --listen "$LISTEN" --durability "$DURABILITY" >"$WORK/launcher.log" 2>&1 &
 PIDS+=($!)
 if ! wait_http_200 "http://$LISTEN/readyz" 90; then
   echo "the stack did not become ready; launcher log:" >&2
@@ -164,8 +164,8 @@ run_watch() {
   local label=$1 listen=$2
   shift 2
   port_free "$listen" || { echo "port $listen is in use; set WATCH_LISTEN" >&2; exit 1; }
-  log "fresh stack for $label: crdplane up --listen $listen"
-  "$BIN/crdplane" up --data-dir "$WORK/$label-data" --listen "$listen" >"$WORK/$label-launcher.log" 2>&1 &
+  log "fresh stack for $label: crdplane up --insecure-http --listen $listen"
+  "$BIN/crdplane" up --insecure-http --data-dir "$WORK/$label-data" --listen "$listen" >"$WORK/$label-launcher.log" 2>&1 &
   local wpid=$!
   PIDS+=($wpid)
   wait_http_200 "http://$listen/readyz" 90 || { cat "$WORK/$label-launcher.log" >&2; exit 1; }

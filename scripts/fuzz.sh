@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every hand-written parser with cargo-fuzz (libFuzzer) on the stable toolchain.
 #
-#   scripts/fuzz.sh --smoke [target...]   each target 20 s (10 targets: ~3.5 min of fuzzing)
+#   scripts/fuzz.sh --smoke [target...]   each target 20 s (11 targets: ~4 min of fuzzing)
 #   scripts/fuzz.sh --full  [target...]   each target 10,000,000 executions
 #
 # Targets, seeds and results: fuzz/README.md. Limits make an unbounded allocation a failure

@@ -273,6 +273,23 @@ pub struct Args {
     #[arg(long)]
     pub grpc: Option<String>,
 
+    /// CA bundle (PEM) the gateway's serving certificate must chain to; needed for an
+    /// https:// --server (kubectl's flag name).
+    #[arg(long)]
+    pub certificate_authority: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM) to present over https (with --client-key).
+    #[arg(long)]
+    pub client_certificate: Option<std::path::PathBuf>,
+
+    /// Key (PEM) of --client-certificate.
+    #[arg(long)]
+    pub client_key: Option<std::path::PathBuf>,
+
+    /// Bearer token sent with every HTTP request.
+    #[arg(long)]
+    pub token: Option<String>,
+
     /// Number of concurrent workers.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
@@ -389,6 +406,19 @@ pub struct Config {
     pub setup: bool,
     /// Print a progress line on stderr once per second.
     pub progress: bool,
+    /// TLS to the gateway (an https:// endpoint).
+    pub tls: Option<TlsFiles>,
+    /// Bearer token of every HTTP request.
+    pub token: Option<String>,
+}
+
+/// What the tool trusts and presents over TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CA bundle (PEM).
+    pub ca: std::path::PathBuf,
+    /// Client certificate and key (PEM), if any.
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 fn check_dns_label(what: &str, s: &str) -> Result<(), String> {
@@ -443,11 +473,33 @@ impl Config {
                 .map(|s| s.trim().trim_end_matches('/').to_string())
                 .ok_or_else(|| format!("--target {} needs --grpc URL", target.as_str()))?,
         };
-        if !endpoint.starts_with("http://") {
+        let https = target == TargetKind::Http && endpoint.starts_with("https://");
+        if !endpoint.starts_with("http://") && !https {
             return Err(format!(
-                "endpoint {endpoint:?} must be an http:// URL (the tool speaks plaintext HTTP/1.1 and h2c)"
+                "endpoint {endpoint:?} must be an http:// URL (or https:// for --target http)"
             ));
         }
+        let client = match (&a.client_certificate, &a.client_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => return Err("--client-certificate and --client-key go together".into()),
+        };
+        let tls = match (https, &a.certificate_authority) {
+            (true, Some(ca)) => Some(TlsFiles {
+                ca: ca.clone(),
+                client,
+            }),
+            (true, None) => {
+                return Err("an https:// --server needs --certificate-authority".into());
+            }
+            (false, None) if client.is_none() => None,
+            (false, _) => {
+                return Err(
+                    "--certificate-authority and client certificates need an https:// --server"
+                        .into(),
+                );
+            }
+        };
         if a.concurrency == 0 || a.concurrency > MAX_CONCURRENCY {
             return Err(format!("--concurrency must be in 1..={MAX_CONCURRENCY}"));
         }
@@ -498,6 +550,8 @@ impl Config {
             list_all_pages: a.list_all_pages,
             timeout,
             grpc_channels: a.grpc_channels,
+            tls,
+            token: a.token,
             json_out: a.json_out,
             setup: !a.no_setup,
             progress: !a.quiet,
@@ -646,7 +700,41 @@ mod tests {
         assert!(e(&["--concurrency", "0"]).contains("concurrency"));
         assert!(e(&["--requests", "0"]).contains("requests"));
         assert!(e(&["--tenant", "Acme"]).contains("DNS label"));
-        assert!(e(&["--server", "https://x"]).contains("http://"));
+        assert!(e(&["--server", "https://x"]).contains("--certificate-authority"));
+        assert!(
+            e(&["--target", "storage", "--grpc", "https://x:1"]).contains("must be an http://")
+        );
+        assert!(e(&["--certificate-authority", "ca.crt"]).contains("https://"));
+        assert!(
+            e(&[
+                "--server",
+                "https://x",
+                "--certificate-authority",
+                "ca",
+                "--client-key",
+                "k"
+            ])
+            .contains("go together")
+        );
+        let c = Config::from_args(args(&[
+            "--server",
+            "https://127.0.0.1:6443",
+            "--certificate-authority",
+            "ca.crt",
+            "--token",
+            "t",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (c.tls, c.token.as_deref()),
+            (
+                Some(TlsFiles {
+                    ca: "ca.crt".into(),
+                    client: None
+                }),
+                Some("t")
+            )
+        );
         assert!(e(&["--object-size", "99999999"]).contains("object-size"));
         assert!(e(&["get", "--objects", "0"]).contains("objects"));
     }

@@ -1,7 +1,10 @@
-//! HTTP target: the gateway, spoken to as a Kubernetes API server over plaintext HTTP/1.1
-//! with keep-alive. Each worker is one client with its own connection (hyper's HTTP/1
-//! client connection, reopened if the server closes it), so the tool spends its CPU on
-//! requests rather than on a shared pool; setup requests use hyper-util's pooled client.
+//! HTTP target: the gateway, spoken to as a Kubernetes API server over HTTP/1.1 with
+//! keep-alive, plaintext or over TLS (an `https://` server: rustls, ALPN `http/1.1`, an
+//! optional client certificate), with an optional bearer token on every request. Each
+//! worker is one client with its own connection (hyper's HTTP/1 client connection, reopened
+//! if the server closes it), so the tool spends its CPU on requests rather than on a shared
+//! pool; setup requests use hyper-util's pooled client over plaintext and a connection of
+//! their own over TLS.
 //!
 //! Setup (not timed): create the CronTab CRD with its schema (`409 AlreadyExists` is fine),
 //! wait until `GET /apis/stable.example.com/v1` answers 200 and the collection lists, ensure
@@ -43,6 +46,36 @@ pub struct HttpTarget {
     object_size: usize,
     list_limit: u32,
     list_all_pages: bool,
+    /// TLS to the gateway, for an https:// endpoint.
+    tls: Option<tokio_rustls::TlsConnector>,
+    /// The setup requests' connection over TLS.
+    setup_conn: tokio::sync::Mutex<Option<Conn>>,
+    /// `Authorization: Bearer …` of every request.
+    authorization: Option<hyper::header::HeaderValue>,
+}
+
+/// The TLS client configuration `files` describe (ALPN `http/1.1`).
+fn tls_connector(files: &crate::config::TlsFiles) -> anyhow::Result<tokio_rustls::TlsConnector> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(&files.ca)? {
+        roots.add(c?)?;
+    }
+    let b = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots);
+    let mut cfg = match &files.client {
+        Some((cert, key)) => b.with_client_auth_cert(
+            CertificateDer::pem_file_iter(cert)?.collect::<Result<_, _>>()?,
+            PrivateKeyDer::from_pem_file(key)?,
+        )?,
+        None => b.with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg)))
 }
 
 /// Error key for a non-2xx response: `http 409 AlreadyExists` (reason from a Status body).
@@ -62,6 +95,7 @@ fn request(
     method: Method,
     uri: &str,
     host: Option<&str>,
+    authorization: Option<&hyper::header::HeaderValue>,
     body: Option<Vec<u8>>,
 ) -> Result<Request<Full<Bytes>>, Failure> {
     let mut b = Request::builder()
@@ -71,6 +105,9 @@ fn request(
         .header(header::USER_AGENT, "crdplane-load/0.1");
     if let Some(h) = host {
         b = b.header(header::HOST, h);
+    }
+    if let Some(a) = authorization {
+        b = b.header(header::AUTHORIZATION, a.clone());
     }
     let body = match body {
         Some(v) => {
@@ -114,7 +151,7 @@ pub fn paths(endpoint: &str, tenant: Option<&str>, namespace: &str) -> (String, 
 impl HttpTarget {
     /// A target for `cfg.endpoint` (tenant prefix and namespace from `cfg`); no connection is
     /// opened yet.
-    pub fn new(cfg: &Config) -> HttpTarget {
+    pub fn new(cfg: &Config) -> anyhow::Result<HttpTarget> {
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
         conn.set_connect_timeout(Some(Duration::from_secs(5)));
@@ -129,9 +166,18 @@ impl HttpTarget {
             .ok()
             .and_then(|u| u.authority().map(|a| a.to_string()))
             .unwrap_or_else(|| "127.0.0.1:6443".into());
-        HttpTarget {
+        let tls = cfg.tls.as_ref().map(tls_connector).transpose()?;
+        let authorization = cfg
+            .token
+            .as_ref()
+            .map(|t| hyper::header::HeaderValue::from_str(&format!("Bearer {t}")))
+            .transpose()?;
+        Ok(HttpTarget {
             client,
             authority,
+            tls,
+            setup_conn: tokio::sync::Mutex::new(None),
+            authorization,
             conns: (0..cfg.concurrency.max(1))
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
@@ -141,7 +187,7 @@ impl HttpTarget {
             object_size: cfg.object_size,
             list_limit: cfg.list_limit,
             list_all_pages: cfg.list_all_pages,
-        }
+        })
     }
 
     /// Sends one request and reads the whole response body.
@@ -151,7 +197,10 @@ impl HttpTarget {
         uri: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), Failure> {
-        let req = request(method, uri, None, body)?;
+        if self.tls.is_some() {
+            return self.send_via(&self.setup_conn, method, uri, body).await;
+        }
+        let req = request(method, uri, None, self.authorization.as_ref(), body)?;
         let resp = self
             .client
             .request(req)
@@ -169,24 +218,69 @@ impl HttpTarget {
         uri: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), Failure> {
+        self.send_via(&self.conns[worker % self.conns.len()], method, uri, body)
+            .await
+    }
+
+    /// A new connection to the endpoint (TLS handshake included for https://).
+    async fn open(&self) -> Result<Conn, Failure> {
+        let tcp = tokio::net::TcpStream::connect(&self.authority)
+            .await
+            .map_err(|e| Failure::new("transport", format!("connect: {e}")))?;
+        let _ = tcp.set_nodelay(true);
+        let send = match &self.tls {
+            None => {
+                let (send, conn) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                        .await
+                        .map_err(|e| Failure::new("transport", error_chain(&e)))?;
+                tokio::spawn(conn);
+                send
+            }
+            Some(tls) => {
+                let host = self.authority.rsplit_once(':').map_or("", |(h, _)| h);
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| Failure::new("transport", format!("server name: {e}")))?;
+                let stream = tls
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| Failure::new("transport", format!("TLS: {e}")))?;
+                let (send, conn) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                        .await
+                        .map_err(|e| Failure::new("transport", error_chain(&e)))?;
+                tokio::spawn(conn);
+                send
+            }
+        };
+        Ok(send)
+    }
+
+    /// Sends one request on the connection in `slot` (opened when there is none or the
+    /// server closed it) and reads the whole response body.
+    async fn send_via(
+        &self,
+        slot: &tokio::sync::Mutex<Option<Conn>>,
+        method: Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), Failure> {
         let path = uri
             .parse::<hyper::Uri>()
             .ok()
             .and_then(|u| u.path_and_query().map(|p| p.as_str().to_string()))
             .unwrap_or_else(|| uri.to_string());
-        let req = request(method, &path, Some(&self.authority), body)?;
-        let mut slot = self.conns[worker % self.conns.len()].lock().await;
+        let req = request(
+            method,
+            &path,
+            Some(&self.authority),
+            self.authorization.as_ref(),
+            body,
+        )?;
+        let mut slot = slot.lock().await;
         if slot.as_ref().is_none_or(|c| c.is_closed()) {
-            let tcp = tokio::net::TcpStream::connect(&self.authority)
-                .await
-                .map_err(|e| Failure::new("transport", format!("connect: {e}")))?;
-            let _ = tcp.set_nodelay(true);
-            let (send, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-                    .await
-                    .map_err(|e| Failure::new("transport", error_chain(&e)))?;
-            tokio::spawn(conn);
-            *slot = Some(send);
+            *slot = Some(self.open().await?);
         }
         let Some(conn) = slot.as_mut() else {
             return Err(Failure::new("transport", "no connection".to_string()));

@@ -72,7 +72,7 @@ impl Target {
     /// connections are opened lazily per worker).
     pub async fn connect(cfg: &Config) -> anyhow::Result<Target> {
         Ok(match cfg.target {
-            TargetKind::Http => Target::Http(Box::new(http::HttpTarget::new(cfg))),
+            TargetKind::Http => Target::Http(Box::new(http::HttpTarget::new(cfg)?)),
             _ => Target::Grpc(grpc::GrpcTarget::connect(cfg).await?),
         })
     }
