@@ -184,6 +184,69 @@ pub const BUILTIN: &[BuiltinResource] = &[
     },
 ];
 
+/// A create-only resource that stores nothing: a create answers with what the server
+/// computed for the request (upstream's review APIs, e.g. `SelfSubjectReview`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReviewResource {
+    /// API group.
+    pub group: &'static str,
+    /// API version served.
+    pub version: &'static str,
+    /// Plural resource name in URLs.
+    pub resource: &'static str,
+    /// Singular resource name.
+    pub singular: &'static str,
+    /// The object's `kind`.
+    pub kind: &'static str,
+}
+
+impl ReviewResource {
+    /// Its legacy discovery entry, as upstream lists a create-only, unstored resource:
+    /// cluster-scoped, verbs `["create"]`, no storageVersionHash.
+    pub fn discovery_resource(&self) -> crate::discovery::APIResource {
+        crate::discovery::APIResource {
+            name: self.resource.into(),
+            singular_name: self.singular.into(),
+            namespaced: false,
+            kind: self.kind.into(),
+            verbs: crate::discovery::strings(&["create"]),
+            ..Default::default()
+        }
+    }
+
+    /// Its aggregated discovery entry.
+    pub fn aggregated_resource(&self) -> crate::discovery::APIResourceDiscovery {
+        use crate::discovery::{GroupVersionKind, scope, strings};
+        crate::discovery::APIResourceDiscovery {
+            resource: self.resource.into(),
+            response_kind: Some(GroupVersionKind::new(self.group, self.version, self.kind)),
+            scope: scope(false),
+            singular_resource: self.singular.into(),
+            verbs: strings(&["create"]),
+            ..Default::default()
+        }
+    }
+}
+
+/// The review resources served (k8s.io/kubernetes pkg/registry/authentication).
+/// SelfSubjectReview also in `v1beta1`, which kubectl 1.27's `auth whoami` asks for.
+pub const REVIEWS: &[ReviewResource] = &[
+    ReviewResource {
+        group: "authentication.k8s.io",
+        version: "v1",
+        resource: "selfsubjectreviews",
+        singular: "selfsubjectreview",
+        kind: "SelfSubjectReview",
+    },
+    ReviewResource {
+        group: "authentication.k8s.io",
+        version: "v1beta1",
+        resource: "selfsubjectreviews",
+        singular: "selfsubjectreview",
+        kind: "SelfSubjectReview",
+    },
+];
+
 /// The built-in resource served at (group, version, resource).
 pub fn lookup(group: &str, version: &str, resource: &str) -> Option<&'static BuiltinResource> {
     BUILTIN

@@ -148,6 +148,10 @@ async fn dispatch(
         headers: parts.headers,
         body,
         body_dups: Default::default(),
+        user: parts
+            .extensions
+            .get::<crate::filters::authentication::User>()
+            .cloned(),
     };
     if !req.info.is_resource_request {
         return Box::pin(crate::discovery::serve(&ctx, &req)).await;
@@ -195,6 +199,9 @@ async fn resource(ctx: &Arc<Ctx>, req: &Req) -> Result<Response<Body>, ApiError>
         ("api" | "apis", g, v, r) if crdplane_core::builtin::lookup(g, v, r).is_some() => {
             let b = crdplane_core::builtin::lookup(g, v, r).expect("just found");
             Box::pin(crate::builtin::serve(ctx, req, b)).await
+        }
+        ("apis", "authentication.k8s.io", v @ ("v1" | "v1beta1"), "selfsubjectreviews") => {
+            crate::reviews::serve_self_subject_review(req, v)
         }
         ("api", "", "v1", r) if empty_core_kind(r).is_some() => empty_core(req),
         ("api", _, _, _) => Err(ApiError::path_not_found()),

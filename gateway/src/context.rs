@@ -327,6 +327,9 @@ pub struct Req {
     /// one decode of the body (create/update) or of the patch document; see
     /// the request module's `decode_body`.
     pub body_dups: std::sync::OnceLock<Vec<String>>,
+    /// The authenticated user (None when no authentication layer ran, as in in-process
+    /// tests of the router).
+    pub user: Option<Arc<crdplane_auth::user::UserInfo>>,
 }
 
 impl Req {

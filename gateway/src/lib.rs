@@ -46,6 +46,7 @@ pub mod partial;
 pub mod request;
 pub mod request_info;
 pub mod respond;
+pub mod reviews;
 pub mod scale;
 pub mod scale_rest;
 pub mod server;

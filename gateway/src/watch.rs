@@ -383,6 +383,7 @@ mod tests {
             headers: Default::default(),
             body: Bytes::new(),
             body_dups: Default::default(),
+            user: None,
         }
     }
 

@@ -117,6 +117,32 @@ fn every_credential_gets_upstreams_answer() {
         .request("GET", &url, &[], None)
         .unwrap();
     assert_eq!((code, body.as_str()), (401, UNAUTHORIZED));
+    // `kubectl auth whoami`'s request: the token's user, as the authenticator saw it.
+    let review = format!("{g}/apis/authentication.k8s.io/v1/selfsubjectreviews");
+    let (code, _, body) = nobody
+        .request(
+            "POST",
+            &review,
+            &[
+                ("Authorization", &bearer),
+                ("Content-Type", "application/json"),
+            ],
+            Some(r#"{"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1","metadata":{"creationTimestamp":null},"status":{"userInfo":{}}}"#),
+        )
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["kind"], "SelfSubjectReview");
+    assert_eq!(
+        v["status"]["userInfo"],
+        serde_json::json!({"username": "jane", "uid": "1001",
+            "groups": ["dev", "ops", "system:authenticated"]})
+    );
+    assert!(v["metadata"]["creationTimestamp"].is_string(), "{v}");
+    let (code, _, body) = nobody
+        .request("GET", &review, &[("Authorization", &bearer)], None)
+        .unwrap();
+    assert_eq!(code, 405, "{body}");
     // Plain HTTP on the TLS port is not served.
     let plain = g.replacen("https://", "http://", 1);
     let answered = crdplane_tests::http_get(&format!("{plain}/readyz"))
@@ -165,6 +191,7 @@ fn kubectl_with_the_generated_kubeconfig_and_with_tokens() {
     };
     let crd = crd.to_string_lossy().to_string();
     let ct = ct.to_string_lossy().to_string();
+    let mut whoami_runs = 0;
     for (i, k) in ks.iter().enumerate() {
         eprintln!("== {}", k.display());
         let kc = &s.stack.kubeconfig;
@@ -199,6 +226,23 @@ fn kubectl_with_the_generated_kubeconfig_and_with_tokens() {
             &["--token", TOKEN, "get", "crontabs", &name, "-o", "name"],
         );
         assert!(ok, "{o}{e}");
+        // `kubectl auth whoami` (kubectl 1.28 and later) for both identities.
+        let (ok, o, e) = run(k, kc, &["auth", "whoami"]);
+        if !e.contains("unknown command \"whoami\"") {
+            whoami_runs += 1;
+            assert!(ok, "{o}{e}");
+            assert!(o.contains("crdplane-admin"), "{o}");
+            assert!(o.contains("[system:masters system:authenticated]"), "{o}");
+            let (ok, o, e) = run(
+                k,
+                &bare,
+                &["--token", TOKEN, "auth", "whoami", "-o", "json"],
+            );
+            assert!(ok, "{o}{e}");
+            let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+            assert_eq!(v["status"]["userInfo"]["username"], "jane", "{o}");
+            assert_eq!(v["status"]["userInfo"]["uid"], "1001", "{o}");
+        }
         // A wrong token: kubectl's own words for a 401. (Without any credential kubectl
         // 1.20 prompts for a basic-auth password instead of sending the request; the raw
         // requests above cover that case.)
@@ -208,6 +252,13 @@ fn kubectl_with_the_generated_kubeconfig_and_with_tokens() {
             e.contains("You must be logged in to the server (Unauthorized)"),
             "{e}"
         );
+    }
+    // The kubectl.1.N binaries here are new enough for `auth whoami`.
+    if ks.iter().any(|k| {
+        k.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("kubectl.1.3"))
+    }) {
+        assert!(whoami_runs > 0, "no kubectl ran auth whoami");
     }
 }
 

@@ -221,6 +221,19 @@ fn builtin_group_documents_over_http() {
                 "preferredVersion": {"groupVersion": format!("{g}/v1"), "version": "v1"}})
         );
     }
+    // The review API of `kubectl auth whoami`: v1 preferred, v1beta1 for kubectl 1.27.
+    assert_eq!(
+        get("/apis/authentication.k8s.io")["versions"],
+        serde_json::json!([
+            {"groupVersion": "authentication.k8s.io/v1", "version": "v1"},
+            {"groupVersion": "authentication.k8s.io/v1beta1", "version": "v1beta1"}
+        ])
+    );
+    assert_eq!(
+        get("/apis/authentication.k8s.io/v1")["resources"],
+        serde_json::json!([{"name": "selfsubjectreviews", "singularName": "selfsubjectreview",
+            "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"]}])
+    );
     let leases = get("/apis/coordination.k8s.io/v1");
     assert_eq!(leases["resources"][0]["name"], "leases");
     assert_eq!(leases["resources"][0]["storageVersionHash"], "gqkMMb/YqFM=");
@@ -239,6 +252,7 @@ fn builtin_group_documents_over_http() {
         groups,
         [
             "events.k8s.io",
+            "authentication.k8s.io",
             "apiextensions.k8s.io",
             "coordination.k8s.io",
             "stable.example.com"

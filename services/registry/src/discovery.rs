@@ -231,6 +231,7 @@ fn to_json(v: impl serde::Serialize) -> Value {
 fn group_priority(group: &str) -> u32 {
     match group {
         "events.k8s.io" => 17750,
+        "authentication.k8s.io" => 17700,
         crd::GROUP => 16700,
         "coordination.k8s.io" => 16500,
         g if builtin::groups().contains(&g) => 16000,
@@ -315,6 +316,15 @@ pub fn build(crds: &[CrdView]) -> Documents {
             .or_default();
         e.0.push(b.discovery_resource());
         e.1.push(b.aggregated_resource());
+    }
+    for r in builtin::REVIEWS {
+        let e = lists
+            .entry(r.group)
+            .or_default()
+            .entry(r.version)
+            .or_default();
+        e.0.push(r.discovery_resource());
+        e.1.push(r.aggregated_resource());
     }
     for (group, versions) in &groups {
         for (v, served) in versions {
@@ -486,12 +496,13 @@ mod tests {
             names,
             [
                 "events.k8s.io",
+                "authentication.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "stable.example.com"
             ]
         );
-        let crontabs = &groups[3];
+        let crontabs = &groups[4];
         assert_eq!(crontabs["preferredVersion"]["version"], "v1");
         assert_eq!(crontabs["versions"].as_array().unwrap().len(), 2);
         assert_eq!(
@@ -531,8 +542,8 @@ mod tests {
 
         let items = d.aggregated["items"].as_array().unwrap();
         assert_eq!(d.aggregated["apiVersion"], "apidiscovery.k8s.io/v2");
-        assert_eq!(items[3]["metadata"]["name"], "stable.example.com");
-        let av = &items[3]["versions"][0];
+        assert_eq!(items[4]["metadata"]["name"], "stable.example.com");
+        let av = &items[4]["versions"][0];
         assert_eq!(av["version"], "v1");
         assert_eq!(av["freshness"], "Current");
         let r = &av["resources"][0];
@@ -563,7 +574,7 @@ mod tests {
             want
         );
         assert_eq!(
-            d.aggregated["items"][3]["versions"][0]["resources"][0]["verbs"],
+            d.aggregated["items"][4]["versions"][0]["resources"][0]["verbs"],
             want
         );
     }
@@ -574,7 +585,7 @@ mod tests {
         let with = build(std::slice::from_ref(&c));
         c.status.conditions.clear();
         let without = build(&[c]);
-        assert_eq!(without.group_list["groups"].as_array().unwrap().len(), 3);
+        assert_eq!(without.group_list["groups"].as_array().unwrap().len(), 4);
         assert!(!without.resource_lists.contains_key("stable.example.com/v1"));
         assert_ne!(with.etag, without.etag);
         assert_eq!(build(&[]).etag, without.etag);
@@ -589,8 +600,16 @@ mod tests {
             groups[0]["preferredVersion"],
             json!({"groupVersion": "events.k8s.io/v1", "version": "v1"})
         );
+        // kube-aggregator's priorities: events.k8s.io, authentication.k8s.io,
+        // apiextensions.k8s.io, coordination.k8s.io.
+        assert_eq!(groups[1]["name"], "authentication.k8s.io");
         assert_eq!(
-            groups[2]["versions"],
+            d.resource_lists["authentication.k8s.io/v1"]["resources"],
+            json!([{"name": "selfsubjectreviews", "singularName": "selfsubjectreview",
+                    "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"]}])
+        );
+        assert_eq!(
+            groups[3]["versions"],
             json!([{"groupVersion": "coordination.k8s.io/v1", "version": "v1"}])
         );
         let leases = &d.resource_lists["coordination.k8s.io/v1"];
@@ -607,7 +626,13 @@ mod tests {
         let agg = &d.aggregated["items"];
         assert_eq!(agg[0]["metadata"]["name"], "events.k8s.io");
         assert_eq!(
-            agg[2]["versions"][0]["resources"][0],
+            agg[1]["versions"][0]["resources"][0],
+            json!({"resource": "selfsubjectreviews",
+                   "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "SelfSubjectReview"},
+                   "scope": "Cluster", "singularResource": "selfsubjectreview", "verbs": ["create"]})
+        );
+        assert_eq!(
+            agg[3]["versions"][0]["resources"][0],
             json!({"resource": "leases",
                    "responseKind": {"group": "coordination.k8s.io", "version": "v1", "kind": "Lease"},
                    "scope": "Namespaced", "singularResource": "lease",
@@ -642,12 +667,13 @@ mod tests {
             names,
             [
                 "events.k8s.io",
+                "authentication.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io"
             ]
         );
         assert_eq!(
-            d.group_list["groups"][2]["versions"],
+            d.group_list["groups"][3]["versions"],
             json!([{"groupVersion": "coordination.k8s.io/v1", "version": "v1"},
                    {"groupVersion": "coordination.k8s.io/v1alpha9", "version": "v1alpha9"}])
         );
@@ -656,7 +682,7 @@ mod tests {
             .unwrap();
         let kinds: Vec<&str> = res.iter().map(|r| r["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["Lease", "LeaseCandidate"]);
-        let agg = &d.aggregated["items"][2]["versions"][0]["resources"];
+        let agg = &d.aggregated["items"][3]["versions"][0]["resources"];
         assert_eq!(agg.as_array().unwrap().len(), 2);
         assert_eq!(agg[0]["responseKind"]["kind"], "Lease");
     }

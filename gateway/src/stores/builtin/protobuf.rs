@@ -111,9 +111,18 @@ pub fn decode(kind: &str, body: &[u8]) -> Option<Result<Value, ApiError>> {
         "Secret" => secret,
         "ServiceAccount" => service_account,
         "Namespace" => namespace,
+        "SelfSubjectReview" => self_subject_review,
         _ => return None,
     };
     Some(f(body))
+}
+
+/// `kubectl auth whoami`'s request: nothing in it matters but its kind.
+fn self_subject_review(body: &[u8]) -> Result<Value, ApiError> {
+    let raw = unwrap_envelope(body, "SelfSubjectReview")?;
+    k8s_pb::api::authentication::v1::SelfSubjectReview::decode(raw.as_slice())
+        .map_err(|_| bad("SelfSubjectReview"))?;
+    Ok(json!({"kind": "SelfSubjectReview"}))
 }
 
 fn config_map(body: &[u8]) -> Result<Value, ApiError> {
