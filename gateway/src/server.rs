@@ -106,10 +106,7 @@ pub async fn serve_tls<S>(
     });
     let io = hyper_util::rt::TokioIo::new(stream);
     if h2 {
-        let mut builder =
-            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-        builder.max_concurrent_streams(1000);
-        let _ = builder.serve_connection(io, svc).await;
+        let _ = h2_server().serve_connection(io, svc).await;
     } else {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -187,11 +184,16 @@ pub async fn serve_socket<S>(
         let fut = answer(edge.clone(), req.map(Payload::Incoming), peer);
         async move { Ok::<_, Infallible>(fut.await) }
     });
+    let io = hyper_util::rt::TokioIo::new(crdplane_http1::Rewind::new(h2));
+    let _ = h2_server().serve_connection(io, svc).await;
+}
+
+/// hyper's HTTP/2 server as the gateway runs it: HTTP/2 clients multiplex all their
+/// watches over one connection, and kube-apiserver allows 1000 streams per connection
+/// (http2MaxStreamsPerConnection).
+fn h2_server() -> hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor> {
     let mut builder =
         hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-    // HTTP/2 clients multiplex all their watches over one connection; kube-apiserver allows
-    // 1000 streams per connection (http2MaxStreamsPerConnection).
     builder.max_concurrent_streams(1000);
-    let io = hyper_util::rt::TokioIo::new(crdplane_http1::Rewind::new(h2));
-    let _ = builder.serve_connection(io, svc).await;
+    builder
 }

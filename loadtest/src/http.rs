@@ -54,6 +54,18 @@ pub struct HttpTarget {
     authorization: Option<hyper::header::HeaderValue>,
 }
 
+/// An HTTP/1 client connection over `io`, its driver spawned.
+async fn handshake<IO>(io: IO) -> Result<Conn, Failure>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+        .await
+        .map_err(|e| Failure::new("transport", error_chain(&e)))?;
+    tokio::spawn(conn);
+    Ok(send)
+}
+
 /// The TLS client configuration `files` describe (ALPN `http/1.1`).
 fn tls_connector(files: &crate::config::TlsFiles) -> anyhow::Result<tokio_rustls::TlsConnector> {
     use rustls::pki_types::pem::PemObject;
@@ -229,14 +241,7 @@ impl HttpTarget {
             .map_err(|e| Failure::new("transport", format!("connect: {e}")))?;
         let _ = tcp.set_nodelay(true);
         let send = match &self.tls {
-            None => {
-                let (send, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-                        .await
-                        .map_err(|e| Failure::new("transport", error_chain(&e)))?;
-                tokio::spawn(conn);
-                send
-            }
+            None => handshake(tcp).await?,
             Some(tls) => {
                 let host = self.authority.rsplit_once(':').map_or("", |(h, _)| h);
                 let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -246,12 +251,7 @@ impl HttpTarget {
                     .connect(name, tcp)
                     .await
                     .map_err(|e| Failure::new("transport", format!("TLS: {e}")))?;
-                let (send, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                        .await
-                        .map_err(|e| Failure::new("transport", error_chain(&e)))?;
-                tokio::spawn(conn);
-                send
+                handshake(stream).await?
             }
         };
         Ok(send)

@@ -437,7 +437,13 @@ pub fn http_request(
     );
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (code, _, body) = split_response(&buf);
+    Ok((code, body))
+}
+
+/// Status code, head and (de-chunked) body of a whole HTTP/1.1 response.
+fn split_response(buf: &[u8]) -> (u16, String, String) {
+    let text = String::from_utf8_lossy(buf).into_owned();
     let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let body = if head
@@ -448,7 +454,7 @@ pub fn http_request(
     } else {
         body.to_string()
     };
-    Ok((code, body))
+    (code, head.to_string(), body)
 }
 
 /// What an HTTPS client of the gateway trusts and presents: the CA of the serving
@@ -528,18 +534,7 @@ impl TlsClient {
         {
             return Err(e.into());
         }
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let body = if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            dechunk(body)
-        } else {
-            body.to_string()
-        };
-        Ok((code, head.to_string(), body))
+        Ok(split_response(&buf))
     }
 }
 
