@@ -572,10 +572,11 @@ async fn discovery_contents() {
     assert_eq!(gl["kind"], "APIGroupList");
     // The built-in groups first, by kube-aggregator's group priority, then the CRD groups.
     assert_eq!(gl["groups"][0]["name"], "events.k8s.io");
-    assert_eq!(gl["groups"][1]["name"], "apiextensions.k8s.io");
-    assert_eq!(gl["groups"][2]["name"], "coordination.k8s.io");
+    assert_eq!(gl["groups"][1]["name"], "authentication.k8s.io");
+    assert_eq!(gl["groups"][2]["name"], "apiextensions.k8s.io");
+    assert_eq!(gl["groups"][3]["name"], "coordination.k8s.io");
     assert_eq!(
-        gl["groups"][3],
+        gl["groups"][4],
         json!({"name": "stable.example.com",
         "versions": [{"groupVersion": "stable.example.com/v1", "version": "v1"}, {"groupVersion": "stable.example.com/v1beta1", "version": "v1beta1"}],
         "preferredVersion": {"groupVersion": "stable.example.com/v1", "version": "v1"}})
@@ -609,7 +610,7 @@ async fn discovery_contents() {
     assert!(d.resource_lists.contains_key("apiextensions.k8s.io/v1"));
     let agg: Value = serde_json::from_slice(&d.aggregated).unwrap();
     assert_eq!(agg["kind"], "APIGroupDiscoveryList");
-    let g = &agg["items"][3];
+    let g = &agg["items"][4];
     assert_eq!(g["metadata"]["name"], "stable.example.com");
     assert_eq!(g["versions"][0]["version"], "v1");
     assert_eq!(
