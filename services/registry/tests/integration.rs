@@ -635,7 +635,7 @@ async fn discovery_contents() {
         .unwrap()
         .into_inner();
     let gl2: Value = serde_json::from_slice(&d2.group_list).unwrap();
-    assert_eq!(gl2["groups"].as_array().unwrap().len(), 3);
+    assert_eq!(gl2["groups"].as_array().unwrap().len(), 4);
 }
 
 #[tokio::test]
