@@ -491,6 +491,28 @@ impl TlsClient {
         })
     }
 
+    /// The certificate (DER) the server at `url` (`https://IP:PORT…`) serves now, from a
+    /// fresh handshake.
+    pub fn server_certificate(&self, url: &str) -> anyhow::Result<Vec<u8>> {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| anyhow::anyhow!("https only: {url}"))?;
+        let host = rest.split('/').next().unwrap_or(rest);
+        let addr: std::net::SocketAddr = host.parse()?;
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        let mut conn = rustls::ClientConnection::new(self.config.clone(), name)?;
+        let mut sock = std::net::TcpStream::connect(addr)?;
+        sock.set_read_timeout(Some(Duration::from_secs(30)))?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock)?;
+        }
+        let leaf = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .ok_or_else(|| anyhow::anyhow!("no server certificate"))?;
+        Ok(leaf.to_vec())
+    }
+
     /// A blocking HTTP/1.1 request over TLS (`Connection: close`) to `url`
     /// (`https://IP:PORT/path`) with extra header lines; returns the status, the response
     /// head and the (de-chunked) body.

@@ -4,7 +4,8 @@
 //! and a kubeconfig written by the launcher. Checked with raw HTTPS requests (every
 //! credential outcome and upstream's 401 Status), every kubectl on the machine (Go clients
 //! negotiate HTTP/2 over TLS), kube-rs, the Python client (HTTP/1.1 over TLS, a watch
-//! included) and client-node 2 with the generated kubeconfig unmodified.
+//! included) and client-node 2 with the generated kubeconfig unmodified; a serving
+//! certificate renewed on disk is served to new connections without a restart.
 
 use crdplane::{Pki, Service, kubeconfig_yaml_tls};
 use crdplane_tests::{Stack, TlsClient, kubectls};
@@ -335,4 +336,37 @@ fn python_client_over_https() {
             "{py} (kubernetes {ver}):\n{o}{e}"
         );
     }
+}
+
+#[test]
+fn a_renewed_serving_certificate_is_served_without_a_restart() {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let s = Secure::start(&[]);
+    let admin = s.admin();
+    let der = |pem: &str| {
+        CertificateDer::from_pem_slice(pem.as_bytes())
+            .unwrap()
+            .to_vec()
+    };
+    let first = der(s.pki.serving_cert_pem());
+    assert_eq!(admin.server_certificate(&s.stack.gateway).unwrap(), first);
+    // The operator (here: the launcher's PKI, as a restart of `crdplane up` would) writes a
+    // new pair over the files the gateway was started with.
+    let renewed = Pki::ensure(s.pki.dir(), &[]).unwrap();
+    let second = der(renewed.serving_cert_pem());
+    assert_ne!(first, second);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if admin.server_certificate(&s.stack.gateway).unwrap() == second {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new certificate was not served within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    let url = format!("{}/api/v1/namespaces", s.stack.gateway);
+    assert_eq!(admin.request("GET", &url, &[], None).unwrap().0, 200);
 }
