@@ -72,6 +72,16 @@ pub struct Up {
         help = "Serve plain HTTP without authentication and write a kubeconfig without credentials (default: HTTPS with the stack's own CA and certificates in <data-dir>/pki, x509 client certificate authentication, anonymous requests refused; the kubeconfig holds the admin client certificate, user crdplane-admin in group system:masters)."
     )]
     pub insecure_http: bool,
+    /// More names for the gateway's serving certificate besides localhost, 127.0.0.1, ::1
+    /// and the listen host: IP addresses or DNS names, comma-separated (kubeadm's
+    /// `--apiserver-cert-extra-sans`), for clients that reach the gateway by another name.
+    #[arg(
+        long,
+        env = "CRDPLANE_UP_APISERVER_CERT_EXTRA_SANS",
+        value_delimiter = ',',
+        help = "More names for the gateway's serving certificate besides localhost, 127.0.0.1, ::1 and the listen host: IP addresses or DNS names, comma-separated (kubeadm's --apiserver-cert-extra-sans)."
+    )]
+    pub apiserver_cert_extra_sans: Vec<String>,
 }
 
 impl Up {
@@ -86,6 +96,13 @@ impl Up {
         {
             return Err(format!("--redis-url: {u:?} is not a URL"));
         }
+        if !self.apiserver_cert_extra_sans.is_empty() && self.insecure_http {
+            return Err("--apiserver-cert-extra-sans needs TLS (not --insecure-http)".into());
+        }
+        for n in &self.apiserver_cert_extra_sans {
+            crate::pki::check_name(n.trim())
+                .map_err(|e| format!("--apiserver-cert-extra-sans: {e}"))?;
+        }
         Ok(())
     }
 
@@ -99,6 +116,11 @@ impl Up {
             default_tenant: self.default_tenant,
             durability: self.durability,
             insecure_http: self.insecure_http,
+            extra_sans: self
+                .apiserver_cert_extra_sans
+                .iter()
+                .map(|n| n.trim().to_string())
+                .collect(),
         }
     }
 }
@@ -125,6 +147,20 @@ mod tests {
             (
                 &["--redis-url", "localhost:6379"],
                 Some("--redis-url: \"localhost:6379\" is not a URL"),
+            ),
+            (
+                &["--apiserver-cert-extra-sans", "10.0.0.7,api.example.com"],
+                None,
+            ),
+            (
+                &["--apiserver-cert-extra-sans", "api example"],
+                Some(
+                    "--apiserver-cert-extra-sans: \"api example\" is neither an IP address nor a DNS name",
+                ),
+            ),
+            (
+                &["--insecure-http", "--apiserver-cert-extra-sans", "10.0.0.7"],
+                Some("--apiserver-cert-extra-sans needs TLS (not --insecure-http)"),
             ),
         ];
         for (flags, want) in cases {

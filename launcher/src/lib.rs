@@ -60,6 +60,8 @@ pub struct UpConfig {
     /// Serve plain HTTP without authentication (no PKI, a kubeconfig without credentials)
     /// instead of HTTPS with client certificates.
     pub insecure_http: bool,
+    /// More names for the serving certificate (`--apiserver-cert-extra-sans`).
+    pub extra_sans: Vec<String>,
 }
 
 /// The binaries of the stack live beside the launcher.
@@ -245,7 +247,9 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     let pki = if cfg.insecure_http {
         None
     } else {
-        Some(Pki::ensure(&data_dir.join("pki"), &san_hosts(&cfg.listen))?)
+        let mut hosts = san_hosts(&cfg.listen);
+        hosts.extend(cfg.extra_sans.iter().cloned());
+        Some(Pki::ensure(&data_dir.join("pki"), &hosts)?)
     };
     let mut builder = StackBuilder::new(bin_dir, cfg.redis_url.clone().unwrap_or_default())
         .durability(cfg.durability.clone())

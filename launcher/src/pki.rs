@@ -315,6 +315,12 @@ pub fn san_names(hosts: &[String]) -> Vec<String> {
 }
 
 /// The SAN of `name`: an IP address, else a DNS name (checked as TLS clients check names).
+/// Whether `name` can be a subject alternative name: an IP address or a DNS name (as TLS
+/// clients check names); the error says which it is not.
+pub fn check_name(name: &str) -> std::result::Result<(), String> {
+    san(name).map(|_| ()).map_err(|e| e.to_string())
+}
+
 fn san(name: &str) -> Result<SanType> {
     if let Ok(ip) = name.parse::<IpAddr>() {
         return Ok(SanType::IpAddress(ip));

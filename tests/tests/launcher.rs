@@ -75,6 +75,7 @@ fn launch(data: &std::path::Path) -> (std::process::Child, String) {
     let marker = format!("{}-{:?}", std::process::id(), Instant::now());
     let child = Command::new(bin("crdplane"))
         .args(["up", "--listen", "127.0.0.1:0", "--durability", "memory"])
+        .args(["--apiserver-cert-extra-sans", "10.1.2.3,api.example.com"])
         .arg("--data-dir")
         .arg(data)
         .env("CRDPLANE_TEST_MARK", &marker)
@@ -100,15 +101,20 @@ fn children_die_when_the_started_launcher_is_killed() {
     // `up` serves HTTPS by default: the CA, the admin certificate and a kubeconfig that
     // holds them are in the data dir; without a credential the gateway answers 401.
     assert!(gateway.starts_with("https://"), "{gateway}");
-    let pki = crdplane::Pki::ensure(&data.path().join("pki"), &[]).unwrap();
-    let admin = crdplane_tests::TlsClient::new(
-        pki.ca_pem(),
-        Some((pki.admin_cert_pem(), pki.admin_key_pem())),
-    )
-    .unwrap();
+    let read = |f: &str| std::fs::read_to_string(data.path().join("pki").join(f)).unwrap();
+    let (ca, serving) = (read("ca.crt"), read("apiserver.crt"));
+    let admin = crdplane_tests::TlsClient::new(&ca, Some((&read("admin.crt"), &read("admin.key"))))
+        .unwrap();
+    // The serving certificate names the extra names too (kubeadm's flag).
+    let now = std::time::SystemTime::now();
+    for host in ["127.0.0.1", "localhost", "10.1.2.3", "api.example.com"] {
+        crdplane::tls::verify_server_cert(&ca, &serving, host, now)
+            .unwrap_or_else(|e| panic!("{host}: {e}"));
+    }
+    assert!(crdplane::tls::verify_server_cert(&ca, &serving, "10.9.9.9", now).is_err());
     let readyz = format!("{gateway}/readyz");
     assert_eq!(admin.request("GET", &readyz, &[], None).unwrap().0, 200);
-    let nobody = crdplane_tests::TlsClient::new(pki.ca_pem(), None).unwrap();
+    let nobody = crdplane_tests::TlsClient::new(&ca, None).unwrap();
     assert_eq!(nobody.request("GET", &readyz, &[], None).unwrap().0, 401);
     let kubeconfig = std::fs::read_to_string(data.path().join("kubeconfig")).unwrap();
     assert!(
