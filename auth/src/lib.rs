@@ -13,12 +13,15 @@
 //! - [`chain`]: their order, the bearer-token header parser, anonymous requests and the
 //!   `system:authenticated` group (`union.go`, `bearertoken.go`, `anonymous.go`,
 //!   `authenticated_group_adder.go`).
+//! - [`rbac`]: the RBAC authorizer's decisions, escalation prevention and the bootstrap
+//!   roles (`plugin/pkg/auth/authorizer/rbac`, `pkg/registry/rbac/validation`).
 //!
 //! The crate is pure: no async runtime, no network; it reads files only when asked to load a
 //! token file or a CA bundle. Certificate verification is rustls's WebPKI verifier on the ring
 //! provider.
 
 pub mod chain;
+pub mod rbac;
 pub mod token_file;
 pub mod user;
 pub mod x509;
