@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# What TLS and authentication cost: creates/s and gets/s of one build served two ways at the
-# same time, measured in alternating runs (A B A B …, the machine's speed drifts):
-#   A  `crdplane up --insecure-http`: plain HTTP/1.1, no authentication;
-#   B  `crdplane up` (HTTPS: TLS 1.3, HTTP/1.1 by ALPN) with a bearer token from the
-#      gateway's --token-auth-file (passed as CRDPLANE_GATEWAY_TOKEN_AUTH_FILE).
+# What TLS, authentication and authorization cost: creates/s and gets/s of one build served
+# two ways at the same time, measured in alternating runs (A B A B …, the machine's speed
+# drifts):
+#   A  `crdplane up --insecure-http`: plain HTTP/1.1, no authentication, AlwaysAllow;
+#   B  `crdplane up` (HTTPS: TLS 1.3, HTTP/1.1 by ALPN; RBAC) with a bearer token from the
+#      gateway's --token-auth-file (passed as CRDPLANE_GATEWAY_TOKEN_AUTH_FILE) whose user
+#      `load` is no system:masters member: a ClusterRoleBinding to cluster-admin lets it
+#      work, so every request of B is decided by RBAC over the tenant's bindings.
 # Each load connection is kept alive (one TLS handshake per worker), as clients do.
 #
 # Usage: loadtest/tls-cost.sh [BIN_DIR] [SCENARIO...]
@@ -64,7 +67,22 @@ ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 LOAD_A=("$BIN/crdplane-load" --target http --server "$A")
 LOAD_B=("$BIN/crdplane-load" --target http --server "$B"
   --certificate-authority "$W/tls/pki/ca.crt" --token "$TOKEN")
-echo "A: $A (plain HTTP, no authentication)   B: $B (TLS + token)"
+# B's load user: bound to cluster-admin by the admin (client certificate of the PKI).
+python3 - "$B" "$W/tls/pki" <<'PY'
+import json, ssl, sys, urllib.request
+server, pki = sys.argv[1], sys.argv[2]
+ctx = ssl.create_default_context(cafile=f"{pki}/ca.crt")
+ctx.load_cert_chain(f"{pki}/admin.crt", f"{pki}/admin.key")
+body = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "load-cluster-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "load"}]}
+req = urllib.request.Request(f"{server}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                             data=json.dumps(body).encode(), method="POST",
+                             headers={"Content-Type": "application/json"})
+urllib.request.urlopen(req, context=ctx).read()
+PY
+echo "A: $A (plain HTTP, no authentication)   B: $B (TLS + token + RBAC)"
 for sc in "${SCENARIOS[@]}"; do
   # Setup (CRD, namespace, working set) once, untimed.
   "${LOAD_A[@]}" "$sc" --concurrency 4 --duration 1s --quiet >/dev/null 2>&1

@@ -3,11 +3,12 @@
 //! discovery), the registry (OpenAPI) and the storage service (which resources expire).
 //!
 //! Facts follow upstream's registrations (k8s.io/kubernetes pkg/registry/core/*/storage,
-//! pkg/registry/events, pkg/registry/coordination) and
+//! pkg/registry/events, pkg/registry/coordination, pkg/registry/rbac) and
 //! test/integration/etcd/data: `GVRToStorageVersionHash` of storageversionhashdata for the
 //! hashes. `events.k8s.io/v1` events are the same stored objects as core `v1` events
 //! (upstream stores both under the `events` resource of the core group), so they share a
-//! storage resource.
+//! storage resource. Within a group the entries are in resource-name order, the order of
+//! upstream's discovery lists; ClusterRole and ClusterRoleBinding are the cluster-scoped ones.
 
 /// One served group/version/resource of a built-in type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +183,62 @@ pub const BUILTIN: &[BuiltinResource] = &[
         storage: ("", "events"),
         expires: true,
     },
+    BuiltinResource {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        resource: "clusterrolebindings",
+        singular: "clusterrolebinding",
+        kind: "ClusterRoleBinding",
+        list_kind: "ClusterRoleBindingList",
+        namespaced: false,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        storage_version_hash: "48tpQ8gZHFc=",
+        storage: ("rbac.authorization.k8s.io", "clusterrolebindings"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        resource: "clusterroles",
+        singular: "clusterrole",
+        kind: "ClusterRole",
+        list_kind: "ClusterRoleList",
+        namespaced: false,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        storage_version_hash: "bYE5ZWDrJ44=",
+        storage: ("rbac.authorization.k8s.io", "clusterroles"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        resource: "rolebindings",
+        singular: "rolebinding",
+        kind: "RoleBinding",
+        list_kind: "RoleBindingList",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        storage_version_hash: "eGsCzGH6b1g=",
+        storage: ("rbac.authorization.k8s.io", "rolebindings"),
+        expires: false,
+    },
+    BuiltinResource {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        resource: "roles",
+        singular: "role",
+        kind: "Role",
+        list_kind: "RoleList",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        storage_version_hash: "7FuwZcIIItM=",
+        storage: ("rbac.authorization.k8s.io", "roles"),
+        expires: false,
+    },
 ];
 
 /// A create-only resource that stores nothing: a create answers with what the server
@@ -198,16 +255,18 @@ pub struct ReviewResource {
     pub singular: &'static str,
     /// The object's `kind`.
     pub kind: &'static str,
+    /// Whether it is created in a namespace (LocalSubjectAccessReview).
+    pub namespaced: bool,
 }
 
 impl ReviewResource {
     /// Its legacy discovery entry, as upstream lists a create-only, unstored resource:
-    /// cluster-scoped, verbs `["create"]`, no storageVersionHash.
+    /// verbs `["create"]`, no storageVersionHash.
     pub fn discovery_resource(&self) -> crate::discovery::APIResource {
         crate::discovery::APIResource {
             name: self.resource.into(),
             singular_name: self.singular.into(),
-            namespaced: false,
+            namespaced: self.namespaced,
             kind: self.kind.into(),
             verbs: crate::discovery::strings(&["create"]),
             ..Default::default()
@@ -220,7 +279,7 @@ impl ReviewResource {
         crate::discovery::APIResourceDiscovery {
             resource: self.resource.into(),
             response_kind: Some(GroupVersionKind::new(self.group, self.version, self.kind)),
-            scope: scope(false),
+            scope: scope(self.namespaced),
             singular_resource: self.singular.into(),
             verbs: strings(&["create"]),
             ..Default::default()
@@ -228,7 +287,8 @@ impl ReviewResource {
     }
 }
 
-/// The review resources served (k8s.io/kubernetes pkg/registry/authentication).
+/// The review resources served (k8s.io/kubernetes pkg/registry/authentication and
+/// pkg/registry/authorization).
 /// SelfSubjectReview also in `v1beta1`, which kubectl 1.27's `auth whoami` asks for.
 pub const REVIEWS: &[ReviewResource] = &[
     ReviewResource {
@@ -237,6 +297,7 @@ pub const REVIEWS: &[ReviewResource] = &[
         resource: "selfsubjectreviews",
         singular: "selfsubjectreview",
         kind: "SelfSubjectReview",
+        namespaced: false,
     },
     ReviewResource {
         group: "authentication.k8s.io",
@@ -244,6 +305,39 @@ pub const REVIEWS: &[ReviewResource] = &[
         resource: "selfsubjectreviews",
         singular: "selfsubjectreview",
         kind: "SelfSubjectReview",
+        namespaced: false,
+    },
+    ReviewResource {
+        group: "authorization.k8s.io",
+        version: "v1",
+        resource: "localsubjectaccessreviews",
+        singular: "localsubjectaccessreview",
+        kind: "LocalSubjectAccessReview",
+        namespaced: true,
+    },
+    ReviewResource {
+        group: "authorization.k8s.io",
+        version: "v1",
+        resource: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        kind: "SelfSubjectAccessReview",
+        namespaced: false,
+    },
+    ReviewResource {
+        group: "authorization.k8s.io",
+        version: "v1",
+        resource: "selfsubjectrulesreviews",
+        singular: "selfsubjectrulesreview",
+        kind: "SelfSubjectRulesReview",
+        namespaced: false,
+    },
+    ReviewResource {
+        group: "authorization.k8s.io",
+        version: "v1",
+        resource: "subjectaccessreviews",
+        singular: "subjectaccessreview",
+        kind: "SubjectAccessReview",
+        namespaced: false,
     },
 ];
 
@@ -286,7 +380,34 @@ mod tests {
             "events.k8s.io/v1"
         );
         assert!(lookup("", "v1", "pods").is_none());
-        assert_eq!(groups(), vec!["coordination.k8s.io", "events.k8s.io"]);
+        assert_eq!(
+            groups(),
+            vec![
+                "coordination.k8s.io",
+                "events.k8s.io",
+                "rbac.authorization.k8s.io"
+            ]
+        );
+        let rbac: Vec<(&str, bool)> = BUILTIN
+            .iter()
+            .filter(|b| b.group == "rbac.authorization.k8s.io")
+            .map(|b| (b.resource, b.namespaced))
+            .collect();
+        assert_eq!(
+            rbac,
+            [
+                ("clusterrolebindings", false),
+                ("clusterroles", false),
+                ("rolebindings", true),
+                ("roles", true)
+            ]
+        );
+        assert_eq!(
+            lookup("rbac.authorization.k8s.io", "v1", "roles")
+                .unwrap()
+                .storage_version_hash,
+            "7FuwZcIIItM="
+        );
         assert!(storage_expires("", "events"));
         assert!(!storage_expires("", "configmaps"));
         for b in BUILTIN {

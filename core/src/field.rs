@@ -92,6 +92,10 @@ pub struct FieldError {
     pub field: String,
     /// The offending value; `None` prints no value (upstream's `omitValue`).
     pub bad_value: Option<Value>,
+    /// The offending value as Go's fmt prints a typed value that JSON does not describe (a
+    /// struct such as `rbac.RoleRef{APIGroup:"…", Kind:"…", Name:"…"}`, a `[]string{…}`);
+    /// printed instead of `bad_value` when set.
+    pub typed_value: Option<String>,
     /// Extra explanation appended to the message; may be empty.
     pub detail: String,
 }
@@ -108,6 +112,7 @@ impl FieldError {
             kind,
             field: field.into(),
             bad_value,
+            typed_value: None,
             detail: detail.into(),
         }
     }
@@ -118,6 +123,19 @@ impl FieldError {
     /// `field.Invalid(path, value, detail)`.
     pub fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorType::Invalid, field, Some(value), detail)
+    }
+    /// `field.Invalid(path, value, detail)` of a typed Go value: `value` is its JSON form,
+    /// `typed` what Go's `%#v` prints for it (see [`go_string_slice`] and
+    /// [`Self::typed_value`]).
+    pub fn invalid_typed(
+        field: impl Into<String>,
+        value: Value,
+        typed: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        let mut e = Self::invalid(field, value, detail);
+        e.typed_value = Some(typed.into());
+        e
     }
     /// `field.Forbidden(path, detail)`.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
@@ -167,9 +185,10 @@ impl FieldError {
             | FieldErrorType::Forbidden
             | FieldErrorType::TooLong
             | FieldErrorType::Internal => self.kind.text().to_string(),
-            _ => match &self.bad_value {
-                None => self.kind.text().to_string(),
-                Some(v) => format!("{}: {}", self.kind.text(), go_value(v)),
+            _ => match (&self.typed_value, &self.bad_value) {
+                (Some(t), _) => format!("{}: {t}", self.kind.text()),
+                (None, None) => self.kind.text().to_string(),
+                (None, Some(v)) => format!("{}: {}", self.kind.text(), go_value(v)),
             },
         };
         if !self.detail.is_empty() {
@@ -203,7 +222,7 @@ pub fn aggregate_message(errs: &[FieldError]) -> String {
     }
 }
 
-pub use crate::gofmt::{go_float, go_quote, go_value};
+pub use crate::gofmt::{go_float, go_quote, go_string_slice, go_value};
 
 #[cfg(test)]
 mod tests {
@@ -242,6 +261,16 @@ mod tests {
         assert_eq!(
             FieldError::forbidden("spec.scope", "field is immutable").to_string(),
             "spec.scope: Forbidden: field is immutable"
+        );
+        assert_eq!(
+            FieldError::invalid_typed(
+                "rules[0].nonResourceURLs",
+                json!(["/a", "/b"]),
+                go_string_slice(["/a", "/b"]),
+                "x"
+            )
+            .to_string(),
+            "rules[0].nonResourceURLs: Invalid value: []string{\"/a\", \"/b\"}: x"
         );
     }
 

@@ -91,6 +91,12 @@ pub fn go_quote(s: &str) -> String {
     out
 }
 
+/// Go's `%#v` of a `[]string` (`[]string{"a", "b"}`; `[]string{}` when empty).
+pub fn go_string_slice<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
+    let parts: Vec<String> = items.into_iter().map(go_quote).collect();
+    format!("[]string{{{}}}", parts.join(", "))
+}
+
 fn go_sharp_v(v: &Value) -> String {
     match v {
         Value::Null => "interface {}(nil)".to_string(),

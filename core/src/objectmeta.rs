@@ -4,7 +4,8 @@
 //!
 //! Follows k8s.io/apimachinery pkg/api/validation/objectmeta.go (`ValidateObjectMetaAccessor`,
 //! `ValidateObjectMetaAccessorUpdate`, `ValidateAnnotations`, `ValidateOwnerReferences`,
-//! `ValidateFinalizers`), pkg/apis/meta/v1/validation/validation.go (`ValidateLabels`) and
+//! `ValidateFinalizers`), pkg/apis/meta/v1/validation/validation.go (`ValidateLabels`,
+//! `ValidateLabelSelector`), pkg/apis/meta/v1/helpers.go (`LabelSelectorAsSelector`) and
 //! pkg/util/validation/validation.go (name and label texts).
 
 use crate::FieldError;
@@ -79,6 +80,102 @@ pub fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec<FieldE
             errs.push(FieldError::invalid(path, Value::String(v.clone()), m));
         }
     }
+}
+
+/// metav1 `ValidateLabelSelector` (pkg/apis/meta/v1/validation): `matchLabels` as labels,
+/// each `matchExpressions` item's operator, values and key; the values' label rules are
+/// skipped with `allow_invalid_label_value` (upstream's `AllowInvalidLabelValueInSelector`,
+/// for objects stored before the rule).
+pub fn validate_label_selector(
+    selector: &Value,
+    allow_invalid_label_value: bool,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    if !selector.is_object() {
+        return;
+    }
+    validate_labels(
+        selector.get("matchLabels"),
+        &format!("{path}.matchLabels"),
+        errs,
+    );
+    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
+    for (i, e) in exprs.into_iter().flatten().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|v| v.as_str().unwrap_or(""))
+            .collect();
+        let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
+        match op {
+            "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
+                format!("{p}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
+                format!("{p}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            _ => errs.push(FieldError::invalid(
+                format!("{p}.operator"),
+                Value::String(op.into()),
+                "not a valid selector operator",
+            )),
+        }
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        for m in is_qualified_name(key) {
+            errs.push(FieldError::invalid(
+                format!("{p}.key"),
+                Value::String(key.into()),
+                m,
+            ));
+        }
+        if !allow_invalid_label_value {
+            for (n, v) in values.iter().enumerate() {
+                for m in is_valid_label_value(v) {
+                    errs.push(FieldError::invalid(
+                        format!("{p}.values[{n}]"),
+                        Value::String((*v).into()),
+                        m,
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Whether metav1 `LabelSelectorAsSelector` accepts `selector` (every requirement passes
+/// labels `NewRequirement`: a known operator with the right number of values, a qualified
+/// key, valid label values).
+pub fn label_selector_converts(selector: &Value) -> bool {
+    let labels = selector.get("matchLabels").and_then(Value::as_object);
+    let labels_ok = labels.into_iter().flatten().all(|(k, v)| {
+        is_qualified_name(k).is_empty() && is_valid_label_value(v.as_str().unwrap_or("")).is_empty()
+    });
+    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
+    labels_ok
+        && exprs.into_iter().flatten().all(|e| {
+            let values: Vec<&str> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap_or(""))
+                .collect();
+            let count_ok = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+                "In" | "NotIn" => !values.is_empty(),
+                "Exists" | "DoesNotExist" => values.is_empty(),
+                _ => false,
+            };
+            count_ok
+                && is_qualified_name(e.get("key").and_then(Value::as_str).unwrap_or("")).is_empty()
+                && values.iter().all(|v| is_valid_label_value(v).is_empty())
+        })
 }
 
 /// `ValidateAnnotations`.
@@ -329,4 +426,45 @@ pub fn validate_type_meta(obj: &Value, api_version: &str, kind: &str) -> Vec<Fie
         ));
     }
     errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn texts(sel: Value, allow: bool) -> Vec<String> {
+        let mut errs = Vec::new();
+        validate_label_selector(&sel, allow, "s", &mut errs);
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn label_selectors() {
+        let ok = json!({"matchLabels": {"a": "b"},
+            "matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]},
+                                 {"key": "x.io/k", "operator": "DoesNotExist"}]});
+        assert!(texts(ok.clone(), false).is_empty());
+        assert!(label_selector_converts(&ok));
+        assert!(label_selector_converts(&json!({})));
+        let bad = json!({"matchExpressions": [
+            {"key": "k", "operator": "In"},
+            {"key": "k", "operator": "Exists", "values": ["v"]},
+            {"key": "-k", "operator": "Near", "values": ["a b"]}]});
+        assert_eq!(
+            texts(bad.clone(), false),
+            [
+                "s.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "s.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "s.matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator",
+                "s.matchExpressions[2].key: Invalid value: \"-k\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                "s.matchExpressions[2].values[0]: Invalid value: \"a b\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            ]
+        );
+        assert_eq!(texts(bad.clone(), true).len(), 4, "values not checked");
+        assert!(!label_selector_converts(&bad));
+        assert!(!label_selector_converts(
+            &json!({"matchLabels": {"a": "b c"}})
+        ));
+    }
 }

@@ -274,6 +274,11 @@ impl ApiError {
     }
     /// `NewForbidden`.
     pub fn forbidden(gr: &GroupResource, name: &str, err: &str) -> Self {
+        if gr.group.is_empty() && gr.resource.is_empty() {
+            // A non-resource path: `forbidden: <err>`, empty details.
+            return Self::new(Reason::Forbidden, format!("forbidden: {err}"))
+                .with_details(StatusDetails::default());
+        }
         let what = if name.is_empty() {
             gr.to_string()
         } else {

@@ -203,6 +203,9 @@ async fn resource(ctx: &Arc<Ctx>, req: &Req) -> Result<Response<Body>, ApiError>
         ("apis", "authentication.k8s.io", v @ ("v1" | "v1beta1"), "selfsubjectreviews") => {
             crate::reviews::serve_self_subject_review(req, v)
         }
+        ("apis", crate::access_reviews::GROUP, "v1", r) if crate::access_reviews::serves(r) => {
+            Box::pin(crate::access_reviews::serve(ctx, req)).await
+        }
         ("api", "", "v1", r) if empty_core_kind(r).is_some() => empty_core(req),
         ("api", _, _, _) => Err(ApiError::path_not_found()),
         ("apis", "apiextensions.k8s.io", "v1", "customresourcedefinitions") => {

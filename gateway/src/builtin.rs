@@ -1,12 +1,16 @@
 //! The built-in types (`crdplane_core::builtin::BUILTIN`: ConfigMap, Secret, ServiceAccount,
-//! the two Event APIs, Lease), served per tenant through the generic machinery: every
+//! the two Event APIs, Lease, Role, ClusterRole, RoleBinding, ClusterRoleBinding), served per
+//! tenant through the generic machinery: every
 //! write verb is a generic handler of `crdplane_apiserver` over [`BuiltinStore`] (the storage
 //! service, with the version conversion and expiry of the type) and the type's strategy
 //! (`crate::stores::builtin`); reads render JSON or Table; watches are the shared watch
 //! streams of [`crate::watch`].
 //!
 //! Where it sits: the router (`api.rs`) sends `/api/v1/…/{configmaps,secrets,
-//! serviceaccounts,events}` and `/apis/{events.k8s.io,coordination.k8s.io}/v1/…` here.
+//! serviceaccounts,events}` and `/apis/{events.k8s.io,coordination.k8s.io,
+//! rbac.authorization.k8s.io}/v1/…` here. ClusterRole and ClusterRoleBinding are
+//! cluster-scoped: their paths have no namespace, and a namespaced path is a 404 as
+//! go-restful answers it (no route).
 //! Follows k8s.io/apiserver pkg/endpoints/handlers (verbs) over
 //! pkg/registry/generic/registry/store.go, with upstream's per-type registries for the
 //! rules (see the strategies).
@@ -42,21 +46,38 @@ pub async fn serve(
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let ty = type_of(r);
-    // Namespaced types answer list and watch across namespaces; everything else needs the
-    // namespace (go-restful has no such route otherwise). No subresource is served.
-    if i.namespace.is_empty() && !matches!(i.verb.as_str(), "list" | "watch") {
-        return Ok(crate::http::page_not_found());
-    }
-    if !i.subresource.is_empty() {
+    if !routed(r, &i.namespace, &i.verb, &i.subresource) {
         return Ok(crate::http::page_not_found());
     }
     let strategy = BuiltinStrategy::new(ty);
     let store = BuiltinStore::new(ctx, &i.tenant, ty);
-    let lifecycle = NamespaceExists {
-        ctx,
-        tenant: &i.tenant,
+    // Namespace existence (upstream's NamespaceLifecycle) concerns namespaced objects only.
+    let anonymous;
+    let mut admission = if r.namespaced {
+        Chain(vec![Box::new(NamespaceExists {
+            ctx,
+            tenant: &i.tenant,
+        })])
+    } else {
+        Chain(Vec::new())
     };
-    let admission = Chain(vec![Box::new(lifecycle)]);
+    // RBAC writes: no one grants what they do not hold.
+    if r.group == crdplane_auth::rbac::GROUP {
+        let user = match req.user.as_deref() {
+            Some(u) => u,
+            None => {
+                anonymous = crdplane_auth::user::UserInfo::anonymous();
+                &anonymous
+            }
+        };
+        admission
+            .0
+            .push(Box::new(crate::rbac_admission::Escalation {
+                ctx,
+                tenant: &i.tenant,
+                user,
+            }));
+    }
     match i.verb.as_str() {
         "get" => {
             // handlers/get.go `GetResource`: JSON is the stored bytes as they are (for the
@@ -139,6 +160,19 @@ pub async fn serve(
         }
         verb => Err(ApiError::method_not_supported(&gr(r), verb)),
     }
+}
+
+/// Whether go-restful has a route for the request: a namespaced type answers list and watch
+/// across namespaces and needs the namespace for everything else; a cluster-scoped type
+/// (ClusterRole, ClusterRoleBinding) has no route under `/namespaces/{ns}/`. No subresource
+/// is served.
+fn routed(r: &BuiltinResource, namespace: &str, verb: &str, subresource: &str) -> bool {
+    let scope_ok = if r.namespaced {
+        !namespace.is_empty() || matches!(verb, "list" | "watch")
+    } else {
+        namespace.is_empty()
+    };
+    scope_ok && subresource.is_empty()
 }
 
 fn gr(r: &BuiltinResource) -> GroupResource {
@@ -485,4 +519,28 @@ fn rename_conflict(e: ApiError, ty: &dyn BuiltinType) -> ApiError {
         d.group = r.group.into();
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crdplane_core::builtin::lookup;
+
+    #[test]
+    fn routes_follow_the_scope() {
+        let cm = lookup("", "v1", "configmaps").unwrap();
+        let crb = lookup("rbac.authorization.k8s.io", "v1", "clusterrolebindings").unwrap();
+        assert!(routed(cm, "ns", "get", ""));
+        assert!(routed(cm, "", "list", ""));
+        assert!(routed(cm, "", "watch", ""));
+        assert!(!routed(cm, "", "get", ""));
+        assert!(!routed(cm, "", "create", ""));
+        assert!(!routed(cm, "ns", "get", "status"));
+        assert!(routed(crb, "", "get", ""));
+        assert!(routed(crb, "", "create", ""));
+        assert!(routed(crb, "", "deletecollection", ""));
+        assert!(!routed(crb, "ns", "get", ""));
+        assert!(!routed(crb, "ns", "list", ""));
+        assert!(!routed(crb, "", "get", "status"));
+    }
 }

@@ -125,6 +125,15 @@ pub struct Args {
         action = clap::ArgAction::Set
     )]
     pub anonymous_auth: bool,
+    /// Authorization mode (--authorization-mode): AlwaysAllow, or RBAC (system:masters may
+    /// do everything, everyone else what the Roles and bindings of the tenant grant).
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_AUTHORIZATION_MODE",
+        default_value = "AlwaysAllow",
+        value_parser = crate::authz::Mode::parse
+    )]
+    pub authorization_mode: crate::authz::Mode,
     /// Serve plain HTTP (no TLS, so no client certificates). Required when no serving
     /// certificate is given.
     #[arg(long, env = "CRDPLANE_GATEWAY_INSECURE_HTTP")]
@@ -238,6 +247,7 @@ impl Args {
                 _ => None,
             },
             authn: std::sync::Arc::new(self.authenticators()?),
+            authorization: self.authorization_mode,
         })
     }
 

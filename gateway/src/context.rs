@@ -59,6 +59,8 @@ pub struct Config {
     pub tls: Option<crdplane_transport::tls::ServerTls>,
     /// The authenticators of the authentication layer (`filters/authentication.rs`).
     pub authn: Arc<crdplane_auth::chain::Authenticators>,
+    /// `--authorization-mode` (see [`crate::authz`]).
+    pub authorization: crate::authz::Mode,
 }
 
 /// kube-apiserver's default `--request-timeout` (1m0s).
@@ -94,6 +96,7 @@ impl Default for Config {
                 tokens: None,
                 anonymous: true,
             }),
+            authorization: crate::authz::Mode::AlwaysAllow,
         }
     }
 }
@@ -125,6 +128,8 @@ pub struct Ctx {
     pub crd_changes: tokio::sync::broadcast::Sender<Arc<CrdNow>>,
     /// Open watches, per client and in total.
     pub watches: crate::watch_limit::WatchSlots,
+    /// The authorizer and its per-tenant policies.
+    pub authz: crate::authz::Authorizer,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -171,6 +176,7 @@ impl Ctx {
             tenants: Default::default(),
             crd_changes: tokio::sync::broadcast::channel(256).0,
             watches: crate::watch_limit::WatchSlots::new(cfg.watches),
+            authz: crate::authz::Authorizer::new(cfg.authorization),
             cfg,
         }))
     }
@@ -222,17 +228,28 @@ impl Ctx {
         Ok(info)
     }
 
-    /// Follows the storage change streams of CRDs and namespaces to keep caches fresh;
-    /// reconnects with backoff, dropping the caches whenever the stream was interrupted.
+    /// Follows the storage change streams of CRDs, namespaces and (with RBAC) the RBAC
+    /// objects to keep caches fresh; reconnects with backoff, dropping the caches whenever
+    /// the stream was interrupted.
     pub fn spawn_cache_followers(self: &Arc<Self>) {
-        for (group, resource) in [
+        let mut followed = vec![
             ("apiextensions.k8s.io", "customresourcedefinitions"),
             ("", "namespaces"),
-        ] {
+        ];
+        if self.authz.mode() == crate::authz::Mode::Rbac {
+            followed.extend(
+                crate::authz::RBAC_RESOURCES
+                    .iter()
+                    .map(|r| (crdplane_auth::rbac::GROUP, *r)),
+            );
+        }
+        for (group, resource) in followed {
             let ctx = Arc::downgrade(self);
+            let rbac = group == crdplane_auth::rbac::GROUP;
             tokio::spawn(async move {
                 let mut backoff = std::time::Duration::from_millis(100);
                 loop {
+                    let mut up = false;
                     let Some(c) = ctx.upgrade() else { return };
                     let mut storage = c.storage.clone();
                     drop(c);
@@ -245,11 +262,18 @@ impl Ctx {
                         let mut s = resp.into_inner();
                         // Anything cached before the stream started may be stale.
                         if let Some(c) = ctx.upgrade() {
-                            c.drop_caches(resource);
+                            if rbac {
+                                c.authz.stream_up();
+                                up = true;
+                            } else {
+                                c.drop_caches(resource);
+                            }
                         }
                         while let Ok(Some(ch)) = s.message().await {
                             let Some(c) = ctx.upgrade() else { return };
-                            if resource == "namespaces" {
+                            if rbac {
+                                c.authz.invalidate(&ch.tenant);
+                            } else if resource == "namespaces" {
                                 c.namespaces
                                     .write()
                                     .expect("lock")
@@ -261,7 +285,11 @@ impl Ctx {
                         }
                     }
                     if let Some(c) = ctx.upgrade() {
-                        c.drop_caches(resource);
+                        if !rbac {
+                            c.drop_caches(resource);
+                        } else if up {
+                            c.authz.stream_down();
+                        }
                     }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(std::time::Duration::from_secs(5));

@@ -69,12 +69,7 @@ pub fn field_error_from_proto(e: &pb::FieldError) -> FieldError {
             .ok()
             .or(Some(Value::Null))
     };
-    FieldError {
-        kind,
-        field: e.field.clone(),
-        bad_value,
-        detail: e.detail.clone(),
-    }
+    FieldError::new(kind, e.field.clone(), bad_value, e.detail.clone())
 }
 
 fn schema_ref(crd: &CrdInfo, tenant: &str, version: &str) -> pb::SchemaRef {

@@ -2,8 +2,8 @@
 //! pkg/server/healthz), `/version`, legacy and aggregated discovery (`/api`, `/api/v1`,
 //! `/apis`, `/apis/<g>`, `/apis/<g>/<v>`), OpenAPI v2 (JSON and gnostic protobuf) and v3.
 //! Everything but the core group comes from the registry's per-tenant documents, one source
-//! of truth for legacy and aggregated discovery (the built-in groups `coordination.k8s.io`
-//! and `events.k8s.io` included). The core group's built-in types (configmaps, events,
+//! of truth for legacy and aggregated discovery (the built-in groups `coordination.k8s.io`,
+//! `events.k8s.io` and `rbac.authorization.k8s.io` included). The core group's built-in types (configmaps, events,
 //! secrets, serviceaccounts) are listed from `crdplane_core::builtin::BUILTIN`, with the
 //! entries `BuiltinResource::discovery_resource`/`aggregated_resource` build for the
 //! registry too.

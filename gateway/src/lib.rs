@@ -24,7 +24,9 @@
 //! [`cr_store`], [`batch`], [`gc`], [`watch_mux`]); no handler module names a protobuf type. Pure strategy lives in [`strategy`], Table printing in [`table`], HTTP details in
 //! [`http`].
 
+pub mod access_reviews;
 pub mod api;
+pub mod authz;
 pub mod backends;
 pub mod batch;
 pub mod builtin;
@@ -43,6 +45,8 @@ pub mod lifecycle;
 pub mod list;
 pub mod namespaces;
 pub mod partial;
+pub mod policy;
+pub mod rbac_admission;
 pub mod request;
 pub mod request_info;
 pub mod respond;

@@ -86,11 +86,13 @@ pub async fn create_namespace(
 
 pub use crate::stores::namespaces::DEFAULT_NAMESPACES;
 
-/// Creates the tenant's default namespaces on its first request (once per gateway process).
+/// Creates the tenant's default namespaces and bootstrap RBAC objects on its first request
+/// (once per gateway process; each object only if absent).
 pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
     if ctx.tenants.read().expect("lock").contains(tenant) {
         return Ok(());
     }
+    ensure_bootstrap_rbac(ctx, tenant).await?;
     for ns in DEFAULT_NAMESPACES {
         match create_namespace(
             ctx,
@@ -109,6 +111,51 @@ pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
         .write()
         .expect("lock")
         .insert(tenant.to_string());
+    Ok(())
+}
+
+/// Creates upstream's bootstrap ClusterRoles and ClusterRoleBindings
+/// (`crdplane_auth::rbac::bootstrap`) that the tenant lacks, through the generic create
+/// handler (so they carry uid, creationTimestamp and resourceVersion like any object). One
+/// that exists is left as the tenant's admins made it.
+async fn ensure_bootstrap_rbac(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
+    use crdplane_auth::rbac::bootstrap;
+    let create = |resource: &'static str, obj: serde_json::Value| async move {
+        let r = crdplane_core::builtin::lookup(crdplane_auth::rbac::GROUP, "v1", resource)
+            .expect("RBAC types are built-in");
+        let ty = crate::stores::builtin::type_of(r);
+        // RBAC objects are stored as served: the storage service is their store.
+        let store = crate::stores::storage::StorageStore {
+            storage: &ctx.storage,
+            tenant,
+            group: r.storage.0,
+            resource: r.storage.1,
+            ttl_seconds: 0,
+        };
+        let strategy = crate::stores::builtin::BuiltinStrategy::new(ty);
+        match crdplane_apiserver::handlers::create(
+            &store,
+            &strategy,
+            &crdplane_apiserver::admission::Chain::none(),
+            "",
+            obj,
+            false,
+        )
+        .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    };
+    let roles = bootstrap::cluster_roles()
+        .into_iter()
+        .map(|o| create("clusterroles", o));
+    futures::future::try_join_all(roles).await?;
+    let bindings = bootstrap::cluster_role_bindings()
+        .into_iter()
+        .map(|o| create("clusterrolebindings", o));
+    futures::future::try_join_all(bindings).await?;
     Ok(())
 }
 

@@ -32,11 +32,12 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     // One copy for the process; each connection holds a reference, not its own copy.
     let limits: &'static crdplane_http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
     let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
-    let settings = stack::Settings::new(&cfg, Arc::new(RequestMetrics::default()));
+    let mut settings = stack::Settings::new(&cfg, Arc::new(RequestMetrics::default()));
     let tls = cfg.tls.clone();
     let handshake_timeout = cfg.request_header_timeout;
     let ctx = Ctx::new(cfg)?;
     ctx.spawn_cache_followers();
+    settings.authz = Some(ctx.clone());
     let edge = stack::build(&settings, Router::new(ctx));
     let tls = tls.map(|t| {
         t.spawn_reloader(crdplane_transport::tls::RELOAD_EVERY);

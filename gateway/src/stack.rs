@@ -50,6 +50,8 @@ pub struct Settings {
     pub metrics: Arc<RequestMetrics>,
     /// The authenticator chain of the authentication layer.
     pub authn: Arc<crdplane_auth::chain::Authenticators>,
+    /// The gateway whose authorizer the authorization layer asks (None: allow all).
+    pub authz: Option<Arc<crate::context::Ctx>>,
 }
 
 impl Settings {
@@ -60,6 +62,7 @@ impl Settings {
             request_timeout: cfg.request_timeout,
             metrics,
             authn: cfg.authn.clone(),
+            authz: None,
         }
     }
 }
@@ -94,7 +97,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(AuthenticationLayer::new(s.authn.clone()))
         .layer(TenantAccessLayer)
         .layer(FairnessLayer)
-        .layer(AuthorizationLayer)
+        .layer(AuthorizationLayer::new(s.authz.clone()))
         .service(router)
 }
 
@@ -121,6 +124,7 @@ mod tests {
                 tokens: None,
                 anonymous: true,
             }),
+            authz: None,
         }
     }
 

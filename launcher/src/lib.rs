@@ -11,8 +11,9 @@
 //! Security: by default the gateway serves HTTPS with certificates from the stack's own PKI
 //! in `<data-dir>/pki` ([`pki`], as kubeadm's certs phase makes one), authenticates x509
 //! client certificates issued by its CA and refuses anonymous requests
-//! (`--anonymous-auth=false`); the kubeconfig holds the CA and the admin's client
-//! certificate (user `crdplane-admin`, group `system:masters`) and is written mode 0600.
+//! (`--anonymous-auth=false`) and authorizes with RBAC (`--authorization-mode=RBAC`); the
+//! kubeconfig holds the CA and the admin's client certificate (user `crdplane-admin`, group
+//! `system:masters`, allowed everything) and is written mode 0600.
 //! `--insecure-http` serves plain HTTP without authentication instead (the load tests use
 //! it), with a kubeconfig without credentials.
 //!
@@ -303,6 +304,11 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
                 pki::ADMIN_GROUP
             );
             println!("anonymous requests are refused (--anonymous-auth=false).");
+            println!(
+                "Authorization is RBAC per tenant: {} may do everything; grant others Roles \
+                 and bindings (kubectl create rolebinding ... --clusterrole=edit --user=...).",
+                pki::ADMIN_GROUP
+            );
         }
         None => {
             println!("The gateway serves plain http without authentication (--insecure-http).");

@@ -12,7 +12,8 @@
 //!
 //! Gateways serve HTTPS when the builder has [`StackBuilder::tls`]: `--tls-cert-file`,
 //! `--tls-private-key-file` and `--client-ca-file` from the stack's [`Pki`], and
-//! `--anonymous-auth=false`, as kube-apiserver runs under kubeadm; readiness is then probed
+//! `--anonymous-auth=false` and `--authorization-mode=RBAC`, as kube-apiserver runs under
+//! kubeadm; readiness is then probed
 //! over TLS with the admin's client certificate, trusting only the stack's CA
 //! ([`crate::tls`]). Otherwise they get `--insecure-http` (plain HTTP, the gateway's explicit
 //! opt-out; without either it refuses to start). Replicas added later get the same flags.
@@ -340,6 +341,7 @@ impl GatewayTls {
             "--client-ca-file".into(),
             path(&self.client_ca_file),
             "--anonymous-auth=false".into(),
+            "--authorization-mode=RBAC".into(),
         ]
     }
 }
@@ -1006,6 +1008,7 @@ mod tests {
                 "--client-ca-file".into(),
                 p("ca.crt"),
                 "--anonymous-auth=false".into(),
+                "--authorization-mode=RBAC".into(),
                 "--default-tenant".into(),
                 "t".into(),
             ]

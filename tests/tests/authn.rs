@@ -1,7 +1,8 @@
 //! Authentication over TLS as `crdplane up` sets it up: the launcher's PKI (CA, serving
 //! certificate, admin client certificate `crdplane-admin` in `system:masters`), a gateway
-//! serving HTTPS with `--client-ca-file`, `--token-auth-file` and `--anonymous-auth=false`,
-//! and a kubeconfig written by the launcher. Checked with raw HTTPS requests (every
+//! serving HTTPS with `--client-ca-file`, `--token-auth-file`, `--anonymous-auth=false` and
+//! RBAC (the token user is bound to cluster-admin here), and a kubeconfig written by the
+//! launcher. Checked with raw HTTPS requests (every
 //! credential outcome and upstream's 401 Status), every kubectl on the machine (Go clients
 //! negotiate HTTP/2 over TLS), kube-rs, the Python client (HTTP/1.1 over TLS, a watch
 //! included) and client-node 2 with the generated kubeconfig unmodified; a serving
@@ -38,7 +39,38 @@ impl Secure {
         .unwrap();
         assert!(stack.gateway.starts_with("https://"), "{}", stack.gateway);
         std::fs::write(&stack.kubeconfig, kubeconfig_for(&stack.gateway, &pki)).unwrap();
-        Self { stack, pki, dir }
+        let s = Self { stack, pki, dir };
+        // The gateway authorizes with RBAC (as `crdplane up` runs it); these tests are
+        // about who a request is, so jane may do everything (tests/tests/rbac.rs covers
+        // what she may do otherwise).
+        s.grant_jane("");
+        s
+    }
+
+    /// Binds jane to cluster-admin in the tenant of path prefix `prefix` ("" or
+    /// `/clusters/<t>`): RBAC is per tenant.
+    fn grant_jane(&self, prefix: &str) {
+        let binding = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "jane-cluster-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}]
+        })
+        .to_string();
+        let url = format!(
+            "{}{prefix}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            self.stack.gateway
+        );
+        let (code, _, body) = self
+            .admin()
+            .request(
+                "POST",
+                &url,
+                &[("Content-Type", "application/json")],
+                Some(&binding),
+            )
+            .unwrap();
+        assert_eq!(code, 201, "{body}");
     }
 
     fn client(&self, cert: Option<(&str, &str)>) -> TlsClient {
@@ -320,6 +352,7 @@ fn python_client_over_https() {
     for (i, (py, ver)) in pys.iter().enumerate() {
         // Each interpreter in its own tenant (its ConfigMap names would collide).
         let server = format!("{}/clusters/py{i}", s.stack.gateway);
+        s.grant_jane(&format!("/clusters/py{i}"));
         let kc = s.path(&format!("kubeconfig-{i}"));
         std::fs::write(&kc, kubeconfig_for(&server, &s.pki)).unwrap();
         let out = Command::new(py)

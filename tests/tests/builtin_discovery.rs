@@ -1,5 +1,5 @@
 //! Discovery and OpenAPI of the built-in types (ConfigMap, Secret, ServiceAccount, core and
-//! `events.k8s.io` Events, Lease) through real clients: `kubectl api-resources` and
+//! `events.k8s.io` Events, Lease, the RBAC types) through real clients: `kubectl api-resources` and
 //! `kubectl explain` on every kubectl here (1.20 reads legacy discovery and the OpenAPI v2
 //! protobuf, 1.33 aggregated discovery and OpenAPI v3), kube-rs' `Discovery`, and the Python
 //! client's `get_api_resources()`. CRD entries stay listed beside them.
@@ -81,6 +81,25 @@ fn kubectl_lists_and_explains_the_builtin_types() {
             vec!["secrets", "v1", "true", "Secret"],
             vec!["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
             vec!["leases", "coordination.k8s.io/v1", "true", "Lease"],
+            vec!["roles", "rbac.authorization.k8s.io/v1", "true", "Role"],
+            vec![
+                "rolebindings",
+                "rbac.authorization.k8s.io/v1",
+                "true",
+                "RoleBinding",
+            ],
+            vec![
+                "clusterroles",
+                "rbac.authorization.k8s.io/v1",
+                "false",
+                "ClusterRole",
+            ],
+            vec![
+                "clusterrolebindings",
+                "rbac.authorization.k8s.io/v1",
+                "false",
+                "ClusterRoleBinding",
+            ],
             vec!["crontabs", "ct", "stable.example.com/v1", "true", "CronTab"],
             vec![
                 "customresourcedefinitions",
@@ -143,6 +162,11 @@ fn kubectl_lists_and_explains_the_builtin_types() {
             core_ev.contains("The object that this event is about."),
             "kubectl {version} explain events.involvedObject:\n{core_ev}"
         );
+        let rules = flat(&ok(&["explain", "clusterrole.aggregationRule"]));
+        assert!(
+            rules.contains("AggregationRule is an optional field that describes how to build the Rules for this ClusterRole."),
+            "kubectl {version} explain clusterrole.aggregationRule:\n{rules}"
+        );
         let sa = flat(&ok(&["explain", "serviceaccount.secrets"]));
         assert!(
             sa.contains("Secrets is a list of the secrets in the same namespace"),
@@ -185,6 +209,12 @@ async fn kube_rs_discovery_finds_lease_and_configmap() {
     let (ev, _) = find("events.k8s.io", "Event").expect("events.k8s.io Event discovered");
     assert_eq!(ev.plural, "events");
     assert!(find("stable.example.com", "CronTab").is_some());
+    let (crb, caps) = find("rbac.authorization.k8s.io", "ClusterRoleBinding")
+        .expect("ClusterRoleBinding discovered");
+    assert_eq!(crb.plural, "clusterrolebindings");
+    assert_eq!(caps.scope, kube::discovery::Scope::Cluster);
+    let (_, caps) = find("rbac.authorization.k8s.io", "Role").expect("Role discovered");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
 }
 
 #[test]
@@ -213,7 +243,11 @@ fn builtin_group_documents_over_http() {
         assert_eq!(code, 200, "{path}: {body}");
         serde_json::from_str::<serde_json::Value>(&body).unwrap()
     };
-    for g in ["coordination.k8s.io", "events.k8s.io"] {
+    for g in [
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "rbac.authorization.k8s.io",
+    ] {
         assert_eq!(
             get(&format!("/apis/{g}")),
             serde_json::json!({"kind": "APIGroup", "apiVersion": "v1", "name": g,
@@ -242,22 +276,41 @@ fn builtin_group_documents_over_http() {
         events["resources"][0]["shortNames"],
         serde_json::json!(["ev"])
     );
+    let rbac = get("/apis/rbac.authorization.k8s.io/v1");
+    let names: Vec<(&str, bool, &str)> = rbac["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["namespaced"].as_bool().unwrap(),
+                r["storageVersionHash"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("clusterrolebindings", false, "48tpQ8gZHFc="),
+            ("clusterroles", false, "bYE5ZWDrJ44="),
+            ("rolebindings", true, "eGsCzGH6b1g="),
+            ("roles", true, "7FuwZcIIItM=")
+        ]
+    );
     let groups: Vec<String> = get("/apis")["groups"]
         .as_array()
         .unwrap()
         .iter()
         .map(|g| g["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(
-        groups,
-        [
-            "events.k8s.io",
-            "authentication.k8s.io",
-            "apiextensions.k8s.io",
-            "coordination.k8s.io",
-            "stable.example.com"
-        ]
-    );
+    // kube-aggregator's group priorities: the built-in groups, then the CRD groups.
+    let pos = |n: &str| groups.iter().position(|g| g == n).expect(n);
+    assert_eq!(groups[..2], ["events.k8s.io", "authentication.k8s.io"]);
+    assert!(pos("authentication.k8s.io") < pos("rbac.authorization.k8s.io"));
+    assert!(pos("rbac.authorization.k8s.io") < pos("apiextensions.k8s.io"));
+    assert!(pos("apiextensions.k8s.io") < pos("coordination.k8s.io"));
+    assert_eq!(groups.last().unwrap(), "stable.example.com");
     let index = get("/openapi/v3");
     let core_url = index["paths"]["api/v1"]["serverRelativeURL"]
         .as_str()
@@ -265,6 +318,11 @@ fn builtin_group_documents_over_http() {
         .to_string();
     let core = get(&core_url);
     assert!(core["components"]["schemas"]["io.k8s.api.core.v1.Secret"].is_object());
+    let rbac_doc = get("/openapi/v3/apis/rbac.authorization.k8s.io/v1");
+    assert!(rbac_doc["components"]["schemas"]["io.k8s.api.rbac.v1.ClusterRoleBinding"].is_object());
+    assert!(
+        rbac_doc["paths"]["/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"].is_object()
+    );
     let lease_doc = get("/openapi/v3/apis/coordination.k8s.io/v1");
     assert!(lease_doc["components"]["schemas"]["io.k8s.api.coordination.v1.LeaseList"].is_object());
     let v2 = get("/openapi/v2");

@@ -1,8 +1,10 @@
 //! The built-in types served through the generic machinery (ConfigMap, Secret,
-//! ServiceAccount, core and events.k8s.io Events, Lease), with the real clients that use
-//! them: kubectl 1.20 and 1.33 (`create configmap|secret|serviceaccount`, which send
-//! protobuf; `get`, `get events`, `events`, `describe`), kube-rs `events::Recorder`, and
-//! plain REST for upstream's validation texts, field selectors and watches.
+//! ServiceAccount, core and events.k8s.io Events, Lease, Role, ClusterRole, RoleBinding,
+//! ClusterRoleBinding), with the real clients that use them: kubectl 1.20 and 1.33
+//! (`create configmap|secret|serviceaccount|role|clusterrole|rolebinding|clusterrolebinding`,
+//! which send protobuf; `get`, `get -o wide`, `get events`, `events`, `describe`, `explain`),
+//! kube-rs `events::Recorder`, and plain REST for upstream's validation texts, field
+//! selectors and watches.
 
 use crdplane_tests::{Stack, WatchStream, http_request, kubeconfig_yaml, kubectls};
 use serde_json::{Value, json};
@@ -717,6 +719,291 @@ fn events_expire_after_the_event_ttl() {
         req(
             "GET",
             &format!("{g}/api/v1/namespaces/default/configmaps/stays"),
+            None
+        )
+        .0,
+        200
+    );
+}
+
+/// The oldest and the newest kubectl here (1.20 and 1.33 on CI).
+fn oldest_and_newest_kubectls() -> Vec<std::path::PathBuf> {
+    let ks = kubectls();
+    match (ks.first(), ks.last()) {
+        (Some(a), Some(b)) if a != b => vec![a.clone(), b.clone()],
+        (Some(a), _) => vec![a.clone()],
+        _ => vec![],
+    }
+}
+
+/// `rbac.authorization.k8s.io/v1` through kubectl (`create role|clusterrole|rolebinding|
+/// clusterrolebinding`, wide Tables, `explain`, upstream's refusal texts) and plain REST
+/// (cluster scope, create on update, immutable roleRef); deleting a namespace removes its
+/// Roles and RoleBindings and leaves the cluster-scoped objects.
+#[test]
+fn rbac_types_with_kubectl_and_upstream_texts() {
+    let stack = Stack::start_with_redis().expect("stack");
+    let g = &stack.gateway;
+    let rbac = format!("{g}/apis/rbac.authorization.k8s.io/v1");
+    let ks = oldest_and_newest_kubectls();
+    assert!(!ks.is_empty(), "no kubectl found");
+    for (n, k) in ks.iter().enumerate() {
+        let version = k.display().to_string();
+        let ns = format!("rbac{n}");
+        let ok = |args: &[&str]| {
+            let o = stack.kubectl(k, args);
+            assert!(o.ok, "kubectl {version} {args:?}: {}{}", o.stdout, o.stderr);
+            o.stdout
+        };
+        ok(&["create", "namespace", &ns]);
+        ok(&[
+            "-n",
+            &ns,
+            "create",
+            "role",
+            "cm-reader",
+            "--verb=get,list",
+            "--resource=configmaps",
+        ]);
+        let cr = format!("cm-lister-{n}");
+        ok(&[
+            "create",
+            "clusterrole",
+            &cr,
+            "--verb=list",
+            "--resource=configmaps",
+        ]);
+        ok(&[
+            "-n",
+            &ns,
+            "create",
+            "rolebinding",
+            "jane-view",
+            "--clusterrole=view",
+            "--user=jane",
+        ]);
+        ok(&[
+            "-n",
+            &ns,
+            "create",
+            "rolebinding",
+            "readers",
+            "--role=cm-reader",
+            "--group=devs",
+            &format!("--serviceaccount={ns}:default"),
+        ]);
+        let crb = format!("jane-lists-{n}");
+        ok(&[
+            "create",
+            "clusterrolebinding",
+            &crb,
+            &format!("--clusterrole={cr}"),
+            "--user=jane",
+        ]);
+        let (code, b) = req(
+            "GET",
+            &format!("{rbac}/namespaces/{ns}/rolebindings/readers"),
+            None,
+        );
+        assert_eq!(code, 200, "{b}");
+        assert_eq!(
+            b["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"})
+        );
+        assert_eq!(
+            b["subjects"],
+            json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "devs"},
+                   {"kind": "ServiceAccount", "name": "default", "namespace": ns}]),
+            "kubectl {version}"
+        );
+        let (code, c) = req("GET", &format!("{rbac}/clusterroles/{cr}"), None);
+        assert_eq!(code, 200, "{c}");
+        assert!(c["metadata"].get("namespace").is_none(), "{c}");
+        assert_eq!(
+            c["rules"],
+            json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["configmaps"]}])
+        );
+        // Wide Tables: roles have Name / Created At, bindings Role, Users, Groups,
+        // ServiceAccounts.
+        let out = ok(&["-n", &ns, "get", "roles,rolebindings", "-o", "wide"]);
+        for needle in [
+            "CREATED AT",
+            "role.rbac.authorization.k8s.io/cm-reader",
+            "ROLE",
+            "USERS",
+            "GROUPS",
+            "SERVICEACCOUNTS",
+            "rolebinding.rbac.authorization.k8s.io/jane-view",
+            "ClusterRole/view",
+            "Role/cm-reader",
+            "devs",
+            &format!("{ns}/default"),
+        ] {
+            assert!(
+                out.contains(needle),
+                "kubectl {version}: {needle:?} in\n{out}"
+            );
+        }
+        let row = out
+            .lines()
+            .find(|l| l.contains("rolebinding.rbac.authorization.k8s.io/jane-view"))
+            .unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[1], "ClusterRole/view", "{row}");
+        assert_eq!(cols[3], "jane", "{row}");
+        let out = ok(&["get", "clusterrolebinding", &crb]);
+        assert!(out.contains(&format!("ClusterRole/{cr}")), "{out}");
+        let out = ok(&["explain", "role.rules"]);
+        assert!(
+            out.split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .contains("Rules holds all the PolicyRules for this Role"),
+            "kubectl {version}:\n{out}"
+        );
+        let out = ok(&["-n", &ns, "describe", "rolebinding", "readers"]);
+        assert!(
+            out.contains("cm-reader") && out.contains("ServiceAccount") && out.contains("devs"),
+            "kubectl {version}:\n{out}"
+        );
+        // Client-side apply: rules are an atomic list, a changed manifest replaces them.
+        let manifest = |verb: &str, resource: &str| {
+            format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: applied\n  namespace: {ns}\nrules:\n- apiGroups: [\"\"]\n  resources: [{resource}]\n  verbs: [{verb}]\n"
+            )
+        };
+        for m in [manifest("get", "configmaps"), manifest("list", "secrets")] {
+            let o = stack.kubectl_stdin(k, &["apply", "-f", "-"], Some(&m));
+            assert!(o.ok, "kubectl {version} apply: {}", o.stderr);
+        }
+        let (_, applied) = req(
+            "GET",
+            &format!("{rbac}/namespaces/{ns}/roles/applied"),
+            None,
+        );
+        assert_eq!(
+            applied["rules"],
+            json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["secrets"]}]),
+            "kubectl {version}"
+        );
+        // Upstream's refusal, as kubectl prints it.
+        let bad = format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: bad\n  namespace: {ns}\nrules:\n- verbs: [get]\n  nonResourceURLs: [/healthz]\n"
+        );
+        let o = stack.kubectl_stdin(k, &["create", "-f", "-"], Some(&bad));
+        assert!(!o.ok, "kubectl {version}");
+        assert!(
+            o.stderr.contains(
+                "Role \"bad\" is invalid: rules[0].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs"
+            ),
+            "kubectl {version}: {}",
+            o.stderr
+        );
+    }
+
+    // REST: upstream's texts, create on update, the immutable roleRef, cluster scope.
+    let roles = format!("{rbac}/namespaces/rbac0/roles");
+    let (code, v) = req(
+        "POST",
+        &roles,
+        Some(json!({"metadata": {"name": "bad"}, "rules": [{"verbs": ["get"]}]})),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "Role.rbac.authorization.k8s.io \"bad\" is invalid: [rules[0].apiGroups: Required value: resource rules must supply at least one api group, rules[0].resources: Required value: resource rules must supply at least one resource]"
+    );
+    assert_eq!(v["details"]["causes"][0]["field"], "rules[0].apiGroups");
+    let (code, v) = req(
+        "PUT",
+        &format!("{roles}/put-created"),
+        Some(json!({"metadata": {"name": "put-created"}})),
+    );
+    assert_eq!(code, 201, "create on update: {v}");
+    assert!(v["rules"].is_null() && v.get("rules").is_some(), "{v}");
+    let binding = format!("{rbac}/namespaces/rbac0/rolebindings/jane-view");
+    let (_, mut b) = req("GET", &binding, None);
+    b["roleRef"]["name"] = json!("edit");
+    b["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let (code, v) = req("PUT", &binding, Some(b));
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "RoleBinding.rbac.authorization.k8s.io \"jane-view\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
+    );
+    let (code, v) = req(
+        "POST",
+        &format!("{rbac}/clusterrolebindings"),
+        Some(json!({"metadata": {"name": "bad"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default"}]})),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"bad\" is invalid: [roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\", subjects[0].namespace: Required value]"
+    );
+    // Cluster-scoped: no route under a namespace; a namespace in the body is dropped; no
+    // namespace needs to exist.
+    assert_eq!(
+        req(
+            "GET",
+            &format!("{rbac}/namespaces/rbac0/clusterroles/cm-lister-0"),
+            None
+        )
+        .0,
+        404
+    );
+    let (code, v) = req(
+        "POST",
+        &format!("{rbac}/clusterroles"),
+        Some(json!({"metadata": {"name": "agg", "namespace": "nope"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "yes"}}]}})),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert!(v["metadata"].get("namespace").is_none(), "{v}");
+    let (code, v) = req(
+        "POST",
+        &format!("{rbac}/namespaces/nope/roles"),
+        Some(json!({"metadata": {"name": "r"}})),
+    );
+    assert_eq!(code, 404, "{v}");
+    assert_eq!(v["message"], "namespaces \"nope\" not found");
+
+    // Deleting a namespace removes its Roles and RoleBindings.
+    let (code, v) = req("DELETE", &format!("{g}/api/v1/namespaces/rbac0"), None);
+    assert_eq!(code, 200, "{v}");
+    wait_for("rbac0's roles and bindings to go", || {
+        let (_, r) = req("GET", &roles, None);
+        let (_, b) = req(
+            "GET",
+            &format!("{rbac}/namespaces/rbac0/rolebindings"),
+            None,
+        );
+        r["items"].as_array().is_some_and(Vec::is_empty)
+            && b["items"].as_array().is_some_and(Vec::is_empty)
+    });
+    wait_for("rbac0 to go", || {
+        req("GET", &format!("{g}/api/v1/namespaces/rbac0"), None).0 == 404
+    });
+    let (_, l) = req("GET", &format!("{rbac}/clusterroles"), None);
+    let names: Vec<&str> = l["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"cm-lister-0") && names.contains(&"agg"),
+        "{l}"
+    );
+    assert_eq!(
+        req(
+            "GET",
+            &format!("{rbac}/clusterrolebindings/jane-lists-0"),
             None
         )
         .0,

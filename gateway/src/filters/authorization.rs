@@ -1,22 +1,252 @@
-//! Authorization seam: ninth layer of the edge stack (`stack.rs`), the last before
-//! the router, where upstream's `WithAuthorization`
-//! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authorization.go) sits. It sees the
-//! request info ([`crate::request_info::RequestInfo`], put there by the request-info
-//! layer) that an authorizer decides on: verb, API group, resource, subresource, namespace,
-//! name and tenant.
+//! Authorization: ninth layer of the edge stack (`stack.rs`), the last before the router,
+//! where upstream's `WithAuthorization`
+//! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authorization.go) sits.
 //!
-//! Pass-through today: everything is allowed. The RBAC issue puts here the per-tenant RBAC
-//! authorizer and upstream's 403 Forbidden Status (`forbidden.go`), then audit
-//! (`WithAudit`) next to it.
+//! It asks the gateway's authorizer ([`crate::authz`]: AlwaysAllow, or RBAC over the
+//! tenant's own roles and bindings) whether the authenticated user (the authentication
+//! layer's [`User`]; a request that reached here without one is `system:anonymous`) may
+//! do what the request info says (verb, API group, resource, subresource, namespace, name,
+//! or the non-resource path), in the tenant the path names. A denial is upstream's 403
+//! Status (`responsewriters.Forbidden`): `crontabs.stable.example.com is forbidden: User
+//! "jane" cannot list resource "crontabs" in API group "stable.example.com" in the namespace
+//! "default"`, for watches too (the decision comes before any response head).
+//!
+//! A cached policy decides synchronously (the inner future is returned as it is); only a
+//! tenant whose policy must first be read from storage costs a boxed future.
 
-super::seam!(
-    /// The layer of [`Authorization`].
-    AuthorizationLayer,
-    /// Pass-through authorization (see the module docs for what comes here).
-    Authorization
-);
+use crate::authz::{attributes, forbidden};
+use crate::context::Ctx;
+use crate::filters::authentication::User;
+use crate::http::{Body, Payload, error_response};
+use crate::request_info::RequestInfo;
+use crdplane_auth::rbac::Decision;
+use crdplane_auth::user::UserInfo;
+use futures::future::{BoxFuture, Either, Ready, ready};
+use http::{Request, Response};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// The layer of [`Authorization`].
+#[derive(Clone, Default)]
+pub struct AuthorizationLayer {
+    ctx: Option<Arc<Ctx>>,
+}
+
+impl AuthorizationLayer {
+    /// Authorizes with the authorizer of `ctx` (None: everything is allowed, for stacks
+    /// without a gateway behind them).
+    pub fn new(ctx: Option<Arc<Ctx>>) -> Self {
+        Self { ctx }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthorizationLayer {
+    type Service = Authorization<S>;
+    fn layer(&self, inner: S) -> Authorization<S> {
+        Authorization {
+            inner,
+            ctx: self.ctx.clone(),
+        }
+    }
+}
+
+/// Authorizes every request (see the module docs).
+#[derive(Clone)]
+pub struct Authorization<S> {
+    inner: S,
+    ctx: Option<Arc<Ctx>>,
+}
+
+type Answer<F> = Either<
+    Either<F, Ready<Result<Response<Body>, Infallible>>>,
+    BoxFuture<'static, Result<Response<Body>, Infallible>>,
+>;
+
+fn anonymous() -> User {
+    static ANON: std::sync::OnceLock<User> = std::sync::OnceLock::new();
+    ANON.get_or_init(|| Arc::new(UserInfo::anonymous())).clone()
+}
+
+fn refuse(user: &UserInfo, info: &RequestInfo, reason: &str) -> Response<Body> {
+    error_response(&forbidden(&user.name, &attributes(info), reason))
+}
+
+impl<S> tower::Service<Request<Payload>> for Authorization<S>
+where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Answer<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Payload>) -> Self::Future {
+        let (Some(ctx), Some(info)) = (&self.ctx, crate::filters::request_info::of(&req)) else {
+            return Either::Left(Either::Left(self.inner.call(req)));
+        };
+        let user = req
+            .extensions()
+            .get::<User>()
+            .cloned()
+            .unwrap_or_else(anonymous);
+        match ctx
+            .authz
+            .decide_cached(&user, &info.tenant, &attributes(info))
+        {
+            Some(Decision::Allow) => Either::Left(Either::Left(self.inner.call(req))),
+            Some(Decision::Deny(reason)) => {
+                Either::Left(Either::Right(ready(Ok(refuse(&user, info, &reason)))))
+            }
+            None => {
+                // The tenant's policy must be read first: take the service that is ready
+                // and leave a clone in its place (tower's rule for calls after an await).
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let ctx = ctx.clone();
+                let info = info.clone();
+                Either::Right(Box::pin(async move {
+                    let d =
+                        crate::policy::decide(&ctx, &user, &info.tenant, &attributes(&info)).await;
+                    match d {
+                        Ok(Decision::Allow) => inner.call(req).await,
+                        Ok(Decision::Deny(reason)) => Ok(refuse(&user, &info, &reason)),
+                        Err(e) => Ok(error_response(&e)),
+                    }
+                }))
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
-    super::super::seam_test!(super::AuthorizationLayer);
+    use super::*;
+    use crate::filters::testing::{echo, read, request};
+    use crdplane_auth::rbac::{Objects, Policy, bootstrap};
+    use http::StatusCode;
+    use tower::{Layer, ServiceExt};
+
+    fn ctx(mode: crate::authz::Mode) -> Arc<Ctx> {
+        let cfg = crate::context::Config {
+            authorization: mode,
+            ..Default::default()
+        };
+        let ctx = Ctx::new(cfg).unwrap();
+        let mut objs = Objects {
+            cluster_roles: bootstrap::cluster_roles(),
+            cluster_role_bindings: bootstrap::cluster_role_bindings(),
+            ..Default::default()
+        };
+        objs.role_bindings.push(serde_json::json!({
+            "metadata": {"name": "jane-view", "namespace": "team-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "jane"}]
+        }));
+        ctx.authz
+            .cache_for_test("t1", Arc::new(Policy::from_objects(&objs)));
+        ctx
+    }
+
+    async fn call(
+        ctx: Arc<Ctx>,
+        method: &str,
+        path: &str,
+        user: Option<UserInfo>,
+    ) -> (StatusCode, String) {
+        let svc = AuthorizationLayer::new(Some(ctx))
+            .layer(echo(|r| format!("{} {}", r.method(), r.uri())));
+        let mut req = request(method, path);
+        let watch = path.contains("watch=true");
+        let info = crate::request_info::parse(method, path.split('?').next().unwrap(), watch, "t1")
+            .unwrap();
+        req.extensions_mut().insert(info);
+        if let Some(u) = user {
+            req.extensions_mut().insert::<User>(Arc::new(u));
+        }
+        read(svc.oneshot(req).await.unwrap()).await
+    }
+
+    fn jane() -> UserInfo {
+        UserInfo {
+            name: "jane".into(),
+            groups: vec!["system:authenticated".into()],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn rbac_decides_with_upstreams_texts() {
+        let c = ctx(crate::authz::Mode::Rbac);
+        let ok = call(
+            c.clone(),
+            "GET",
+            "/api/v1/namespaces/team-a/configmaps",
+            Some(jane()),
+        )
+        .await;
+        assert_eq!(
+            ok,
+            (
+                StatusCode::OK,
+                "GET /api/v1/namespaces/team-a/configmaps".into()
+            )
+        );
+        let (code, body) = call(
+            c.clone(),
+            "GET",
+            "/apis/stable.example.com/v1/namespaces/default/crontabs?watch=true",
+            Some(jane()),
+        )
+        .await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            v["message"],
+            "crontabs.stable.example.com is forbidden: User \"jane\" cannot watch resource \"crontabs\" in API group \"stable.example.com\" in the namespace \"default\""
+        );
+        assert_eq!(
+            v["details"],
+            serde_json::json!({"group": "stable.example.com", "kind": "crontabs"})
+        );
+        // No user: anonymous, which may read /healthz and nothing else.
+        assert_eq!(
+            call(c.clone(), "GET", "/healthz", None).await.0,
+            StatusCode::OK
+        );
+        let (code, body) = call(c.clone(), "GET", "/apis", None).await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        assert!(
+            body.contains("forbidden: User \\\"system:anonymous\\\" cannot get path \\\"/apis\\\""),
+            "{body}"
+        );
+        // system:masters needs no policy at all (tenant t2 has none cached).
+        let admin = UserInfo {
+            name: "admin".into(),
+            groups: vec!["system:masters".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            call(c, "DELETE", "/clusters/t2/api/v1/namespaces/x", Some(admin))
+                .await
+                .0,
+            StatusCode::OK
+        );
+    }
+
+    #[tokio::test]
+    async fn always_allow_allows() {
+        let c = ctx(crate::authz::Mode::AlwaysAllow);
+        assert_eq!(
+            call(c, "DELETE", "/api/v1/namespaces/x", None).await.0,
+            StatusCode::OK
+        );
+    }
 }

@@ -7,7 +7,8 @@
 //! versions, accepted names, `<plural>/status` and `<plural>/scale`), the version ordering of
 //! k8s.io/apimachinery `pkg/version/helpers.go` (`CompareKubeAwareVersionStrings`) and
 //! `storageversionhash.go` of k8s.io/apiserver `pkg/endpoints/discovery`. The built-in groups
-//! (`coordination.k8s.io`, `events.k8s.io`, from `crdplane_core::builtin::BUILTIN`) are part of
+//! (`coordination.k8s.io`, `events.k8s.io`, `rbac.authorization.k8s.io`, from
+//! `crdplane_core::builtin::BUILTIN`) are part of
 //! every tenant's documents, ordered before the CRD groups by kube-aggregator's group
 //! priorities. Pure functions.
 
@@ -232,6 +233,8 @@ fn group_priority(group: &str) -> u32 {
     match group {
         "events.k8s.io" => 17750,
         "authentication.k8s.io" => 17700,
+        "authorization.k8s.io" => 17600,
+        "rbac.authorization.k8s.io" => 17000,
         crd::GROUP => 16700,
         "coordination.k8s.io" => 16500,
         g if builtin::groups().contains(&g) => 16000,
@@ -487,6 +490,16 @@ mod tests {
         );
     }
 
+    /// The position of group `name` in an `APIGroupList`'s `groups` or an aggregated list's
+    /// `items` (the built-in groups before it vary as built-in types are added).
+    fn at(list: &Value, name: &str) -> usize {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .position(|g| g["name"] == name || g["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {list}"))
+    }
+
     #[test]
     fn legacy_and_aggregated_agree() {
         let d = build(&[crontab()]);
@@ -497,12 +510,14 @@ mod tests {
             [
                 "events.k8s.io",
                 "authentication.k8s.io",
+                "authorization.k8s.io",
+                "rbac.authorization.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "stable.example.com"
             ]
         );
-        let crontabs = &groups[4];
+        let crontabs = &groups[at(&d.group_list["groups"], "stable.example.com")];
         assert_eq!(crontabs["preferredVersion"]["version"], "v1");
         assert_eq!(crontabs["versions"].as_array().unwrap().len(), 2);
         assert_eq!(
@@ -542,8 +557,7 @@ mod tests {
 
         let items = d.aggregated["items"].as_array().unwrap();
         assert_eq!(d.aggregated["apiVersion"], "apidiscovery.k8s.io/v2");
-        assert_eq!(items[4]["metadata"]["name"], "stable.example.com");
-        let av = &items[4]["versions"][0];
+        let av = &items[at(&d.aggregated["items"], "stable.example.com")]["versions"][0];
         assert_eq!(av["version"], "v1");
         assert_eq!(av["freshness"], "Current");
         let r = &av["resources"][0];
@@ -574,7 +588,8 @@ mod tests {
             want
         );
         assert_eq!(
-            d.aggregated["items"][4]["versions"][0]["resources"][0]["verbs"],
+            d.aggregated["items"][at(&d.aggregated["items"], "stable.example.com")]["versions"][0]
+                ["resources"][0]["verbs"],
             want
         );
     }
@@ -585,7 +600,10 @@ mod tests {
         let with = build(std::slice::from_ref(&c));
         c.status.conditions.clear();
         let without = build(&[c]);
-        assert_eq!(without.group_list["groups"].as_array().unwrap().len(), 4);
+        assert_eq!(
+            without.group_list["groups"].as_array().unwrap().len(),
+            with.group_list["groups"].as_array().unwrap().len() - 1
+        );
         assert!(!without.resource_lists.contains_key("stable.example.com/v1"));
         assert_ne!(with.etag, without.etag);
         assert_eq!(build(&[]).etag, without.etag);
@@ -601,15 +619,46 @@ mod tests {
             json!({"groupVersion": "events.k8s.io/v1", "version": "v1"})
         );
         // kube-aggregator's priorities: events.k8s.io, authentication.k8s.io,
-        // apiextensions.k8s.io, coordination.k8s.io.
+        // rbac.authorization.k8s.io, apiextensions.k8s.io, coordination.k8s.io.
         assert_eq!(groups[1]["name"], "authentication.k8s.io");
+        assert!(at(groups, "rbac.authorization.k8s.io") < at(groups, "apiextensions.k8s.io"));
+        let rbac = &d.resource_lists["rbac.authorization.k8s.io/v1"]["resources"];
+        let names: Vec<(&str, bool)> = rbac
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap(),
+                    r["namespaced"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("clusterrolebindings", false),
+                ("clusterroles", false),
+                ("rolebindings", true),
+                ("roles", true)
+            ]
+        );
+        assert_eq!(rbac[3]["storageVersionHash"], "7FuwZcIIItM=");
+        assert_eq!(
+            d.aggregated["items"][at(&d.aggregated["items"], "rbac.authorization.k8s.io")]["versions"]
+                [0]["resources"][1],
+            json!({"resource": "clusterroles",
+                   "responseKind": {"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "ClusterRole"},
+                   "scope": "Cluster", "singularResource": "clusterrole",
+                   "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]})
+        );
         assert_eq!(
             d.resource_lists["authentication.k8s.io/v1"]["resources"],
             json!([{"name": "selfsubjectreviews", "singularName": "selfsubjectreview",
                     "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"]}])
         );
         assert_eq!(
-            groups[3]["versions"],
+            groups[at(groups, "coordination.k8s.io")]["versions"],
             json!([{"groupVersion": "coordination.k8s.io/v1", "version": "v1"}])
         );
         let leases = &d.resource_lists["coordination.k8s.io/v1"];
@@ -632,7 +681,7 @@ mod tests {
                    "scope": "Cluster", "singularResource": "selfsubjectreview", "verbs": ["create"]})
         );
         assert_eq!(
-            agg[3]["versions"][0]["resources"][0],
+            agg[at(agg, "coordination.k8s.io")]["versions"][0]["resources"][0],
             json!({"resource": "leases",
                    "responseKind": {"group": "coordination.k8s.io", "version": "v1", "kind": "Lease"},
                    "scope": "Namespaced", "singularResource": "lease",
@@ -668,12 +717,15 @@ mod tests {
             [
                 "events.k8s.io",
                 "authentication.k8s.io",
+                "authorization.k8s.io",
+                "rbac.authorization.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io"
             ]
         );
+        let coordination = at(&d.group_list["groups"], "coordination.k8s.io");
         assert_eq!(
-            d.group_list["groups"][3]["versions"],
+            d.group_list["groups"][coordination]["versions"],
             json!([{"groupVersion": "coordination.k8s.io/v1", "version": "v1"},
                    {"groupVersion": "coordination.k8s.io/v1alpha9", "version": "v1alpha9"}])
         );
@@ -682,7 +734,7 @@ mod tests {
             .unwrap();
         let kinds: Vec<&str> = res.iter().map(|r| r["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["Lease", "LeaseCandidate"]);
-        let agg = &d.aggregated["items"][3]["versions"][0]["resources"];
+        let agg = &d.aggregated["items"][coordination]["versions"][0]["resources"];
         assert_eq!(agg.as_array().unwrap().len(), 2);
         assert_eq!(agg[0]["responseKind"]["kind"], "Lease");
     }

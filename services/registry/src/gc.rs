@@ -1392,8 +1392,8 @@ mod tests {
         assert!(k.resolve("b.io/v1", "Widget").is_none());
         assert_eq!(
             k.dependents().count(),
-            1 + 5,
-            "the CRD and five built-in resources"
+            1 + 9,
+            "the CRD and nine built-in resources"
         );
         // Built-in owners and dependents, by their storage triple.
         let cm = k.resolve("v1", "ConfigMap").unwrap();
@@ -1407,6 +1407,11 @@ mod tests {
         for (api_version, kind) in [("v1", "Secret"), ("v1", "ServiceAccount"), ("v1", "Event")] {
             assert!(k.resolve(api_version, kind).is_some(), "{kind}");
         }
+        let crb = k
+            .resolve("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
+            .unwrap();
+        assert_eq!(crb.resource, "clusterrolebindings");
+        assert!(!crb.namespaced);
         assert!(
             k.dependents().all(|d| d.resource != "namespaces"),
             "namespaces are not collected"

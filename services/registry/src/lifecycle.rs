@@ -1055,10 +1055,13 @@ mod tests {
             ("", "serviceaccounts"),
             ("", "events"),
             ("coordination.k8s.io", "leases"),
+            ("rbac.authorization.k8s.io", "roles"),
+            ("rbac.authorization.k8s.io", "rolebindings"),
         ] {
             assert!(b.contains(&(gr.0.to_string(), gr.1.to_string())), "{gr:?}");
         }
-        assert_eq!(b.len(), 5, "events once: {b:?}");
+        assert_eq!(b.len(), 7, "events once, no cluster-scoped types: {b:?}");
+        assert!(deletable("rbac.authorization.k8s.io", "clusterroles"));
         assert!(deletable("", "configmaps"));
         assert!(deletable("a.io", "widgets"));
         assert!(!deletable("", "namespaces"));

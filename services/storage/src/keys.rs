@@ -98,10 +98,19 @@ impl Keyspace {
     }
 }
 
-/// Resources whose every write is announced on the cross-tenant change channel (for caches).
+/// Resources whose every write is announced on the cross-tenant change channel (for caches):
+/// CRDs and namespaces (the gateway's CRD and namespace caches) and the RBAC objects (its
+/// per-tenant authorization policies).
 pub fn notifies(group: &str, resource: &str) -> bool {
-    (group == "apiextensions.k8s.io" && resource == "customresourcedefinitions")
-        || (group.is_empty() && resource == "namespaces")
+    match group {
+        "apiextensions.k8s.io" => resource == "customresourcedefinitions",
+        "" => resource == "namespaces",
+        "rbac.authorization.k8s.io" => matches!(
+            resource,
+            "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
+        ),
+        _ => false,
+    }
 }
 
 /// The cross-tenant channel `cp:changes:<group>/<resource>` of key-only change notifications.

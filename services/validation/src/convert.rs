@@ -33,12 +33,7 @@ pub fn from_proto(e: &pb::FieldError) -> FieldError {
     } else {
         None
     };
-    FieldError {
-        kind,
-        field: e.field.clone(),
-        bad_value,
-        detail: e.detail.clone(),
-    }
+    FieldError::new(kind, e.field.clone(), bad_value, e.detail.clone())
 }
 
 /// Converts a list.

@@ -1,5 +1,6 @@
 //! The strategies of the built-in types (ConfigMap, Secret, ServiceAccount, the two Event
-//! APIs, Lease): one module per type implementing [`BuiltinType`], adapted to the generic
+//! APIs, Lease, the four RBAC types): one module per type (one for the RBAC group)
+//! implementing [`BuiltinType`], adapted to the generic
 //! machinery's `Strategy` by [`BuiltinStrategy`]. Adding a type takes one such module, its
 //! entry in `crdplane_core::builtin::BUILTIN` and its OpenAPI schema.
 //!
@@ -10,13 +11,15 @@
 //! field validation reports ([`unknown_fields`]).
 //!
 //! Follows k8s.io/kubernetes pkg/registry/core/{configmap,secret,serviceaccount,event}/
-//! strategy.go, pkg/registry/events, pkg/registry/coordination/lease/strategy.go, and the
-//! validation of pkg/apis/core/validation and pkg/apis/coordination/validation.
+//! strategy.go, pkg/registry/events, pkg/registry/coordination/lease/strategy.go,
+//! pkg/registry/rbac/*/strategy.go, and the validation of pkg/apis/core/validation,
+//! pkg/apis/coordination/validation and pkg/apis/rbac/validation.
 
 pub mod configmaps;
 pub mod events;
 pub mod leases;
 pub mod protobuf;
+pub mod rbac;
 pub mod secrets;
 pub mod serviceaccounts;
 
@@ -50,6 +53,11 @@ pub trait BuiltinType: Send + Sync + 'static {
     /// Whether `ValidateObjectMeta` applies (core v1 events are validated the legacy way,
     /// without it).
     fn validates_object_meta(&self) -> bool {
+        true
+    }
+    /// Whether `ValidateObjectMetaUpdate` runs before the type's `validate_update` (the RBAC
+    /// types run it inside theirs, in upstream's order).
+    fn validates_object_meta_update(&self) -> bool {
         true
     }
     /// `Validate` beyond ObjectMeta.
@@ -97,6 +105,10 @@ pub fn type_of(r: &BuiltinResource) -> &'static dyn BuiltinType {
         ("", "events") => &events::CoreEvents,
         ("events.k8s.io", "events") => &events::EventsV1,
         ("coordination.k8s.io", "leases") => &leases::Leases,
+        (rbac::GROUP, "roles") => &rbac::Roles,
+        (rbac::GROUP, "clusterroles") => &rbac::ClusterRoles,
+        (rbac::GROUP, "rolebindings") => &rbac::RoleBindings,
+        (rbac::GROUP, "clusterrolebindings") => &rbac::ClusterRoleBindings,
         _ => unreachable!("every BUILTIN entry has a strategy (see the tests)"),
     }
 }
@@ -275,10 +287,12 @@ impl Strategy for BuiltinStrategy {
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        if let (Some(n), Some(o)) = (
-            new.get("metadata").and_then(Value::as_object),
-            old.get("metadata").and_then(Value::as_object),
-        ) {
+        if self.ty.validates_object_meta_update()
+            && let (Some(n), Some(o)) = (
+                new.get("metadata").and_then(Value::as_object),
+                old.get("metadata").and_then(Value::as_object),
+            )
+        {
             errs.extend(crdplane_core::objectmeta::validate_object_meta_update(n, o));
         }
         errs.extend(self.ty.validate_update(new, old));

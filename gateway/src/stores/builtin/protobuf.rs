@@ -1,16 +1,18 @@
 //! Request bodies of built-in types in the Kubernetes protobuf encoding
 //! (`application/vnd.kubernetes.protobuf`: the magic `k8s\0`, then a `runtime.Unknown`
 //! whose `raw` is the object's generated.proto message), which kubectl's typed clients send
-//! (`kubectl create namespace|configmap|secret|serviceaccount`). Decoded with the k8s-pb
+//! (`kubectl create namespace|configmap|secret|serviceaccount|role|clusterrole|rolebinding|
+//! clusterrolebinding`). Decoded with the k8s-pb
 //! crate's generated messages into the object's JSON form, the fields a client writes:
 //! metadata (name, generateName, namespace, labels, annotations, finalizers,
 //! ownerReferences) and the type's own fields.
 //!
 //! Follows apimachinery pkg/runtime/serializer/protobuf/protobuf.go (envelope) and
-//! k8s.io/api core/v1/generated.proto.
+//! k8s.io/api core/v1 and rbac/v1 generated.proto.
 
 use base64::Engine;
 use crdplane_core::ApiError;
+use k8s_pb::api::rbac::v1 as rbac;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use prost::Message;
 use serde_json::{Map, Value, json};
@@ -112,9 +114,115 @@ pub fn decode(kind: &str, body: &[u8]) -> Option<Result<Value, ApiError>> {
         "ServiceAccount" => service_account,
         "Namespace" => namespace,
         "SelfSubjectReview" => self_subject_review,
+        "SelfSubjectAccessReview" => self_subject_access_review,
+        "SelfSubjectRulesReview" => self_subject_rules_review,
+        "SubjectAccessReview" => subject_access_review,
+        "LocalSubjectAccessReview" => local_subject_access_review,
+        "Role" => role,
+        "ClusterRole" => cluster_role,
+        "RoleBinding" => role_binding,
+        "ClusterRoleBinding" => cluster_role_binding,
         _ => return None,
     };
     Some(f(body))
+}
+
+use k8s_pb::api::authorization::v1 as authz;
+
+/// The attributes of an access review's spec, as JSON (`kubectl auth can-i`'s request).
+fn access_attributes(
+    out: &mut Map<String, Value>,
+    r: Option<authz::ResourceAttributes>,
+    n: Option<authz::NonResourceAttributes>,
+) {
+    let text = |s: Option<String>| s.map(Value::String);
+    if let Some(r) = r {
+        let mut o = Map::new();
+        put(&mut o, "namespace", text(r.namespace));
+        put(&mut o, "verb", text(r.verb));
+        put(&mut o, "group", text(r.group));
+        put(&mut o, "version", text(r.version));
+        put(&mut o, "resource", text(r.resource));
+        put(&mut o, "subresource", text(r.subresource));
+        put(&mut o, "name", text(r.name));
+        out.insert("resourceAttributes".into(), Value::Object(o));
+    }
+    if let Some(n) = n {
+        let mut o = Map::new();
+        put(&mut o, "path", text(n.path));
+        put(&mut o, "verb", text(n.verb));
+        out.insert("nonResourceAttributes".into(), Value::Object(o));
+    }
+}
+
+fn review(kind: &str, meta: Option<meta::ObjectMeta>, spec: Map<String, Value>) -> Value {
+    json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": object_meta(meta),
+        "spec": spec,
+    })
+}
+
+/// `kubectl auth can-i`'s request.
+fn self_subject_access_review(body: &[u8]) -> Result<Value, ApiError> {
+    const K: &str = "SelfSubjectAccessReview";
+    let raw = unwrap_envelope(body, K)?;
+    let r = authz::SelfSubjectAccessReview::decode(raw.as_slice()).map_err(|_| bad(K))?;
+    let s = r.spec.unwrap_or_default();
+    let mut spec = Map::new();
+    access_attributes(&mut spec, s.resource_attributes, s.non_resource_attributes);
+    Ok(review(K, r.metadata, spec))
+}
+
+/// `kubectl auth can-i --list`'s request.
+fn self_subject_rules_review(body: &[u8]) -> Result<Value, ApiError> {
+    const K: &str = "SelfSubjectRulesReview";
+    let raw = unwrap_envelope(body, K)?;
+    let r = authz::SelfSubjectRulesReview::decode(raw.as_slice()).map_err(|_| bad(K))?;
+    let mut spec = Map::new();
+    put(
+        &mut spec,
+        "namespace",
+        r.spec.and_then(|s| s.namespace).map(Value::String),
+    );
+    Ok(review(K, r.metadata, spec))
+}
+
+fn subject_access_spec(s: authz::SubjectAccessReviewSpec) -> Map<String, Value> {
+    let mut spec = Map::new();
+    access_attributes(&mut spec, s.resource_attributes, s.non_resource_attributes);
+    put(&mut spec, "user", s.user.map(Value::String));
+    put(&mut spec, "uid", s.uid.map(Value::String));
+    if !s.groups.is_empty() {
+        spec.insert("groups".into(), json!(s.groups));
+    }
+    if !s.extra.is_empty() {
+        spec.insert("extra".into(), string_map(&s.extra, |v| json!(v.items)));
+    }
+    spec
+}
+
+fn subject_access_review(body: &[u8]) -> Result<Value, ApiError> {
+    const K: &str = "SubjectAccessReview";
+    let raw = unwrap_envelope(body, K)?;
+    let r = authz::SubjectAccessReview::decode(raw.as_slice()).map_err(|_| bad(K))?;
+    Ok(review(
+        K,
+        r.metadata,
+        subject_access_spec(r.spec.unwrap_or_default()),
+    ))
+}
+
+fn local_subject_access_review(body: &[u8]) -> Result<Value, ApiError> {
+    const K: &str = "LocalSubjectAccessReview";
+    let raw = unwrap_envelope(body, K)?;
+    let r = authz::LocalSubjectAccessReview::decode(raw.as_slice()).map_err(|_| bad(K))?;
+    Ok(review(
+        K,
+        r.metadata,
+        subject_access_spec(r.spec.unwrap_or_default()),
+    ))
 }
 
 /// `kubectl auth whoami`'s request: nothing in it matters but its kind.
@@ -208,6 +316,150 @@ fn service_account(body: &[u8]) -> Result<Value, ApiError> {
     Ok(Value::Object(o))
 }
 
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
+
+/// A list of strings as JSON, `None` when empty (the JSON form omits it).
+fn string_list(v: Vec<String>) -> Option<Value> {
+    (!v.is_empty()).then(|| json!(v))
+}
+
+fn policy_rules(rules: Vec<rbac::PolicyRule>) -> Value {
+    Value::Array(
+        rules
+            .into_iter()
+            .map(|r| {
+                let mut o = Map::new();
+                o.insert("verbs".into(), json!(r.verbs));
+                put(&mut o, "apiGroups", string_list(r.api_groups));
+                put(&mut o, "resources", string_list(r.resources));
+                put(&mut o, "resourceNames", string_list(r.resource_names));
+                put(&mut o, "nonResourceURLs", string_list(r.non_resource_ur_ls));
+                Value::Object(o)
+            })
+            .collect(),
+    )
+}
+
+fn label_selector(s: meta::LabelSelector) -> Value {
+    let mut o = Map::new();
+    if !s.match_labels.is_empty() {
+        o.insert(
+            "matchLabels".into(),
+            string_map(&s.match_labels, |v| json!(v)),
+        );
+    }
+    if !s.match_expressions.is_empty() {
+        let exprs: Vec<Value> = s
+            .match_expressions
+            .into_iter()
+            .map(|e| {
+                let mut m = Map::new();
+                m.insert("key".into(), json!(e.key.unwrap_or_default()));
+                m.insert("operator".into(), json!(e.operator.unwrap_or_default()));
+                put(&mut m, "values", string_list(e.values));
+                Value::Object(m)
+            })
+            .collect();
+        o.insert("matchExpressions".into(), Value::Array(exprs));
+    }
+    Value::Object(o)
+}
+
+fn role_object(
+    kind: &str,
+    metadata: Option<meta::ObjectMeta>,
+    rules: Vec<rbac::PolicyRule>,
+) -> Map<String, Value> {
+    let mut o = Map::new();
+    o.insert("apiVersion".into(), json!(RBAC_V1));
+    o.insert("kind".into(), json!(kind));
+    o.insert("metadata".into(), object_meta(metadata));
+    o.insert("rules".into(), policy_rules(rules));
+    o
+}
+
+fn role(body: &[u8]) -> Result<Value, ApiError> {
+    let raw = unwrap_envelope(body, "Role")?;
+    let r = rbac::Role::decode(raw.as_slice()).map_err(|_| bad("Role"))?;
+    Ok(Value::Object(role_object("Role", r.metadata, r.rules)))
+}
+
+fn cluster_role(body: &[u8]) -> Result<Value, ApiError> {
+    let raw = unwrap_envelope(body, "ClusterRole")?;
+    let r = rbac::ClusterRole::decode(raw.as_slice()).map_err(|_| bad("ClusterRole"))?;
+    let mut o = role_object("ClusterRole", r.metadata, r.rules);
+    if let Some(a) = r.aggregation_rule {
+        let mut rule = Map::new();
+        if !a.cluster_role_selectors.is_empty() {
+            let sels: Vec<Value> = a
+                .cluster_role_selectors
+                .into_iter()
+                .map(label_selector)
+                .collect();
+            rule.insert("clusterRoleSelectors".into(), Value::Array(sels));
+        }
+        o.insert("aggregationRule".into(), Value::Object(rule));
+    }
+    Ok(Value::Object(o))
+}
+
+fn binding_object(
+    kind: &str,
+    metadata: Option<meta::ObjectMeta>,
+    subjects: Vec<rbac::Subject>,
+    role_ref: Option<rbac::RoleRef>,
+) -> Value {
+    let mut o = Map::new();
+    o.insert("apiVersion".into(), json!(RBAC_V1));
+    o.insert("kind".into(), json!(kind));
+    o.insert("metadata".into(), object_meta(metadata));
+    let text = |s: Option<String>| s.filter(|s| !s.is_empty()).map(Value::String);
+    if !subjects.is_empty() {
+        let subs: Vec<Value> = subjects
+            .into_iter()
+            .map(|s| {
+                let mut m = Map::new();
+                m.insert("kind".into(), json!(s.kind.unwrap_or_default()));
+                put(&mut m, "apiGroup", text(s.api_group));
+                m.insert("name".into(), json!(s.name.unwrap_or_default()));
+                put(&mut m, "namespace", text(s.namespace));
+                Value::Object(m)
+            })
+            .collect();
+        o.insert("subjects".into(), Value::Array(subs));
+    }
+    let r = role_ref.unwrap_or_default();
+    o.insert(
+        "roleRef".into(),
+        json!({"apiGroup": r.api_group.unwrap_or_default(), "kind": r.kind.unwrap_or_default(),
+               "name": r.name.unwrap_or_default()}),
+    );
+    Value::Object(o)
+}
+
+fn role_binding(body: &[u8]) -> Result<Value, ApiError> {
+    let raw = unwrap_envelope(body, "RoleBinding")?;
+    let b = rbac::RoleBinding::decode(raw.as_slice()).map_err(|_| bad("RoleBinding"))?;
+    Ok(binding_object(
+        "RoleBinding",
+        b.metadata,
+        b.subjects,
+        b.role_ref,
+    ))
+}
+
+fn cluster_role_binding(body: &[u8]) -> Result<Value, ApiError> {
+    let raw = unwrap_envelope(body, "ClusterRoleBinding")?;
+    let b =
+        rbac::ClusterRoleBinding::decode(raw.as_slice()).map_err(|_| bad("ClusterRoleBinding"))?;
+    Ok(binding_object(
+        "ClusterRoleBinding",
+        b.metadata,
+        b.subjects,
+        b.role_ref,
+    ))
+}
+
 /// Namespaces (`kubectl create namespace`): metadata and `spec.finalizers`.
 pub fn namespace(body: &[u8]) -> Result<Value, ApiError> {
     let raw = unwrap_envelope(body, "Namespace")?;
@@ -291,6 +543,66 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Namespace",
                    "metadata": {"name": "team", "labels": {"a": "b"}},
                    "spec": {"finalizers": []}})
+        );
+    }
+
+    #[test]
+    fn rbac_types_decode() {
+        let r = rbac::ClusterRole {
+            metadata: Some(meta::ObjectMeta {
+                name: Some("c".into()),
+                ..Default::default()
+            }),
+            rules: vec![rbac::PolicyRule {
+                verbs: vec!["get".into()],
+                non_resource_ur_ls: vec!["/healthz".into()],
+                ..Default::default()
+            }],
+            aggregation_rule: Some(rbac::AggregationRule {
+                cluster_role_selectors: vec![meta::LabelSelector {
+                    match_labels: [("a".to_string(), "b".to_string())].into(),
+                    ..Default::default()
+                }],
+            }),
+        };
+        let v = decode("ClusterRole", &envelope("ClusterRole", r.encode_to_vec()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "c"},
+                   "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+                   "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]}})
+        );
+        let b = rbac::RoleBinding {
+            metadata: Some(meta::ObjectMeta {
+                name: Some("b".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            }),
+            subjects: vec![rbac::Subject {
+                kind: Some("User".into()),
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                name: Some("jane".into()),
+                namespace: Some(String::new()),
+            }],
+            role_ref: Some(rbac::RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: Some("ClusterRole".into()),
+                name: Some("view".into()),
+            }),
+        };
+        let v = decode("RoleBinding", &envelope("RoleBinding", b.encode_to_vec()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v["subjects"],
+            json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "jane"}])
+        );
+        assert_eq!(
+            v["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"})
         );
     }
 

@@ -6,8 +6,9 @@
 //! `description`, `x-kubernetes-group-version-kind` on every kind, the `<Kind>List`
 //! definitions (k8s-openapi models lists generically), and the `x-kubernetes-*`
 //! extensions upstream's markers produce (`+patchStrategy`/`+patchMergeKey`,
-//! `+structType=atomic` in k8s.io/api `core/v1/types.go`), which k8s-openapi's schemas do
-//! not carry. Definitions the hand-written fixture (`fixtures/builtin_v2.json`) already
+//! `+structType=atomic`, `+listType=atomic` in k8s.io/api `core/v1/types.go`,
+//! `rbac/v1/types.go` and apimachinery's `meta/v1/types.go` for LabelSelector), which
+//! k8s-openapi's schemas do not carry. Definitions the hand-written fixture (`fixtures/builtin_v2.json`) already
 //! has (ObjectMeta and what it references) are left to it.
 //!
 //! Rewrite the golden file with
@@ -15,7 +16,7 @@
 //! without the variable the same test fails while the checked-in file is stale.
 
 use crdplane_core::builtin::BUILTIN;
-use k8s_openapi::api::{coordination, core, events};
+use k8s_openapi::api::{coordination, core, events, rbac};
 use k8s_openapi::schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
@@ -25,7 +26,8 @@ const META_MORE: &str = "Standard list metadata. More info: https://git.k8s.io/c
 const KINDS_MORE: &str = "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 /// Descriptions of the list kinds, of their `items` and `metadata`, from the comments on the
-/// `<Kind>List` types of k8s.io/api core/v1, events/v1 and coordination/v1 `types.go`.
+/// `<Kind>List` types of k8s.io/api core/v1, events/v1, coordination/v1 and rbac/v1
+/// `types.go`.
 const LISTS: &[(&str, &str, &str, &str)] = &[
     (
         "io.k8s.api.core.v1.ConfigMapList",
@@ -63,7 +65,33 @@ const LISTS: &[(&str, &str, &str, &str)] = &[
         "items is a list of schema objects.",
         META_MORE,
     ),
+    (
+        "io.k8s.api.rbac.v1.ClusterRoleBindingList",
+        "ClusterRoleBindingList is a collection of ClusterRoleBindings",
+        "Items is a list of ClusterRoleBindings",
+        RBAC_LIST_META,
+    ),
+    (
+        "io.k8s.api.rbac.v1.ClusterRoleList",
+        "ClusterRoleList is a collection of ClusterRoles",
+        "Items is a list of ClusterRoles",
+        RBAC_LIST_META,
+    ),
+    (
+        "io.k8s.api.rbac.v1.RoleBindingList",
+        "RoleBindingList is a collection of RoleBindings",
+        "Items is a list of RoleBindings",
+        RBAC_LIST_META,
+    ),
+    (
+        "io.k8s.api.rbac.v1.RoleList",
+        "RoleList is a collection of Roles",
+        "Items is a list of Roles",
+        RBAC_LIST_META,
+    ),
 ];
+/// The rbac/v1 lists' `metadata` description.
+const RBAC_LIST_META: &str = "Standard object's metadata.";
 
 /// `required` of the kinds as upstream publishes it (fields without `omitempty` in
 /// `types.go`). k8s-openapi marks `metadata` required on every resource type (its Rust
@@ -77,12 +105,26 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ("io.k8s.api.events.v1.Event", &["eventTime"]),
     ("io.k8s.api.coordination.v1.Lease", &[]),
     ("io.k8s.api.core.v1.LocalObjectReference", &[]),
+    ("io.k8s.api.rbac.v1.Role", &[]),
+    ("io.k8s.api.rbac.v1.ClusterRole", &[]),
+    ("io.k8s.api.rbac.v1.RoleBinding", &["roleRef"]),
+    ("io.k8s.api.rbac.v1.ClusterRoleBinding", &["roleRef"]),
+    ("io.k8s.api.rbac.v1.PolicyRule", &["verbs"]),
+    ("io.k8s.api.rbac.v1.RoleRef", &["apiGroup", "kind", "name"]),
+    ("io.k8s.api.rbac.v1.Subject", &["kind", "name"]),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
+        &["key", "operator"],
+    ),
 ];
 
 /// Vendor extensions from upstream's markers: (definition, property or "" for the
 /// definition itself, key, value).
 fn extensions() -> Vec<(&'static str, &'static str, &'static str, Value)> {
-    vec![
+    let atomic_list = |def: &'static str, prop: &'static str| {
+        (def, prop, "x-kubernetes-list-type", json!("atomic"))
+    };
+    let mut out = vec![
         // `// +structType=atomic` on ObjectReference and LocalObjectReference.
         (
             "io.k8s.api.core.v1.ObjectReference",
@@ -109,7 +151,52 @@ fn extensions() -> Vec<(&'static str, &'static str, &'static str, Value)> {
             "x-kubernetes-patch-strategy",
             json!("merge"),
         ),
-    ]
+        // rbac/v1: `+structType=atomic` on RoleRef and Subject, `+listType=atomic` on every
+        // list; meta/v1 LabelSelector: `+structType=atomic`, atomic lists.
+        (
+            "io.k8s.api.rbac.v1.RoleRef",
+            "",
+            "x-kubernetes-map-type",
+            json!("atomic"),
+        ),
+        (
+            "io.k8s.api.rbac.v1.Subject",
+            "",
+            "x-kubernetes-map-type",
+            json!("atomic"),
+        ),
+        (
+            "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
+            "",
+            "x-kubernetes-map-type",
+            json!("atomic"),
+        ),
+    ];
+    for prop in [
+        "verbs",
+        "apiGroups",
+        "resources",
+        "resourceNames",
+        "nonResourceURLs",
+    ] {
+        out.push(atomic_list("io.k8s.api.rbac.v1.PolicyRule", prop));
+    }
+    out.extend([
+        atomic_list("io.k8s.api.rbac.v1.Role", "rules"),
+        atomic_list("io.k8s.api.rbac.v1.ClusterRole", "rules"),
+        atomic_list("io.k8s.api.rbac.v1.RoleBinding", "subjects"),
+        atomic_list("io.k8s.api.rbac.v1.ClusterRoleBinding", "subjects"),
+        atomic_list("io.k8s.api.rbac.v1.AggregationRule", "clusterRoleSelectors"),
+        atomic_list(
+            "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
+            "matchExpressions",
+        ),
+        atomic_list(
+            "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
+            "values",
+        ),
+    ]);
+    out
 }
 
 fn generate() -> Map<String, Value> {
@@ -126,6 +213,10 @@ fn generate() -> Map<String, Value> {
     add::<core::v1::Event>(&mut generator);
     add::<events::v1::Event>(&mut generator);
     add::<coordination::v1::Lease>(&mut generator);
+    add::<rbac::v1::Role>(&mut generator);
+    add::<rbac::v1::ClusterRole>(&mut generator);
+    add::<rbac::v1::RoleBinding>(&mut generator);
+    add::<rbac::v1::ClusterRoleBinding>(&mut generator);
     generator.take_definitions(true)
 }
 

@@ -27,11 +27,13 @@
 //! `fixtures/builtin_v2.json`, written for crdplane: Kubernetes' type and field names and
 //! types (the API contract), our own short descriptions. The built-in resource types of
 //! `crdplane_core::builtin::BUILTIN` (ConfigMap, Secret, ServiceAccount, both Events, Lease,
-//! their lists and what they reference) come from `builtin/definitions.json`, generated
+//! Role, ClusterRole, RoleBinding, ClusterRoleBinding, their lists and what they reference)
+//! come from `builtin/definitions.json`, generated
 //! from k8s-openapi with upstream's descriptions by `builtin_gen` (a test rewrites it with
 //! `CRDPLANE_BLESS=1`); their endpoints come from the same path builder as the CRDs'
 //! (`/api/v1/...` for the core group), and their group-versions get v3 documents
-//! (`api/v1`, `apis/coordination.k8s.io/v1`, `apis/events.k8s.io/v1`). Both are built once
+//! (`api/v1`, `apis/coordination.k8s.io/v1`, `apis/events.k8s.io/v1`,
+//! `apis/rbac.authorization.k8s.io/v1`). Both are built once
 //! per process and are part of every tenant's documents. Every `$ref` in the produced
 //! documents resolves inside the same document (kubectl fails with `unknown model in
 //! reference` otherwise).

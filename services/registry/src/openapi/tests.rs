@@ -576,6 +576,7 @@ fn v3_index_lists_group_versions_with_sha512_hash() {
             "apis/coordination.k8s.io/v1",
             "apis/events.k8s.io/v1",
             "apis/example.io/v1alpha1",
+            "apis/rbac.authorization.k8s.io/v1",
             "apis/stable.example.com/v1"
         ]
     );
@@ -731,6 +732,16 @@ fn v2_has_the_builtin_types_with_upstream_descriptions() {
             "LeaseList",
             "coordination.k8s.io",
         ),
+        (
+            "io.k8s.api.rbac.v1.Role",
+            "Role",
+            "rbac.authorization.k8s.io",
+        ),
+        (
+            "io.k8s.api.rbac.v1.ClusterRoleBindingList",
+            "ClusterRoleBindingList",
+            "rbac.authorization.k8s.io",
+        ),
     ] {
         assert_eq!(
             defs[name]["x-kubernetes-group-version-kind"],
@@ -822,6 +833,25 @@ fn v2_has_the_builtin_types_with_upstream_descriptions() {
         .map(|d| d.name.as_str())
         .collect();
     assert!(names.contains(&"io.k8s.api.coordination.v1.Lease"));
+    assert!(names.contains(&"io.k8s.api.rbac.v1.ClusterRole"));
+    // Cluster-scoped built-ins have no namespaced paths.
+    let crs = "/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}";
+    assert_eq!(
+        doc["paths"][crs]["get"]["operationId"],
+        "readRbacAuthorizationV1ClusterRole"
+    );
+    assert!(
+        doc["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|p| !p.contains("namespaces/{namespace}/clusterrole"))
+    );
+    assert_eq!(
+        doc["paths"]["/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"]["post"]
+            ["operationId"],
+        "createRbacAuthorizationV1NamespacedRoleBinding"
+    );
 }
 
 #[test]
@@ -862,7 +892,21 @@ fn v3_builtin_group_versions() {
     let ev = &events["components"]["schemas"];
     assert!(ev["io.k8s.api.events.v1.EventSeries"].is_object());
     assert!(ev["io.k8s.api.core.v1.ObjectReference"].is_object());
-    for doc in [&core, &leases, &events] {
+    let rbac = build_v3_group_version(&[], "rbac.authorization.k8s.io", "v1").unwrap();
+    let rs = &rbac["components"]["schemas"];
+    assert_eq!(
+        rs["io.k8s.api.rbac.v1.PolicyRule"]["properties"]["verbs"]["x-kubernetes-list-type"],
+        "atomic"
+    );
+    assert_eq!(
+        rs["io.k8s.api.rbac.v1.RoleRef"]["x-kubernetes-map-type"],
+        "atomic"
+    );
+    assert!(rs["io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"].is_object());
+    assert!(
+        rbac["paths"]["/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}"].is_object()
+    );
+    for doc in [&core, &leases, &events, &rbac] {
         let mut refs = Vec::new();
         convert_v3::collect_refs(doc, &mut refs);
         for r in refs {

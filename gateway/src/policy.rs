@@ -1,0 +1,108 @@
+//! Reading a tenant's RBAC policy: the storage side of the authorizer ([`crate::authz`]
+//! holds the mode, the cache and the texts). A tenant met for the first time gets its
+//! default namespaces and bootstrap roles first ([`crate::lifecycle::ensure_tenant`]); then
+//! its Roles, ClusterRoles, RoleBindings and ClusterRoleBindings are listed from storage (all
+//! four at once) and built into a `crdplane_auth::rbac::Policy`, cached per
+//! [`crate::authz::Authorizer::finish_read`]'s rule.
+//!
+//! Where it sits: called by the authorization layer for an uncached tenant, by the RBAC
+//! escalation checks and by the access reviews.
+
+use crate::authz::Mode;
+use crate::context::Ctx;
+use crdplane_apiserver::rest::{ListOptions, Store};
+use crdplane_auth::rbac::{self, Attributes, Decision, Policy};
+use crdplane_auth::user::UserInfo;
+use crdplane_core::ApiError;
+use std::sync::Arc;
+/// The decision for `user` on `a` in `tenant`, reading the tenant's policy if needed.
+pub async fn decide(
+    ctx: &Ctx,
+    user: &UserInfo,
+    tenant: &str,
+    a: &Attributes<'_>,
+) -> Result<Decision, ApiError> {
+    if let Some(d) = ctx.authz.decide_cached(user, tenant, a) {
+        return Ok(d);
+    }
+    Ok(policy(ctx, tenant).await?.authorize(user, a))
+}
+
+/// An access review's answer (`SubjectAccessReviewStatus`): allowed, and the reason the
+/// authorizers give (RBAC names the binding that allowed; `system:masters` and
+/// AlwaysAllow give none).
+pub async fn review(
+    ctx: &Ctx,
+    user: &UserInfo,
+    tenant: &str,
+    a: &Attributes<'_>,
+) -> Result<(bool, String), ApiError> {
+    if ctx.authz.mode() == Mode::AlwaysAllow || rbac::is_privileged(user) {
+        return Ok((true, String::new()));
+    }
+    Ok(policy(ctx, tenant).await?.authorize_explained(user, a))
+}
+
+/// A rules review's answer (`SubjectRulesReviewStatus`): every rule `user` holds in
+/// `namespace` and the errors met resolving them. AlwaysAllow and `system:masters`
+/// hold everything (the `*` rules), as upstream's authorizers list it.
+pub async fn rules(
+    ctx: &Ctx,
+    user: &UserInfo,
+    tenant: &str,
+    namespace: &str,
+) -> Result<(Vec<rbac::Rule>, Vec<String>), ApiError> {
+    if ctx.authz.mode() == Mode::AlwaysAllow {
+        return Ok((rbac::covers::full_authority(), Vec::new()));
+    }
+    let (mut rules, errs) = policy(ctx, tenant).await?.rules_for(user, namespace);
+    if rbac::is_privileged(user) {
+        let mut all = rbac::covers::full_authority();
+        all.append(&mut rules);
+        rules = all;
+    }
+    Ok((rules, errs))
+}
+
+/// The tenant's policy: cached, or read from storage (and cached when that is safe).
+pub async fn policy(ctx: &Ctx, tenant: &str) -> Result<Arc<Policy>, ApiError> {
+    if let Some(p) = ctx.authz.cached(tenant) {
+        return Ok(p);
+    }
+    let epoch = ctx.authz.start_read();
+    // The bootstrap roles are created with the tenant's default namespaces.
+    crate::lifecycle::ensure_tenant(ctx, tenant).await?;
+    let objects = read_objects(ctx, tenant).await?;
+    let p = Arc::new(Policy::from_objects(&objects));
+    ctx.authz.finish_read(tenant, epoch, &p);
+    Ok(p)
+}
+
+/// Every RBAC object of `tenant`, from storage.
+async fn read_objects(ctx: &Ctx, tenant: &str) -> Result<rbac::Objects, ApiError> {
+    let list = |resource: &'static str| async move {
+        let store = crate::stores::storage::StorageStore {
+            storage: &ctx.storage,
+            tenant,
+            group: rbac::GROUP,
+            resource,
+            ttl_seconds: 0,
+        };
+        store
+            .list("", &ListOptions::default())
+            .await
+            .map(|l| l.items)
+    };
+    let (roles, cluster_roles, role_bindings, cluster_role_bindings) = futures::try_join!(
+        list("roles"),
+        list("clusterroles"),
+        list("rolebindings"),
+        list("clusterrolebindings")
+    )?;
+    Ok(rbac::Objects {
+        roles,
+        cluster_roles,
+        role_bindings,
+        cluster_role_bindings,
+    })
+}

@@ -1,0 +1,621 @@
+//! RBAC per tenant, as `crdplane up` runs the gateway (TLS, client certificates, a token
+//! file, `--authorization-mode=RBAC`): the bootstrap roles, upstream's 403 texts for every
+//! verb (watch included), `kubectl auth can-i` (and `--list`), aggregated roles picking up
+//! a CRD's ClusterRole, escalation prevention, prompt revocation, and tenants that do not
+//! see each other's grants. Checked with raw HTTPS requests and real kubectl binaries.
+
+use crdplane::{Pki, Service, kubeconfig_yaml_tls};
+use crdplane_tests::{Stack, TlsClient, kubectls};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const JANE: &str = "jane-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+const CRD: &str = include_str!("../testdata/crontab-crd.yaml");
+
+struct Secure {
+    stack: Stack,
+    pki: Pki,
+    dir: tempfile::TempDir,
+}
+
+impl Secure {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!("{JANE},jane,1001,\"dev\"\n{BOB},bob,1002\n"),
+        )
+        .unwrap();
+        let tokens = tokens.to_string_lossy().to_string();
+        let stack = Stack::start_with_redis_using(|b| {
+            b.tls(&pki)
+                .args(Service::Gateway, &["--token-auth-file", &tokens])
+        })
+        .unwrap();
+        std::fs::write(
+            &stack.kubeconfig,
+            kubeconfig_yaml_tls(
+                &stack.gateway,
+                pki.ca_pem(),
+                pki.admin_cert_pem(),
+                pki.admin_key_pem(),
+            ),
+        )
+        .unwrap();
+        // A kubeconfig that trusts the CA and holds no credential (tokens come as flags).
+        let bare: String = std::fs::read_to_string(&stack.kubeconfig)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("client-certificate-data") && !l.contains("client-key-data"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .replace("  user:\n", "  user: {}\n");
+        std::fs::write(dir.path().join("bare"), bare).unwrap();
+        Self { stack, pki, dir }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.stack.gateway)
+    }
+
+    /// A raw request as the token's user (None: the admin's client certificate).
+    fn call(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if method == "PATCH" {
+            headers[0].1 = "application/merge-patch+json";
+        }
+        if let Some(b) = &bearer {
+            headers.push(("Authorization", b));
+        }
+        let client = match token {
+            Some(_) => TlsClient::new(self.pki.ca_pem(), None).unwrap(),
+            None => TlsClient::new(
+                self.pki.ca_pem(),
+                Some((self.pki.admin_cert_pem(), self.pki.admin_key_pem())),
+            )
+            .unwrap(),
+        };
+        let (code, _, body) = client
+            .request(method, &self.url(path), &headers, body)
+            .unwrap();
+        let v = serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body));
+        (code, v)
+    }
+
+    fn admin(&self, method: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let (code, v) = self.call(None, method, path, Some(&body.to_string()));
+        assert!((200..300).contains(&code), "{method} {path}: {code} {v}");
+        v
+    }
+
+    /// kubectl as the admin (token None) or a token's user: (ok, stdout, stderr).
+    fn kubectl(&self, k: &Path, token: Option<&str>, args: &[&str]) -> (bool, String, String) {
+        let home = self
+            .dir
+            .path()
+            .join(format!("home-{}", k.file_name().unwrap().to_string_lossy()));
+        let mut c = Command::new(k);
+        match token {
+            Some(t) => c
+                .arg("--token")
+                .arg(t)
+                .env("KUBECONFIG", self.dir.path().join("bare")),
+            None => c.env("KUBECONFIG", &self.stack.kubeconfig),
+        };
+        let o = c.args(args).env("HOME", home).output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn setup_crd_and_namespaces(&self, namespaces: &[&str]) {
+        let crd: serde_json::Value = serde_saphyr::from_str(CRD).unwrap();
+        self.admin(
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            crd,
+        );
+        for ns in namespaces {
+            self.admin(
+                "POST",
+                "/api/v1/namespaces",
+                serde_json::json!({"metadata": {"name": ns}}),
+            );
+        }
+        // The CRD serves once Established.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self
+            .call(None, "GET", "/apis/stable.example.com/v1/crontabs", None)
+            .0
+            != 200
+        {
+            assert!(Instant::now() < deadline, "CRD never served");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Polls `f` until it holds (policy changes reach the cache through the storage change
+/// stream, asynchronously); returns how long it took.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+fn binding(
+    kind: &str,
+    name: &str,
+    ns: Option<&str>,
+    role_kind: &str,
+    role: &str,
+    user: &str,
+) -> serde_json::Value {
+    let mut meta = serde_json::json!({"name": name});
+    if let Some(ns) = ns {
+        meta["namespace"] = ns.into();
+    }
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    })
+}
+
+/// (method, path, body, verb, object name, resource as the message names it)
+type Case<'a> = (&'a str, String, Option<&'a str>, &'a str, &'a str, &'a str);
+
+#[test]
+fn forbidden_statuses_for_every_verb_and_path_form() {
+    let s = Secure::start();
+    s.setup_crd_and_namespaces(&["team-a"]);
+    let ct = serde_json::json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "c1"}, "spec": {"cronSpec": "* * * * */5"}});
+    s.admin(
+        "POST",
+        "/apis/stable.example.com/v1/namespaces/team-a/crontabs",
+        ct.clone(),
+    );
+    let base = "/apis/stable.example.com/v1/namespaces/team-a/crontabs";
+    let q = |v: &str| format!("\"{v}\"");
+    let msg = |verb: &str, name: &str, res: &str| {
+        let what = if name.is_empty() {
+            "crontabs.stable.example.com".to_string()
+        } else {
+            format!("crontabs.stable.example.com {}", q(name))
+        };
+        format!(
+            "{what} is forbidden: User \"jane\" cannot {verb} resource {} in API group \"stable.example.com\" in the namespace \"team-a\"",
+            q(res)
+        )
+    };
+    let body = ct.to_string();
+    // (method, path, body, verb, name, resource as named in the message)
+    let one = format!("{base}/c1");
+    let cases: Vec<Case> = vec![
+        ("GET", one.clone(), None, "get", "c1", "crontabs"),
+        ("GET", base.to_string(), None, "list", "", "crontabs"),
+        (
+            "GET",
+            format!("{base}?watch=true"),
+            None,
+            "watch",
+            "",
+            "crontabs",
+        ),
+        (
+            "POST",
+            base.to_string(),
+            Some(&body),
+            "create",
+            "",
+            "crontabs",
+        ),
+        ("PUT", one.clone(), Some(&body), "update", "c1", "crontabs"),
+        ("PATCH", one.clone(), Some("{}"), "patch", "c1", "crontabs"),
+        ("DELETE", one.clone(), None, "delete", "c1", "crontabs"),
+        (
+            "DELETE",
+            base.to_string(),
+            None,
+            "deletecollection",
+            "",
+            "crontabs",
+        ),
+        (
+            "PUT",
+            format!("{one}/status"),
+            Some(&body),
+            "update",
+            "c1",
+            "crontabs/status",
+        ),
+    ];
+    for (method, path, body, verb, name, res) in &cases {
+        let (code, v) = s.call(Some(JANE), method, path, *body);
+        assert_eq!(code, 403, "{method} {path}: {v}");
+        assert_eq!(v["reason"], "Forbidden", "{v}");
+        assert_eq!(v["message"], msg(verb, name, res), "{method} {path}");
+        assert_eq!(v["details"]["group"], "stable.example.com");
+        assert_eq!(v["details"]["kind"], "crontabs");
+    }
+    // Cluster scope, the core group, a non-resource path, discovery (allowed: every
+    // authenticated user has system:discovery), health.
+    let (code, v) = s.call(Some(JANE), "GET", "/api/v1/namespaces", None);
+    assert_eq!(code, 403);
+    assert_eq!(
+        v["message"],
+        "namespaces is forbidden: User \"jane\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope"
+    );
+    let (code, v) = s.call(Some(JANE), "GET", "/logs", None);
+    assert_eq!(
+        (code, v["message"].as_str()),
+        (
+            403,
+            Some("forbidden: User \"jane\" cannot get path \"/logs\"")
+        ),
+        "{v}"
+    );
+    assert_eq!(v["details"], serde_json::json!({}));
+    for ok in [
+        "/apis",
+        "/api/v1",
+        "/apis/stable.example.com/v1",
+        "/version",
+        "/healthz",
+        "/openapi/v2",
+    ] {
+        assert_eq!(s.call(Some(JANE), "GET", ok, None).0, 200, "{ok}");
+    }
+    // Nothing was changed by the refused writes.
+    let (_, v) = s.call(None, "GET", &one, None);
+    assert_eq!(
+        v["metadata"]["resourceVersion"],
+        s.call(None, "GET", &one, None).1["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        s.call(None, "GET", base, None).1["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // A grant in the default tenant grants nothing in another tenant.
+    s.admin(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings",
+        binding(
+            "RoleBinding",
+            "jane-edit",
+            Some("team-a"),
+            "ClusterRole",
+            "edit",
+            "jane",
+        ),
+    );
+    let cms = "/api/v1/namespaces/team-a/configmaps";
+    eventually("jane lists configmaps", || {
+        s.call(Some(JANE), "GET", cms, None).0 == 200
+    });
+    let (code, v) = s.call(Some(JANE), "GET", &format!("/clusters/other{cms}"), None);
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        "configmaps is forbidden: User \"jane\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team-a\""
+    );
+    // A binding to a role that does not exist: the reason says so.
+    s.admin(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings",
+        binding(
+            "RoleBinding",
+            "dangling",
+            Some("team-a"),
+            "Role",
+            "gone",
+            "bob",
+        ),
+    );
+    eventually("the dangling binding is seen", || {
+        s.call(Some(BOB), "GET", cms, None).1["message"]
+            .as_str()
+            .is_some_and(|m| {
+                m.ends_with(": RBAC: role.rbac.authorization.k8s.io \"gone\" not found")
+            })
+    });
+    // Access reviews: the admin asks about jane (SubjectAccessReview names the binding that
+    // allows); jane may ask about herself but not about others.
+    let sar = |user: &str, verb: &str| {
+        serde_json::json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": ["system:authenticated"], "resourceAttributes":
+                {"namespace": "team-a", "verb": verb, "resource": "configmaps"}}})
+        .to_string()
+    };
+    let path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let (code, v) = s.call(None, "POST", path, Some(&sar("jane", "list")));
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"]["allowed"], true);
+    assert_eq!(
+        v["status"]["reason"],
+        "RBAC: allowed by RoleBinding \"jane-edit/team-a\" of ClusterRole \"edit\" to User \"jane\""
+    );
+    let (_, v) = s.call(None, "POST", path, Some(&sar("bob", "list")));
+    assert_eq!(v["status"]["allowed"], false, "{v}");
+    let (code, v) = s.call(Some(JANE), "POST", path, Some(&sar("bob", "list")));
+    assert_eq!(code, 403, "{v}");
+    let (code, v) = s.call(
+        None,
+        "POST",
+        path,
+        Some(&serde_json::json!({"spec": {"user": "x"}}).to_string()),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(
+        v["message"],
+        "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    );
+    let ssar = serde_json::json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/logs", "verb": "get"}}}).to_string();
+    let (code, v) = s.call(
+        Some(JANE),
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        Some(&ssar),
+    );
+    assert_eq!(
+        (code, &v["status"]["allowed"]),
+        (201, &serde_json::json!(false)),
+        "{v}"
+    );
+
+    // Revocation: deleting the binding takes jane's access away promptly.
+    s.call(
+        None,
+        "DELETE",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/jane-edit",
+        None,
+    );
+    let took = eventually("jane's access is revoked", || {
+        s.call(Some(JANE), "GET", cms, None).0 == 403
+    });
+    eprintln!("revocation reached the authorizer after {took:?}");
+}
+
+#[test]
+fn kubectl_can_i_aggregation_and_escalation() {
+    let ks = kubectls();
+    assert!(!ks.is_empty(), "no kubectl found");
+    let newest = ks.last().unwrap();
+    let s = Secure::start();
+    s.setup_crd_and_namespaces(&["team-a", "team-b"]);
+    let k = |token, args: &[&str]| s.kubectl(newest, token, args);
+
+    // jane holds nothing yet: kubectl prints upstream's 403.
+    let (ok, _, e) = k(Some(JANE), &["get", "crontabs", "-n", "team-a"]);
+    assert!(!ok);
+    assert!(
+        e.contains("Error from server (Forbidden): crontabs.stable.example.com is forbidden: User \"jane\" cannot list resource \"crontabs\" in API group \"stable.example.com\" in the namespace \"team-a\""),
+        "{e}"
+    );
+    // edit in team-a: configmaps yes, crontabs not until the CRD's role aggregates.
+    let (ok, o, e) = k(
+        None,
+        &[
+            "create",
+            "rolebinding",
+            "jane-edit",
+            "--clusterrole=edit",
+            "--user=jane",
+            "-n",
+            "team-a",
+        ],
+    );
+    assert!(ok, "{o}{e}");
+    eventually("jane may create configmaps", || {
+        k(
+            Some(JANE),
+            &["auth", "can-i", "create", "configmaps", "-n", "team-a"],
+        )
+        .1
+        .trim()
+            == "yes"
+    });
+    let (ok, o, _) = k(
+        Some(JANE),
+        &["auth", "can-i", "create", "crontabs", "-n", "team-a"],
+    );
+    assert!(!ok && o.trim() == "no", "{o}");
+    let role = s.path("crontab-edit.yaml");
+    std::fs::write(
+        &role,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: crontab-edit\n  labels:\n    rbac.authorization.k8s.io/aggregate-to-edit: \"true\"\nrules:\n- apiGroups: [\"stable.example.com\"]\n  resources: [\"crontabs\"]\n  verbs: [\"get\", \"list\", \"watch\", \"create\", \"update\", \"patch\", \"delete\"]\n",
+    )
+    .unwrap();
+    let (ok, o, e) = k(None, &["apply", "-f", &role.to_string_lossy()]);
+    assert!(ok, "{o}{e}");
+    eventually("the CRD's role aggregates into edit", || {
+        k(
+            Some(JANE),
+            &["auth", "can-i", "create", "crontabs", "-n", "team-a"],
+        )
+        .1
+        .trim()
+            == "yes"
+    });
+    let ct = s.path("ct.yaml");
+    std::fs::write(&ct, include_str!("../testdata/my-crontab.yaml")).unwrap();
+    let (ok, o, e) = k(
+        Some(JANE),
+        &["apply", "-n", "team-a", "-f", &ct.to_string_lossy()],
+    );
+    assert!(ok, "{o}{e}");
+    let (ok, o, e) = k(
+        Some(JANE),
+        &["get", "crontabs", "-n", "team-a", "-o", "name"],
+    );
+    assert!(
+        ok && o.contains("crontab.stable.example.com/my-new-cron-object"),
+        "{o}{e}"
+    );
+    // Not in team-b, and edit holds no RBAC writes.
+    let (ok, _, e) = k(Some(JANE), &["get", "crontabs", "-n", "team-b"]);
+    assert!(!ok && e.contains("in the namespace \"team-b\""), "{e}");
+    let (ok, o, _) = k(
+        Some(JANE),
+        &["auth", "can-i", "create", "rolebindings", "-n", "team-a"],
+    );
+    assert!(!ok && o.trim() == "no", "{o}");
+    // `can-i --list`: the aggregated rules are there.
+    let (ok, o, e) = k(Some(JANE), &["auth", "can-i", "--list", "-n", "team-a"]);
+    assert!(ok, "{o}{e}");
+    assert!(o.contains("crontabs.stable.example.com"), "{o}");
+    assert!(
+        o.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "{o}"
+    );
+
+    // Escalation: admin in team-b may grant what she holds (edit) but not cluster-admin,
+    // and may not write a role with rules she lacks.
+    let (ok, o, e) = k(
+        None,
+        &[
+            "create",
+            "rolebinding",
+            "jane-admin",
+            "--clusterrole=admin",
+            "--user=jane",
+            "-n",
+            "team-b",
+        ],
+    );
+    assert!(ok, "{o}{e}");
+    eventually("jane may create rolebindings in team-b", || {
+        k(
+            Some(JANE),
+            &["auth", "can-i", "create", "rolebindings", "-n", "team-b"],
+        )
+        .1
+        .trim()
+            == "yes"
+    });
+    let (ok, _, e) = k(
+        Some(JANE),
+        &[
+            "create",
+            "rolebinding",
+            "bob-root",
+            "--clusterrole=cluster-admin",
+            "--user=bob",
+            "-n",
+            "team-b",
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        e.contains("rolebindings.rbac.authorization.k8s.io \"bob-root\" is forbidden: user \"jane\" (groups=[\"dev\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:"),
+        "{e}"
+    );
+    let (ok, o, e) = k(
+        Some(JANE),
+        &[
+            "create",
+            "rolebinding",
+            "bob-edit",
+            "--clusterrole=edit",
+            "--user=bob",
+            "-n",
+            "team-b",
+        ],
+    );
+    assert!(ok, "{o}{e}");
+    let (ok, _, e) = k(
+        Some(JANE),
+        &[
+            "create",
+            "role",
+            "too-much",
+            "--verb=get",
+            "--resource=leases",
+            "-n",
+            "team-b",
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        e.contains("roles.rbac.authorization.k8s.io \"too-much\" is forbidden: user \"jane\""),
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "{APIGroups:[\"coordination.k8s.io\"], Resources:[\"leases\"], Verbs:[\"get\"]}"
+        ),
+        "{e}"
+    );
+    let (ok, o, e) = k(
+        Some(JANE),
+        &[
+            "create",
+            "role",
+            "cm-reader",
+            "--verb=get",
+            "--resource=configmaps",
+            "-n",
+            "team-b",
+        ],
+    );
+    assert!(ok, "{o}{e}");
+    // bob got edit in team-b from jane.
+    eventually("bob may create crontabs in team-b", || {
+        k(
+            Some(BOB),
+            &["auth", "can-i", "create", "crontabs", "-n", "team-b"],
+        )
+        .1
+        .trim()
+            == "yes"
+    });
+
+    // Every kubectl here: the same 403 text and can-i answers.
+    for kk in &ks {
+        let (ok, _, e) = s.kubectl(kk, Some(BOB), &["get", "crontabs", "-n", "team-a"]);
+        assert!(!ok, "{}", kk.display());
+        assert!(
+            e.contains("crontabs.stable.example.com is forbidden: User \"bob\" cannot list resource \"crontabs\" in API group \"stable.example.com\" in the namespace \"team-a\""),
+            "{}: {e}",
+            kk.display()
+        );
+        let (_, o, _) = s.kubectl(
+            kk,
+            Some(BOB),
+            &["auth", "can-i", "delete", "crontabs", "-n", "team-b"],
+        );
+        assert_eq!(o.trim(), "yes", "{}", kk.display());
+        let (_, o, _) = s.kubectl(
+            kk,
+            Some(BOB),
+            &["auth", "can-i", "delete", "crontabs", "-n", "team-a"],
+        );
+        assert_eq!(o.trim(), "no", "{}", kk.display());
+    }
+}
