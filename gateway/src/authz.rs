@@ -114,6 +114,16 @@ impl Authorizer {
         Some(p.authorize(user, a))
     }
 
+    /// Whether `user` may use `tenant` at all (see `filters/tenant_access.rs`), if that needs
+    /// no storage read: always with AlwaysAllow and for `system:masters`, else whether a
+    /// binding of the cached policy names the user.
+    pub fn admits_cached(&self, user: &UserInfo, tenant: &str) -> Option<bool> {
+        if self.mode == Mode::AlwaysAllow || rbac::is_privileged(user) {
+            return Some(true);
+        }
+        Some(self.cached(tenant)?.is_member(user))
+    }
+
     /// The cached policy of `tenant`, if any.
     pub fn cached(&self, tenant: &str) -> Option<Arc<Policy>> {
         self.policies.read().expect("lock").get(tenant).cloned()

@@ -50,7 +50,8 @@ pub struct Settings {
     pub metrics: Arc<RequestMetrics>,
     /// The authenticator chain of the authentication layer.
     pub authn: Arc<crdplane_auth::chain::Authenticators>,
-    /// The gateway whose authorizer the authorization layer asks (None: allow all).
+    /// The gateway whose authorizer the tenant-access and authorization layers ask (None:
+    /// allow all).
     pub authz: Option<Arc<crate::context::Ctx>>,
 }
 
@@ -95,7 +96,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(MetricsLayer::new(s.metrics.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
         .layer(AuthenticationLayer::new(s.authn.clone()))
-        .layer(TenantAccessLayer)
+        .layer(TenantAccessLayer::new(s.authz.clone()))
         .layer(FairnessLayer)
         .layer(AuthorizationLayer::new(s.authz.clone()))
         .service(router)

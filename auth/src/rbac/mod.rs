@@ -26,7 +26,7 @@
 pub mod bootstrap;
 pub mod covers;
 
-use crate::user::{SYSTEM_MASTERS, UserInfo};
+use crate::user::{ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, SYSTEM_MASTERS, UserInfo};
 use k8s_openapi::api::rbac::v1 as rbac;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
@@ -222,6 +222,42 @@ pub struct Policy {
     cluster_roles: HashMap<String, Arc<[Rule]>>,
     role_bindings: HashMap<String, Vec<Binding>>,
     cluster_role_bindings: Vec<Binding>,
+    /// Who some binding of the tenant names (see [`Policy::is_member`]).
+    members: Members,
+}
+
+/// The subjects the bindings of a tenant name: users, groups (other than the groups of all
+/// users) and service-account user names.
+#[derive(Debug, Default)]
+struct Members {
+    users: std::collections::HashSet<String>,
+    groups: std::collections::HashSet<String>,
+}
+
+impl Members {
+    fn add(&mut self, b: &Binding) {
+        for s in &b.subjects {
+            match s.kind.as_str() {
+                "User" => {
+                    self.users.insert(s.name.clone());
+                }
+                "Group" if s.name != ALL_AUTHENTICATED && s.name != ALL_UNAUTHENTICATED => {
+                    self.groups.insert(s.name.clone());
+                }
+                "ServiceAccount" => {
+                    let ns = if s.namespace.is_empty() {
+                        &b.namespace
+                    } else {
+                        &s.namespace
+                    };
+                    if !ns.is_empty() {
+                        self.users.insert(service_account_username(ns, &s.name));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// The stored objects of one tenant a [`Policy`] is built from (JSON as stored).
@@ -340,20 +376,33 @@ impl Policy {
                     &b.role_ref,
                     &b.subjects,
                 );
+                p.members.add(&b);
                 p.role_bindings.entry(ns).or_default().push(b);
             }
         }
         for v in &o.cluster_role_bindings {
             if let Ok(b) = serde_json::from_value::<rbac::ClusterRoleBinding>(v.clone()) {
-                p.cluster_role_bindings.push(binding(
+                let b = binding(
                     meta_str(v, "name").into(),
                     String::new(),
                     &b.role_ref,
                     &b.subjects,
-                ));
+                );
+                p.members.add(&b);
+                p.cluster_role_bindings.push(b);
             }
         }
         p
+    }
+
+    /// Whether `user` belongs to the tenant: some RoleBinding or ClusterRoleBinding names the
+    /// user, one of its groups (not merely every authenticated or every anonymous user), or
+    /// its service account. Upstream has one cluster, whose bootstrap bindings let every
+    /// authenticated user read discovery; crdplane's tenants must not see each other, so an
+    /// identity that no binding of a tenant names gets nothing there, not even those.
+    pub fn is_member(&self, user: &UserInfo) -> bool {
+        self.members.users.contains(&user.name)
+            || user.groups.iter().any(|g| self.members.groups.contains(g))
     }
 
     /// The rules of a ClusterRole (aggregation applied), if it exists.

@@ -494,3 +494,17 @@ fn allow_reasons_name_the_binding() {
         (false, String::new())
     );
 }
+
+#[test]
+fn membership_needs_a_binding_that_names_you() {
+    let p = crd_policy();
+    assert!(p.is_member(&user("jane", &["system:authenticated"])));
+    assert!(p.is_member(&user("bob", &["system:authenticated"])));
+    // The RoleBinding's SA subject without a namespace is the binding's namespace.
+    assert!(p.is_member(&user("system:serviceaccount:team-a:ci", &[])));
+    assert!(!p.is_member(&user("system:serviceaccount:team-b:ci", &[])));
+    // Bootstrap bindings to all users do not make anyone a member; system:masters is named.
+    assert!(!p.is_member(&user("eve", &["system:authenticated"])));
+    assert!(!p.is_member(&UserInfo::anonymous()));
+    assert!(p.is_member(&user("root", &["system:masters"])));
+}

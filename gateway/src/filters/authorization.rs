@@ -63,7 +63,8 @@ type Answer<F> = Either<
     BoxFuture<'static, Result<Response<Body>, Infallible>>,
 >;
 
-fn anonymous() -> User {
+/// The user of a request that reached the layers after authentication without one.
+pub(crate) fn anonymous() -> User {
     static ANON: std::sync::OnceLock<User> = std::sync::OnceLock::new();
     ANON.get_or_init(|| Arc::new(UserInfo::anonymous())).clone()
 }

@@ -1,20 +1,184 @@
-//! Tenant-access seam: seventh layer of the edge stack (`stack.rs`), after
-//! authentication (it needs the identity) and before fairness (a request refused here costs
-//! no fairness seat). Upstream has no tenants; this is crdplane's own filter (DESIGN.md,
-//! "Identity and tenancy").
+//! Tenant access: seventh layer of the edge stack (`stack.rs`), after authentication (it
+//! needs the identity) and before fairness (a request refused here costs no fairness seat).
+//! Upstream has no tenants; this is crdplane's own filter (DESIGN.md, "Identity and
+//! tenancy").
 //!
-//! Pass-through today: every request may use the tenant its path names. The tenancy issue
-//! puts here the check that the tenant exists (404, writing nothing, when a platform admin
-//! has not created it) and that the authenticated identity may use it (403 Status).
+//! With RBAC authorization, an identity may use a tenant only if some RoleBinding or
+//! ClusterRoleBinding of that tenant names it (its user name, one of its groups other than
+//! `system:authenticated` / `system:unauthenticated`, or its service account); members of
+//! `system:masters`, the platform's admins, may use every tenant. A request of anyone else
+//! gets the 403 the authorizer would give for it (upstream's `forbiddenMessage`), so a
+//! tenant's discovery, OpenAPI and access reviews stay closed to identities it never
+//! granted anything, though the bootstrap bindings open them to every authenticated
+//! member. The process-level health and version paths (`/healthz`, `/livez`, `/readyz`,
+//! `/version`) are not a tenant's and pass. With AlwaysAllow everything passes.
+//!
+//! The check reads the same cached per-tenant policy as the authorization layer
+//! (`crate::authz`), so it costs a set lookup; an uncached tenant costs one policy read,
+//! which the authorization layer then finds cached.
+//!
+//! Still to come here (the tenancy issue): unknown tenants answer 404 and write nothing
+//! once tenants are created explicitly.
 
-super::seam!(
-    /// The layer of [`TenantAccess`].
-    TenantAccessLayer,
-    /// Pass-through tenant access (see the module docs for what comes here).
-    TenantAccess
-);
+use crate::authz::{attributes, forbidden};
+use crate::context::Ctx;
+use crate::filters::authentication::User;
+use crate::http::{Body, Payload, error_response};
+use crate::request_info::RequestInfo;
+use crdplane_auth::user::UserInfo;
+use futures::future::{BoxFuture, Either, Ready, ready};
+use http::{Request, Response};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// The layer of [`TenantAccess`].
+#[derive(Clone, Default)]
+pub struct TenantAccessLayer {
+    ctx: Option<Arc<Ctx>>,
+}
+
+impl TenantAccessLayer {
+    /// Checks tenant membership with the authorizer of `ctx` (None: every request passes).
+    pub fn new(ctx: Option<Arc<Ctx>>) -> Self {
+        Self { ctx }
+    }
+}
+
+impl<S> tower::Layer<S> for TenantAccessLayer {
+    type Service = TenantAccess<S>;
+    fn layer(&self, inner: S) -> TenantAccess<S> {
+        TenantAccess {
+            inner,
+            ctx: self.ctx.clone(),
+        }
+    }
+}
+
+/// Refuses identities that do not belong to the request's tenant (see the module docs).
+#[derive(Clone)]
+pub struct TenantAccess<S> {
+    inner: S,
+    ctx: Option<Arc<Ctx>>,
+}
+
+type Answer<F> = Either<
+    Either<F, Ready<Result<Response<Body>, Infallible>>>,
+    BoxFuture<'static, Result<Response<Body>, Infallible>>,
+>;
+
+/// The process-level paths that belong to no tenant.
+fn process_path(i: &RequestInfo) -> bool {
+    !i.is_resource_request
+        && ["/healthz", "/livez", "/readyz", "/version"]
+            .iter()
+            .any(|p| i.path == *p || i.path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+}
+
+fn refuse(user: &UserInfo, info: &RequestInfo) -> Response<Body> {
+    error_response(&forbidden(&user.name, &attributes(info), ""))
+}
+
+impl<S> tower::Service<Request<Payload>> for TenantAccess<S>
+where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Answer<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Payload>) -> Self::Future {
+        let (Some(ctx), Some(info)) = (&self.ctx, crate::filters::request_info::of(&req)) else {
+            return Either::Left(Either::Left(self.inner.call(req)));
+        };
+        if process_path(info) {
+            return Either::Left(Either::Left(self.inner.call(req)));
+        }
+        let user = req
+            .extensions()
+            .get::<User>()
+            .cloned()
+            .unwrap_or_else(super::authorization::anonymous);
+        match ctx.authz.admits_cached(&user, &info.tenant) {
+            Some(true) => Either::Left(Either::Left(self.inner.call(req))),
+            Some(false) => Either::Left(Either::Right(ready(Ok(refuse(&user, info))))),
+            None => {
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let ctx = ctx.clone();
+                let info = info.clone();
+                Either::Right(Box::pin(async move {
+                    match crate::policy::policy(&ctx, &info.tenant).await {
+                        Ok(p) if p.is_member(&user) => inner.call(req).await,
+                        Ok(_) => Ok(refuse(&user, &info)),
+                        Err(e) => Ok(error_response(&e)),
+                    }
+                }))
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
-    super::super::seam_test!(super::TenantAccessLayer);
+    use super::*;
+    use crate::filters::testing::{echo, read, request};
+    use crdplane_auth::rbac::{Objects, Policy, bootstrap};
+    use http::StatusCode;
+    use tower::{Layer, ServiceExt};
+
+    async fn call(ctx: Arc<Ctx>, path: &str, user: &str) -> (StatusCode, String) {
+        let svc = TenantAccessLayer::new(Some(ctx)).layer(echo(|r| r.uri().to_string()));
+        let mut req = request("GET", path);
+        req.extensions_mut()
+            .insert(crate::request_info::parse("GET", path, false, "t1").unwrap());
+        req.extensions_mut().insert::<User>(Arc::new(UserInfo {
+            name: user.into(),
+            groups: vec!["system:authenticated".into()],
+            ..Default::default()
+        }));
+        read(svc.oneshot(req).await.unwrap()).await
+    }
+
+    #[tokio::test]
+    async fn only_members_reach_a_tenant() {
+        let cfg = crate::context::Config {
+            authorization: crate::authz::Mode::Rbac,
+            ..Default::default()
+        };
+        let ctx = Ctx::new(cfg).unwrap();
+        let mut objs = Objects {
+            cluster_roles: bootstrap::cluster_roles(),
+            cluster_role_bindings: bootstrap::cluster_role_bindings(),
+            ..Default::default()
+        };
+        objs.role_bindings.push(serde_json::json!({
+            "metadata": {"name": "jane-view", "namespace": "team-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "jane"}]
+        }));
+        ctx.authz
+            .cache_for_test("t1", Arc::new(Policy::from_objects(&objs)));
+        assert_eq!(call(ctx.clone(), "/apis", "jane").await.0, StatusCode::OK);
+        let (code, body) = call(ctx.clone(), "/apis", "eve").await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+        assert!(
+            body.contains("forbidden: User \\\"eve\\\" cannot get path \\\"/apis\\\""),
+            "{body}"
+        );
+        // Health and version are the process's, not the tenant's.
+        for p in ["/healthz", "/readyz/ping", "/version"] {
+            assert_eq!(call(ctx.clone(), p, "eve").await.0, StatusCode::OK, "{p}");
+        }
+        let (code, _) = call(ctx, "/api/v1/namespaces/team-a/configmaps", "eve").await;
+        assert_eq!(code, StatusCode::FORBIDDEN);
+    }
 }
