@@ -96,9 +96,9 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(MetricsLayer::new(s.metrics.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
         .layer(AuthenticationLayer::new(s.authn.clone()))
-        .layer(TenantAccessLayer::new(s.authz.clone()))
+        .layer(TenantAccessLayer::checking(s.authz.clone()))
         .layer(FairnessLayer)
-        .layer(AuthorizationLayer::new(s.authz.clone()))
+        .layer(AuthorizationLayer::authorizing(s.authz.clone()))
         .service(router)
 }
 

@@ -11,125 +11,58 @@
 //! "jane" cannot list resource "crontabs" in API group "stable.example.com" in the namespace
 //! "default"`, for watches too (the decision comes before any response head).
 //!
-//! A cached policy decides synchronously (the inner future is returned as it is); only a
-//! tenant whose policy must first be read from storage costs a boxed future.
+//! The service is the one both policy-gated layers share ([`super::gate`]): a cached policy
+//! decides synchronously; only a tenant whose policy must first be read from storage costs
+//! a boxed future.
 
-use crate::authz::{attributes, forbidden};
+use super::gate::{Gate, GateLayer, Gated, Verdict};
+use crate::authz::attributes;
 use crate::context::Ctx;
-use crate::filters::authentication::User;
-use crate::http::{Body, Payload, error_response};
 use crate::request_info::RequestInfo;
-use crdplane_auth::rbac::Decision;
+use crdplane_auth::rbac::{Decision, Policy};
 use crdplane_auth::user::UserInfo;
-use futures::future::{BoxFuture, Either, Ready, ready};
-use http::{Request, Response};
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+
+/// The authorizer's decision as the gate of [`Authorization`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Authorize;
+
+fn verdict(d: Decision) -> Verdict {
+    match d {
+        Decision::Allow => Ok(()),
+        Decision::Deny(reason) => Err(reason),
+    }
+}
+
+impl Gate for Authorize {
+    fn cached(&self, ctx: &Ctx, user: &UserInfo, info: &RequestInfo) -> Option<Verdict> {
+        ctx.authz
+            .decide_cached(user, &info.tenant, &attributes(info))
+            .map(verdict)
+    }
+    fn decide(&self, policy: &Policy, user: &UserInfo, info: &RequestInfo) -> Verdict {
+        verdict(policy.authorize(user, &attributes(info)))
+    }
+}
 
 /// The layer of [`Authorization`].
-#[derive(Clone, Default)]
-pub struct AuthorizationLayer {
-    ctx: Option<Arc<Ctx>>,
-}
+pub type AuthorizationLayer = GateLayer<Authorize>;
 
 impl AuthorizationLayer {
     /// Authorizes with the authorizer of `ctx` (None: everything is allowed, for stacks
     /// without a gateway behind them).
-    pub fn new(ctx: Option<Arc<Ctx>>) -> Self {
-        Self { ctx }
-    }
-}
-
-impl<S> tower::Layer<S> for AuthorizationLayer {
-    type Service = Authorization<S>;
-    fn layer(&self, inner: S) -> Authorization<S> {
-        Authorization {
-            inner,
-            ctx: self.ctx.clone(),
-        }
+    pub fn authorizing(ctx: Option<Arc<Ctx>>) -> Self {
+        GateLayer::new(ctx, Authorize)
     }
 }
 
 /// Authorizes every request (see the module docs).
-#[derive(Clone)]
-pub struct Authorization<S> {
-    inner: S,
-    ctx: Option<Arc<Ctx>>,
-}
-
-type Answer<F> = Either<
-    Either<F, Ready<Result<Response<Body>, Infallible>>>,
-    BoxFuture<'static, Result<Response<Body>, Infallible>>,
->;
-
-/// The user of a request that reached the layers after authentication without one.
-pub(crate) fn anonymous() -> User {
-    static ANON: std::sync::OnceLock<User> = std::sync::OnceLock::new();
-    ANON.get_or_init(|| Arc::new(UserInfo::anonymous())).clone()
-}
-
-fn refuse(user: &UserInfo, info: &RequestInfo, reason: &str) -> Response<Body> {
-    error_response(&forbidden(&user.name, &attributes(info), reason))
-}
-
-impl<S> tower::Service<Request<Payload>> for Authorization<S>
-where
-    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = Answer<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<Payload>) -> Self::Future {
-        let (Some(ctx), Some(info)) = (&self.ctx, crate::filters::request_info::of(&req)) else {
-            return Either::Left(Either::Left(self.inner.call(req)));
-        };
-        let user = req
-            .extensions()
-            .get::<User>()
-            .cloned()
-            .unwrap_or_else(anonymous);
-        match ctx
-            .authz
-            .decide_cached(&user, &info.tenant, &attributes(info))
-        {
-            Some(Decision::Allow) => Either::Left(Either::Left(self.inner.call(req))),
-            Some(Decision::Deny(reason)) => {
-                Either::Left(Either::Right(ready(Ok(refuse(&user, info, &reason)))))
-            }
-            None => {
-                // The tenant's policy must be read first: take the service that is ready
-                // and leave a clone in its place (tower's rule for calls after an await).
-                let clone = self.inner.clone();
-                let mut inner = std::mem::replace(&mut self.inner, clone);
-                let ctx = ctx.clone();
-                let info = info.clone();
-                Either::Right(Box::pin(async move {
-                    let d =
-                        crate::policy::decide(&ctx, &user, &info.tenant, &attributes(&info)).await;
-                    match d {
-                        Ok(Decision::Allow) => inner.call(req).await,
-                        Ok(Decision::Deny(reason)) => Ok(refuse(&user, &info, &reason)),
-                        Err(e) => Ok(error_response(&e)),
-                    }
-                }))
-            }
-        }
-    }
-}
+pub type Authorization<S> = Gated<S, Authorize>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filters::authentication::User;
     use crate::filters::testing::{echo, read, request};
     use crdplane_auth::rbac::{Objects, Policy, bootstrap};
     use http::StatusCode;
@@ -162,7 +95,7 @@ mod tests {
         path: &str,
         user: Option<UserInfo>,
     ) -> (StatusCode, String) {
-        let svc = AuthorizationLayer::new(Some(ctx))
+        let svc = AuthorizationLayer::authorizing(Some(ctx))
             .layer(echo(|r| format!("{} {}", r.method(), r.uri())));
         let mut req = request(method, path);
         let watch = path.contains("watch=true");

@@ -8,6 +8,7 @@
 pub mod authentication;
 pub mod authorization;
 pub mod fairness;
+pub mod gate;
 pub mod limits;
 pub mod metrics;
 pub mod panic;

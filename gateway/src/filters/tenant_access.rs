@@ -20,52 +20,16 @@
 //! Still to come here (the tenancy issue): unknown tenants answer 404 and write nothing
 //! once tenants are created explicitly.
 
-use crate::authz::{attributes, forbidden};
+use super::gate::{Gate, GateLayer, Gated, Verdict};
 use crate::context::Ctx;
-use crate::filters::authentication::User;
-use crate::http::{Body, Payload, error_response};
 use crate::request_info::RequestInfo;
+use crdplane_auth::rbac::Policy;
 use crdplane_auth::user::UserInfo;
-use futures::future::{BoxFuture, Either, Ready, ready};
-use http::{Request, Response};
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-/// The layer of [`TenantAccess`].
-#[derive(Clone, Default)]
-pub struct TenantAccessLayer {
-    ctx: Option<Arc<Ctx>>,
-}
-
-impl TenantAccessLayer {
-    /// Checks tenant membership with the authorizer of `ctx` (None: every request passes).
-    pub fn new(ctx: Option<Arc<Ctx>>) -> Self {
-        Self { ctx }
-    }
-}
-
-impl<S> tower::Layer<S> for TenantAccessLayer {
-    type Service = TenantAccess<S>;
-    fn layer(&self, inner: S) -> TenantAccess<S> {
-        TenantAccess {
-            inner,
-            ctx: self.ctx.clone(),
-        }
-    }
-}
-
-/// Refuses identities that do not belong to the request's tenant (see the module docs).
-#[derive(Clone)]
-pub struct TenantAccess<S> {
-    inner: S,
-    ctx: Option<Arc<Ctx>>,
-}
-
-type Answer<F> = Either<
-    Either<F, Ready<Result<Response<Body>, Infallible>>>,
-    BoxFuture<'static, Result<Response<Body>, Infallible>>,
->;
+/// Tenant membership as the gate of [`TenantAccess`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Membership;
 
 /// The process-level paths that belong to no tenant.
 fn process_path(i: &RequestInfo) -> bool {
@@ -75,68 +39,46 @@ fn process_path(i: &RequestInfo) -> bool {
             .any(|p| i.path == *p || i.path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
 }
 
-fn refuse(user: &UserInfo, info: &RequestInfo) -> Response<Body> {
-    error_response(&forbidden(&user.name, &attributes(info), ""))
+fn member(yes: bool) -> Verdict {
+    if yes { Ok(()) } else { Err(String::new()) }
 }
 
-impl<S> tower::Service<Request<Payload>> for TenantAccess<S>
-where
-    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = Answer<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<Payload>) -> Self::Future {
-        let (Some(ctx), Some(info)) = (&self.ctx, crate::filters::request_info::of(&req)) else {
-            return Either::Left(Either::Left(self.inner.call(req)));
-        };
+impl Gate for Membership {
+    fn cached(&self, ctx: &Ctx, user: &UserInfo, info: &RequestInfo) -> Option<Verdict> {
         if process_path(info) {
-            return Either::Left(Either::Left(self.inner.call(req)));
+            return Some(Ok(()));
         }
-        let user = req
-            .extensions()
-            .get::<User>()
-            .cloned()
-            .unwrap_or_else(super::authorization::anonymous);
-        match ctx.authz.admits_cached(&user, &info.tenant) {
-            Some(true) => Either::Left(Either::Left(self.inner.call(req))),
-            Some(false) => Either::Left(Either::Right(ready(Ok(refuse(&user, info))))),
-            None => {
-                let clone = self.inner.clone();
-                let mut inner = std::mem::replace(&mut self.inner, clone);
-                let ctx = ctx.clone();
-                let info = info.clone();
-                Either::Right(Box::pin(async move {
-                    match crate::policy::policy(&ctx, &info.tenant).await {
-                        Ok(p) if p.is_member(&user) => inner.call(req).await,
-                        Ok(_) => Ok(refuse(&user, &info)),
-                        Err(e) => Ok(error_response(&e)),
-                    }
-                }))
-            }
-        }
+        ctx.authz.admits_cached(user, &info.tenant).map(member)
+    }
+    fn decide(&self, policy: &Policy, user: &UserInfo, _info: &RequestInfo) -> Verdict {
+        member(policy.is_member(user))
     }
 }
+
+/// The layer of [`TenantAccess`].
+pub type TenantAccessLayer = GateLayer<Membership>;
+
+impl TenantAccessLayer {
+    /// Checks tenant membership with the authorizer of `ctx` (None: every request passes).
+    pub fn checking(ctx: Option<Arc<Ctx>>) -> Self {
+        GateLayer::new(ctx, Membership)
+    }
+}
+
+/// Refuses identities that do not belong to the request's tenant (see the module docs).
+pub type TenantAccess<S> = Gated<S, Membership>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filters::authentication::User;
     use crate::filters::testing::{echo, read, request};
     use crdplane_auth::rbac::{Objects, Policy, bootstrap};
     use http::StatusCode;
     use tower::{Layer, ServiceExt};
 
     async fn call(ctx: Arc<Ctx>, path: &str, user: &str) -> (StatusCode, String) {
-        let svc = TenantAccessLayer::new(Some(ctx)).layer(echo(|r| r.uri().to_string()));
+        let svc = TenantAccessLayer::checking(Some(ctx)).layer(echo(|r| r.uri().to_string()));
         let mut req = request("GET", path);
         req.extensions_mut()
             .insert(crate::request_info::parse("GET", path, false, "t1").unwrap());
