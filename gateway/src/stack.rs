@@ -15,10 +15,11 @@
 //! 5. [`limits`](crate::filters::limits): body limit; `?timeout=` and the request timeout of
 //!    non-long-running requests (`WithRequestDeadline`, `WithTimeoutForNonLongRunningRequests`)
 //! 6. [`authentication`](crate::filters::authentication) (`WithAuthentication`)
-//! 7. [`tenant_access`](crate::filters::tenant_access): may this identity use this tenant
-//! 8. [`fairness`](crate::filters::fairness) (`WithPriorityAndFairness`)
-//! 9. [`authorization`](crate::filters::authorization) (`WithAuthorization`)
-//! 10. the router.
+//! 7. [`impersonation`](crate::filters::impersonation) (`WithImpersonation`)
+//! 8. [`tenant_access`](crate::filters::tenant_access): may this identity use this tenant
+//! 9. [`fairness`](crate::filters::fairness) (`WithPriorityAndFairness`)
+//! 10. [`authorization`](crate::filters::authorization) (`WithAuthorization`)
+//! 11. the router.
 //!
 //! Upstream builds the chain innermost first; [`tower::ServiceBuilder`] reads outermost
 //! first, so the list above is also the order of the `.layer` calls in [`build`].
@@ -29,9 +30,9 @@
 
 use crate::filters::{
     authentication::AuthenticationLayer, authorization::AuthorizationLayer,
-    fairness::FairnessLayer, limits::LimitsLayer, metrics::MetricsLayer, metrics::RequestMetrics,
-    panic::PanicLayer, request_info::RequestInfoLayer, tenant_access::TenantAccessLayer,
-    trace::TraceLayer,
+    fairness::FairnessLayer, impersonation::ImpersonationLayer, limits::LimitsLayer,
+    metrics::MetricsLayer, metrics::RequestMetrics, panic::PanicLayer,
+    request_info::RequestInfoLayer, tenant_access::TenantAccessLayer, trace::TraceLayer,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,9 +76,11 @@ pub type Edge<R> = crate::filters::panic::PanicRecovery<
             crate::filters::metrics::Metrics<
                 crate::filters::limits::Limits<
                     crate::filters::authentication::Authentication<
-                        crate::filters::tenant_access::TenantAccess<
-                            crate::filters::fairness::Fairness<
-                                crate::filters::authorization::Authorization<R>,
+                        crate::filters::impersonation::Impersonation<
+                            crate::filters::tenant_access::TenantAccess<
+                                crate::filters::fairness::Fairness<
+                                    crate::filters::authorization::Authorization<R>,
+                                >,
                             >,
                         >,
                     >,
@@ -96,6 +99,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(MetricsLayer::new(s.metrics.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
         .layer(AuthenticationLayer::new(s.authn.clone()))
+        .layer(ImpersonationLayer::new(s.authz.clone()))
         .layer(TenantAccessLayer::checking(s.authz.clone()))
         .layer(FairnessLayer)
         .layer(AuthorizationLayer::authorizing(s.authz.clone()))

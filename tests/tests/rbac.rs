@@ -608,6 +608,80 @@ fn kubectl_can_i_aggregation_and_escalation() {
             == "yes"
     });
 
+    // Impersonation: the admin (system:masters) may be anyone; jane only whom RBAC lets her.
+    let (ok, o, e) = k(
+        None,
+        &[
+            "--as",
+            "bob",
+            "--as-group",
+            "dev",
+            "auth",
+            "whoami",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(ok, "{o}{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(v["status"]["userInfo"]["username"], "bob");
+    assert_eq!(
+        v["status"]["userInfo"]["groups"],
+        serde_json::json!(["dev", "system:authenticated"])
+    );
+    let (ok, _, e) = k(None, &["--as", "bob", "get", "crontabs", "-n", "team-a"]);
+    assert!(
+        !ok && e.contains("User \"bob\" cannot list resource \"crontabs\""),
+        "{e}"
+    );
+    let (ok, _, e) = k(
+        Some(JANE),
+        &["--as", "bob", "get", "configmaps", "-n", "team-b"],
+    );
+    assert!(!ok);
+    assert!(
+        e.contains("users \"bob\" is forbidden: User \"jane\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"),
+        "{e}"
+    );
+    let imp = s.path("impersonate-bob.yaml");
+    std::fs::write(
+        &imp,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: impersonate-bob\nrules:\n- apiGroups: [\"\"]\n  resources: [\"users\"]\n  verbs: [\"impersonate\"]\n  resourceNames: [\"bob\"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: jane-impersonates-bob\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: impersonate-bob\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: jane\n",
+    )
+    .unwrap();
+    let (ok, o, e) = k(None, &["apply", "-f", &imp.to_string_lossy()]);
+    assert!(ok, "{o}{e}");
+    eventually("jane may act as bob", || {
+        k(
+            Some(JANE),
+            &["--as", "bob", "get", "configmaps", "-n", "team-b"],
+        )
+        .0
+    });
+    // ... as bob only, and not with a group she may not impersonate.
+    let (ok, _, e) = k(
+        Some(JANE),
+        &["--as", "carol", "get", "configmaps", "-n", "team-b"],
+    );
+    assert!(!ok && e.contains("users \"carol\" is forbidden"), "{e}");
+    let (ok, _, e) = k(
+        Some(JANE),
+        &[
+            "--as",
+            "bob",
+            "--as-group",
+            "system:masters",
+            "get",
+            "configmaps",
+            "-n",
+            "team-b",
+        ],
+    );
+    assert!(
+        !ok && e.contains("groups \"system:masters\" is forbidden"),
+        "{e}"
+    );
+
     // Every kubectl here: the same 403 text and can-i answers.
     for kk in &ks {
         let (ok, _, e) = s.kubectl(kk, Some(BOB), &["get", "crontabs", "-n", "team-a"]);

@@ -19,8 +19,8 @@
 //! ([`PeerCertificates`]); a connection that outlives its certificate's `notAfter` gets
 //! 401s from then on, as upstream, which verifies on every request.
 //!
-//! Still to come here (the identity issue): OIDC and service-account tokens, and
-//! impersonation right after this layer (`WithImpersonation`).
+//! Impersonation is the next layer (`impersonation.rs`). Still to come here (the identity
+//! issue): OIDC and service-account tokens.
 
 use crate::http::{Body, Payload};
 use crdplane_auth::chain::Authenticators;
