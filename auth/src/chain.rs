@@ -40,8 +40,8 @@
 //!    (see [`Authenticators::bearer_warning`]).
 //!
 //! Not covered: upstream's front-proxy (request header) authenticator, the WebSocket
-//! `base64url.bearer.authorization.k8s.io.` sub-protocol, service-account, OIDC and webhook
-//! tokens, and per-path anonymous conditions.
+//! `base64url.bearer.authorization.k8s.io.` sub-protocol, OIDC and webhook tokens, and
+//! per-path anonymous conditions.
 
 use std::fmt;
 
@@ -82,9 +82,22 @@ pub struct Authenticators {
     /// Bearer-token authentication from a token file, when one is configured (an empty file still
     /// counts: every presented token is then rejected).
     pub tokens: Option<TokenFile>,
+    /// Service-account tokens (JWTs of our issuers), when keys are configured; tried for
+    /// bearer tokens the token file does not know.
+    pub service_accounts: Option<crate::service_account::Verifier>,
     /// Whether requests that no authenticator has an opinion on are let through as
     /// [`UserInfo::anonymous`] (upstream's default for kube-apiserver is `true`).
     pub anonymous: bool,
+}
+
+/// An accepted request: its user, and the service-account token it authenticated with, if
+/// any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    /// Who the request is.
+    pub user: UserInfo,
+    /// The service account of a service-account token.
+    pub service_account: Option<crate::service_account::ServiceAccountToken>,
 }
 
 /// A rejected request: the 401 reasons, for the log.
@@ -245,7 +258,18 @@ impl Authenticators {
         authorization: Option<&[u8]>,
         x509: Option<Result<UserInfo, String>>,
     ) -> Result<UserInfo, Unauthorized> {
+        self.authenticate_full(authorization, x509).map(|a| a.user)
+    }
+
+    /// [`Self::authenticate_with`], also saying which service account a service-account
+    /// token named (the caller checks its tenant and that it still exists).
+    pub fn authenticate_full(
+        &self,
+        authorization: Option<&[u8]>,
+        x509: Option<Result<UserInfo, String>>,
+    ) -> Result<Authenticated, Unauthorized> {
         let mut reasons = Vec::new();
+        let mut service_account = None;
         // Upstream's `union.New(x509, bearertoken)`: the first user, collecting errors on the
         // way.
         let mut accepted = match x509 {
@@ -256,21 +280,46 @@ impl Authenticators {
             }
             None => None,
         };
+        // Bearer tokens: the token file, then service-account JWTs (upstream's union of token
+        // authenticators; a token none of them knows is `invalid bearer token`).
         if accepted.is_none()
-            && let Some(tokens) = &self.tokens
+            && (self.tokens.is_some() || self.service_accounts.is_some())
             && let Bearer::Token(token) = parse_bearer(authorization)
         {
-            match tokens.authenticate_bytes(token) {
-                Some(user) => accepted = Some(user),
-                None => reasons.push(INVALID_BEARER_TOKEN.to_owned()),
+            if let Some(user) = self
+                .tokens
+                .as_ref()
+                .and_then(|t| t.authenticate_bytes(token))
+            {
+                accepted = Some(user);
+            } else {
+                let jwt = self
+                    .service_accounts
+                    .as_ref()
+                    .zip(std::str::from_utf8(token).ok())
+                    .map(|(v, t)| v.verify(t));
+                match jwt {
+                    Some(Ok(Some(sa))) => {
+                        accepted = Some(sa.user.clone());
+                        service_account = Some(sa);
+                    }
+                    Some(Err(e)) => reasons.push(e),
+                    _ => reasons.push(INVALID_BEARER_TOKEN.to_owned()),
+                }
             }
         }
         // `AuthenticatedGroupAdder` around the union, then `union.NewFailOnError(…, anonymous)`.
         if let Some(user) = accepted {
-            return Ok(add_authenticated_group(user));
+            return Ok(Authenticated {
+                user: add_authenticated_group(user),
+                service_account,
+            });
         }
         if reasons.is_empty() && self.anonymous {
-            return Ok(UserInfo::anonymous());
+            return Ok(Authenticated {
+                user: UserInfo::anonymous(),
+                service_account: None,
+            });
         }
         Err(Unauthorized { reasons })
     }
@@ -279,7 +328,8 @@ impl Authenticators {
     /// header) for this `Authorization` value: [`BEARER_EXTRA_SPACE_WARNING`] when a token
     /// authenticator is configured and the token follows `Bearer` after two spaces, else `None`.
     pub fn bearer_warning(&self, authorization: Option<&[u8]>) -> Option<&'static str> {
-        (self.tokens.is_some() && parse_bearer(authorization) == Bearer::ExtraSpace)
+        ((self.tokens.is_some() || self.service_accounts.is_some())
+            && parse_bearer(authorization) == Bearer::ExtraSpace)
             .then_some(BEARER_EXTRA_SPACE_WARNING)
     }
 }
@@ -447,6 +497,7 @@ mod tests {
         let config = |x: bool, t: bool, anonymous: bool| Authenticators {
             x509: x.then(|| x509.clone()),
             tokens: t.then(|| tokens.clone()),
+            service_accounts: None,
             anonymous,
         };
 
@@ -585,6 +636,7 @@ mod tests {
                 Authenticators {
                     x509: None,
                     tokens: Some(TokenFile::default()),
+                    service_accounts: None,
                     anonymous: true,
                 },
                 Some(b"Bearer good"),
@@ -720,6 +772,7 @@ mod tests {
         let auth = Authenticators {
             x509: Some(X509Authenticator::from_pem(ca.pem.as_bytes()).unwrap()),
             tokens: None,
+            service_accounts: None,
             anonymous: false,
         };
         let cert = ca.client("jane", &["dev"]);
@@ -737,6 +790,7 @@ mod tests {
         let auth = Authenticators {
             x509: None,
             tokens: Some(tokens),
+            service_accounts: None,
             anonymous: true,
         };
         let jane = || UserInfo {
@@ -801,9 +855,11 @@ mod tests {
         let with_tokens = Authenticators {
             x509: None,
             tokens: Some(tokens),
+            service_accounts: None,
             anonymous: true,
         };
         let without_tokens = Authenticators {
+            service_accounts: None,
             anonymous: true,
             ..Authenticators::default()
         };

@@ -13,6 +13,8 @@
 //! - [`chain`]: their order, the bearer-token header parser, anonymous requests and the
 //!   `system:authenticated` group (`union.go`, `bearertoken.go`, `anonymous.go`,
 //!   `authenticated_group_adder.go`).
+//! - [`service_account`]: service-account tokens, issued and verified
+//!   (`pkg/serviceaccount`).
 //! - [`rbac`]: the RBAC authorizer's decisions, escalation prevention and the bootstrap
 //!   roles (`plugin/pkg/auth/authorizer/rbac`, `pkg/registry/rbac/validation`).
 //!
@@ -22,6 +24,7 @@
 
 pub mod chain;
 pub mod rbac;
+pub mod service_account;
 pub mod token_file;
 pub mod user;
 pub mod x509;

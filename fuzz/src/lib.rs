@@ -379,6 +379,7 @@ pub fn authn(data: &[u8]) {
         tokens: TokenFile::parse("tok,jane,1,\"dev,ops\"\n", "fuzz")
             .ok()
             .map(|(t, _)| t),
+        service_accounts: None,
         anonymous: true,
     });
     let (header, der) = match data.iter().position(|&b| b == 0) {

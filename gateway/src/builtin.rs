@@ -46,6 +46,13 @@ pub async fn serve(
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let ty = type_of(r);
+    if r.group.is_empty()
+        && r.resource == "serviceaccounts"
+        && i.subresource == "token"
+        && !i.name.is_empty()
+    {
+        return Box::pin(crate::token_request::serve(ctx, req)).await;
+    }
     if !routed(r, &i.namespace, &i.verb, &i.subresource) {
         return Ok(crate::http::page_not_found());
     }

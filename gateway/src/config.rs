@@ -125,6 +125,30 @@ pub struct Args {
         action = clap::ArgAction::Set
     )]
     pub anonymous_auth: bool,
+    /// Keys that verify service-account tokens, PEM (--service-account-key-file, repeatable):
+    /// public keys, or private keys standing for their public half.
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_SERVICE_ACCOUNT_KEY_FILE",
+        value_delimiter = ','
+    )]
+    pub service_account_key_file: Vec<PathBuf>,
+    /// The private key the TokenRequest API signs service-account tokens with, PEM PKCS#8
+    /// ECDSA P-256 (--service-account-signing-key-file); needs --service-account-issuer.
+    #[arg(long, env = "CRDPLANE_GATEWAY_SERVICE_ACCOUNT_SIGNING_KEY_FILE")]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// Issuers of service-account tokens (--service-account-issuer, repeatable): the first
+    /// is written into new tokens, all are accepted.
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_SERVICE_ACCOUNT_ISSUER",
+        value_delimiter = ','
+    )]
+    pub service_account_issuer: Vec<String>,
+    /// Audiences of the API (--api-audiences): a token must be for one of them; tokens
+    /// requested without audiences are for these. Default: the issuers.
+    #[arg(long, env = "CRDPLANE_GATEWAY_API_AUDIENCES", value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
     /// Authorization mode (--authorization-mode): AlwaysAllow, or RBAC (system:masters may
     /// do everything, everyone else what the Roles and bindings of the tenant grant).
     #[arg(
@@ -248,7 +272,29 @@ impl Args {
             },
             authn: std::sync::Arc::new(self.authenticators()?),
             authorization: self.authorization_mode,
+            service_account_signer: match &self.service_account_signing_key_file {
+                Some(p) => {
+                    let issuer = self.service_account_issuer.first().ok_or(
+                        "--service-account-issuer is required with --service-account-signing-key-file",
+                    )?;
+                    Some(std::sync::Arc::new(
+                        crdplane_auth::service_account::Signer::load(p, issuer)
+                            .map_err(|e| format!("--service-account-signing-key-file: {e}"))?,
+                    ))
+                }
+                None => None,
+            },
+            api_audiences: self.audiences(),
         })
+    }
+
+    /// `--api-audiences`, defaulting to the issuers (as kube-apiserver).
+    fn audiences(&self) -> Vec<String> {
+        if self.api_audiences.is_empty() {
+            self.service_account_issuer.clone()
+        } else {
+            self.api_audiences.clone()
+        }
     }
 
     /// The authenticator chain the flags ask for, its files loaded (an error names the file).
@@ -271,9 +317,27 @@ impl Args {
             }
             None => None,
         };
+        let service_accounts = if self.service_account_key_file.is_empty() {
+            None
+        } else {
+            if self.service_account_issuer.is_empty() {
+                return Err(
+                    "--service-account-issuer is required with --service-account-key-file".into(),
+                );
+            }
+            Some(
+                crdplane_auth::service_account::Verifier::load(
+                    &self.service_account_key_file,
+                    &self.service_account_issuer,
+                    &self.audiences(),
+                )
+                .map_err(|e| format!("--service-account-key-file: {e}"))?,
+            )
+        };
         Ok(crdplane_auth::chain::Authenticators {
             x509,
             tokens,
+            service_accounts,
             anonymous: self.anonymous_auth,
         })
     }

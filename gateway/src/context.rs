@@ -61,6 +61,11 @@ pub struct Config {
     pub authn: Arc<crdplane_auth::chain::Authenticators>,
     /// `--authorization-mode` (see [`crate::authz`]).
     pub authorization: crate::authz::Mode,
+    /// What the TokenRequest API signs service-account tokens with (None: it answers 404,
+    /// as upstream without a signing key).
+    pub service_account_signer: Option<Arc<crdplane_auth::service_account::Signer>>,
+    /// `--api-audiences`.
+    pub api_audiences: Vec<String>,
 }
 
 /// kube-apiserver's default `--request-timeout` (1m0s).
@@ -94,9 +99,12 @@ impl Default for Config {
             authn: Arc::new(crdplane_auth::chain::Authenticators {
                 x509: None,
                 tokens: None,
+                service_accounts: None,
                 anonymous: true,
             }),
             authorization: crate::authz::Mode::AlwaysAllow,
+            service_account_signer: None,
+            api_audiences: Vec::new(),
         }
     }
 }
@@ -130,6 +138,13 @@ pub struct Ctx {
     pub watches: crate::watch_limit::WatchSlots,
     /// The authorizer and its per-tenant policies.
     pub authz: crate::authz::Authorizer,
+    /// Uids of existing service accounts by (tenant, namespace, name), for
+    /// service-account tokens (see `service_accounts.rs`).
+    pub sa_uids: RwLock<std::collections::HashMap<(String, String, String), String>>,
+    /// Bumped by every change of a service account (a read before it is not cached).
+    pub sa_epoch: std::sync::atomic::AtomicU64,
+    /// Whether the change stream of service accounts is followed (else nothing is cached).
+    pub sa_following: std::sync::atomic::AtomicBool,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -177,6 +192,9 @@ impl Ctx {
             crd_changes: tokio::sync::broadcast::channel(256).0,
             watches: crate::watch_limit::WatchSlots::new(cfg.watches),
             authz: crate::authz::Authorizer::new(cfg.authorization),
+            sa_uids: Default::default(),
+            sa_epoch: Default::default(),
+            sa_following: Default::default(),
             cfg,
         }))
     }
@@ -236,6 +254,9 @@ impl Ctx {
             ("apiextensions.k8s.io", "customresourcedefinitions"),
             ("", "namespaces"),
         ];
+        if self.cfg.authn.service_accounts.is_some() {
+            followed.push(("", "serviceaccounts"));
+        }
         if self.authz.mode() == crate::authz::Mode::Rbac {
             followed.extend(
                 crate::authz::RBAC_RESOURCES
@@ -246,6 +267,7 @@ impl Ctx {
         for (group, resource) in followed {
             let ctx = Arc::downgrade(self);
             let rbac = group == crdplane_auth::rbac::GROUP;
+            let accounts = resource == "serviceaccounts";
             tokio::spawn(async move {
                 let mut backoff = std::time::Duration::from_millis(100);
                 loop {
@@ -265,6 +287,10 @@ impl Ctx {
                             if rbac {
                                 c.authz.stream_up();
                                 up = true;
+                            } else if accounts {
+                                c.forget_service_accounts();
+                                c.sa_following
+                                    .store(true, std::sync::atomic::Ordering::SeqCst);
                             } else {
                                 c.drop_caches(resource);
                             }
@@ -273,6 +299,13 @@ impl Ctx {
                             let Some(c) = ctx.upgrade() else { return };
                             if rbac {
                                 c.authz.invalidate(&ch.tenant);
+                            } else if accounts {
+                                c.sa_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                c.sa_uids.write().expect("lock").remove(&(
+                                    ch.tenant.clone(),
+                                    ch.namespace.clone(),
+                                    ch.name.clone(),
+                                ));
                             } else if resource == "namespaces" {
                                 c.namespaces
                                     .write()
@@ -285,7 +318,11 @@ impl Ctx {
                         }
                     }
                     if let Some(c) = ctx.upgrade() {
-                        if !rbac {
+                        if accounts {
+                            c.sa_following
+                                .store(false, std::sync::atomic::Ordering::SeqCst);
+                            c.forget_service_accounts();
+                        } else if !rbac {
                             c.drop_caches(resource);
                         } else if up {
                             c.authz.stream_down();
@@ -328,6 +365,12 @@ impl Ctx {
             };
             let _ = tx.send(Arc::new(CrdNow { tenant, name, now }));
         });
+    }
+
+    fn forget_service_accounts(&self) {
+        self.sa_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.sa_uids.write().expect("lock").clear();
     }
 
     fn drop_caches(&self, resource: &str) {

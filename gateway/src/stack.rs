@@ -98,7 +98,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(RequestInfoLayer::new(s.default_tenant.clone()))
         .layer(MetricsLayer::new(s.metrics.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
-        .layer(AuthenticationLayer::new(s.authn.clone()))
+        .layer(AuthenticationLayer::new(s.authn.clone(), s.authz.clone()))
         .layer(ImpersonationLayer::new(s.authz.clone()))
         .layer(TenantAccessLayer::checking(s.authz.clone()))
         .layer(FairnessLayer)
@@ -127,6 +127,7 @@ mod tests {
             authn: Arc::new(crdplane_auth::chain::Authenticators {
                 x509: None,
                 tokens: None,
+                service_accounts: None,
                 anonymous: true,
             }),
             authz: None,

@@ -44,6 +44,13 @@ pub const ADMIN_CERT: &str = "admin.crt";
 /// The admin's client key's file name.
 pub const ADMIN_KEY: &str = "admin.key";
 
+/// The service-account signing key (kubeadm's `sa.key`, here ECDSA P-256 PKCS#8).
+pub const SA_KEY: &str = "sa.key";
+/// Its public half (kubeadm's `sa.pub`), which verifies service-account tokens.
+pub const SA_PUB: &str = "sa.pub";
+/// The service-account token issuer (and API audience) the gateways get: kubeadm's.
+pub const SA_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
 /// The admin user (CN of its client certificate).
 pub const ADMIN_USER: &str = "crdplane-admin";
 /// The admin's group (O of its client certificate): upstream's superuser group.
@@ -155,7 +162,24 @@ impl Pki {
         };
         pki.admin_cert_pem = cert;
         pki.admin_key_pem = key;
+
+        // The service-account key pair: kept across restarts (tokens stay valid), made once.
+        if read_opt(&pki.sa_key_path())?.is_none() || read_opt(&pki.sa_pub_path())?.is_none() {
+            let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+            write_private(&pki.sa_key_path(), &key.serialize_pem())?;
+            write_public(&pki.sa_pub_path(), &key.public_key_pem())?;
+        }
         Ok(pki)
+    }
+
+    /// Path of the service-account signing key.
+    pub fn sa_key_path(&self) -> PathBuf {
+        self.dir.join(SA_KEY)
+    }
+
+    /// Path of the service-account public key.
+    pub fn sa_pub_path(&self) -> PathBuf {
+        self.dir.join(SA_PUB)
     }
 
     /// Issues a client certificate (EKU clientAuth, 1 year) for user `cn` in `groups`

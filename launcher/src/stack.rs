@@ -311,6 +311,10 @@ pub struct GatewayTls {
     pub key_file: PathBuf,
     /// `--client-ca-file`.
     pub client_ca_file: PathBuf,
+    /// `--service-account-signing-key-file`.
+    pub sa_key_file: PathBuf,
+    /// `--service-account-key-file`.
+    pub sa_pub_file: PathBuf,
     /// The CA the probe trusts (PEM).
     pub ca_pem: String,
     /// The client certificate the probe presents (PEM; the admin's).
@@ -342,6 +346,12 @@ impl GatewayTls {
             path(&self.client_ca_file),
             "--anonymous-auth=false".into(),
             "--authorization-mode=RBAC".into(),
+            "--service-account-issuer".into(),
+            crate::pki::SA_ISSUER.into(),
+            "--service-account-key-file".into(),
+            path(&self.sa_pub_file),
+            "--service-account-signing-key-file".into(),
+            path(&self.sa_key_file),
         ]
     }
 }
@@ -434,6 +444,8 @@ impl StackBuilder {
             cert_file: pki.serving_cert_path(),
             key_file: pki.serving_key_path(),
             client_ca_file: pki.ca_cert_path(),
+            sa_key_file: pki.sa_key_path(),
+            sa_pub_file: pki.sa_pub_path(),
             ca_pem: pki.ca_pem().to_string(),
             client_cert_pem: pki.admin_cert_pem().to_string(),
             client_key_pem: pki.admin_key_pem().to_string(),
@@ -1009,6 +1021,12 @@ mod tests {
                 p("ca.crt"),
                 "--anonymous-auth=false".into(),
                 "--authorization-mode=RBAC".into(),
+                "--service-account-issuer".into(),
+                "https://kubernetes.default.svc.cluster.local".into(),
+                "--service-account-key-file".into(),
+                p("sa.pub"),
+                "--service-account-signing-key-file".into(),
+                p("sa.key"),
                 "--default-tenant".into(),
                 "t".into(),
             ]

@@ -705,3 +705,132 @@ fn kubectl_can_i_aggregation_and_escalation() {
         assert_eq!(o.trim(), "no", "{}", kk.display());
     }
 }
+
+#[test]
+fn service_account_tokens_from_the_token_request_api() {
+    let ks = kubectls();
+    let newest = ks.last().expect("a kubectl");
+    let s = Secure::start();
+    s.setup_crd_and_namespaces(&["team-a"]);
+    let k = |token: Option<&str>, args: &[&str]| s.kubectl(newest, token, args);
+    for args in [
+        &["create", "serviceaccount", "builder", "-n", "team-a"][..],
+        &[
+            "create",
+            "rolebinding",
+            "builder-edit",
+            "--clusterrole=edit",
+            "--serviceaccount=team-a:builder",
+            "-n",
+            "team-a",
+        ],
+    ] {
+        let (ok, o, e) = k(None, args);
+        assert!(ok, "{args:?}: {o}{e}");
+    }
+    // `kubectl create token` (TokenRequest, sent as protobuf).
+    let (ok, o, e) = k(None, &["create", "token", "builder", "-n", "team-a"]);
+    assert!(ok, "{o}{e}");
+    let token = o.trim().to_string();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    let cms = "/api/v1/namespaces/team-a/configmaps";
+    eventually("the token works", || {
+        s.call(Some(&token), "GET", cms, None).0 == 200
+    });
+    // Every kubectl with the token; whoami names the service account.
+    for kk in &ks {
+        let (ok, o, e) = s.kubectl(kk, Some(&token), &["get", "configmaps", "-n", "team-a"]);
+        assert!(ok, "{}: {o}{e}", kk.display());
+    }
+    let (ok, o, e) = k(Some(&token), &["auth", "whoami", "-o", "json"]);
+    assert!(ok, "{o}{e}");
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(
+        v["status"]["userInfo"]["username"],
+        "system:serviceaccount:team-a:builder"
+    );
+    assert_eq!(
+        v["status"]["userInfo"]["groups"],
+        serde_json::json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:team-a",
+            "system:authenticated"
+        ])
+    );
+    // What edit does not grant is still refused, with upstream's text.
+    let (code, v) = s.call(Some(&token), "GET", "/api/v1/namespaces", None);
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        "namespaces is forbidden: User \"system:serviceaccount:team-a:builder\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope"
+    );
+    // The token is its tenant's only: anywhere else it authenticates no one.
+    let (code, v) = s.call(Some(&token), "GET", &format!("/clusters/other{cms}"), None);
+    assert_eq!(
+        (code, &v["reason"]),
+        (401, &serde_json::json!("Unauthorized")),
+        "{v}"
+    );
+    // kube-rs with the token.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let kc = kube::config::Kubeconfig::read_from(s.path("bare")).unwrap();
+        let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        cfg.auth_info = kube::config::AuthInfo {
+            token: Some(token.clone().into()),
+            ..Default::default()
+        };
+        let api: kube::Api<ConfigMap> =
+            kube::Api::namespaced(kube::Client::try_from(cfg).unwrap(), "team-a");
+        api.list(&Default::default()).await.unwrap();
+    });
+    // TokenRequest's own rules.
+    let tr = |secs: i64| {
+        serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": secs}})
+        .to_string()
+    };
+    let (code, v) = s.call(
+        None,
+        "POST",
+        "/api/v1/namespaces/team-a/serviceaccounts/builder/token",
+        Some(&tr(60)),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().ends_with("spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes"),
+        "{v}"
+    );
+    let (code, v) = s.call(
+        None,
+        "POST",
+        "/api/v1/namespaces/team-a/serviceaccounts/nobody/token",
+        Some(&tr(600)),
+    );
+    assert_eq!(
+        (code, &v["message"]),
+        (
+            404,
+            &serde_json::json!("serviceaccounts \"nobody\" not found")
+        ),
+        "{v}"
+    );
+    // Not a token of ours, and a tampered one.
+    assert_eq!(s.call(Some("a.b.c"), "GET", cms, None).0, 401);
+    let mut forged = token.clone();
+    forged.truncate(forged.len() - 4);
+    forged.push_str("AAAA");
+    assert_eq!(s.call(Some(&forged), "GET", cms, None).0, 401);
+    // Deleting the account revokes its tokens.
+    let (ok, o, e) = k(
+        None,
+        &["delete", "serviceaccount", "builder", "-n", "team-a"],
+    );
+    assert!(ok, "{o}{e}");
+    eventually("the token stops working", || {
+        s.call(Some(&token), "GET", cms, None).0 == 401
+    });
+}

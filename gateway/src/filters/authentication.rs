@@ -59,12 +59,14 @@ impl PeerCertificates {
 #[derive(Clone)]
 pub struct AuthenticationLayer {
     authn: Arc<Authenticators>,
+    accounts: Option<Arc<crate::context::Ctx>>,
 }
 
 impl AuthenticationLayer {
-    /// Authenticates with `authn`.
-    pub fn new(authn: Arc<Authenticators>) -> Self {
-        Self { authn }
+    /// Authenticates with `authn`; service-account tokens are checked against the service
+    /// accounts of `accounts` (None: every service-account token is refused).
+    pub fn new(authn: Arc<Authenticators>, accounts: Option<Arc<crate::context::Ctx>>) -> Self {
+        Self { authn, accounts }
     }
 }
 
@@ -74,6 +76,7 @@ impl<S> tower::Layer<S> for AuthenticationLayer {
         Authentication {
             inner,
             authn: self.authn.clone(),
+            accounts: self.accounts.clone(),
         }
     }
 }
@@ -83,6 +86,7 @@ impl<S> tower::Layer<S> for AuthenticationLayer {
 pub struct Authentication<S> {
     inner: S,
     authn: Arc<Authenticators>,
+    accounts: Option<Arc<crate::context::Ctx>>,
 }
 
 /// The authenticated user of a request, in its extensions.
@@ -102,8 +106,12 @@ pub fn unauthorized() -> Response<Body> {
 }
 
 impl Authentication<()> {
-    /// Who `req` is, or why it is not anyone.
-    fn identify<B>(authn: &Authenticators, req: &Request<B>) -> Result<UserInfo, String> {
+    /// Who `req` is (and the service account of its token, if it used one), or why it is
+    /// not anyone.
+    fn identify<B>(
+        authn: &Authenticators,
+        req: &Request<B>,
+    ) -> Result<crdplane_auth::chain::Authenticated, String> {
         let x509 = match (req.extensions().get::<Arc<PeerCertificates>>(), &authn.x509) {
             (Some(p), Some(x)) => {
                 let v = p.verified.get_or_init(|| match x.authenticate(&p.chain) {
@@ -126,7 +134,7 @@ impl Authentication<()> {
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes());
         authn
-            .authenticate_with(authorization, x509)
+            .authenticate_full(authorization, x509)
             .map_err(|e| e.to_string())
     }
 }
@@ -146,6 +154,11 @@ pin_project_lite::pin_project! {
         },
         /// The request was refused: the 401, until it is taken.
         Refused { resp: Option<Response<Body>> },
+        /// A service-account token: its account is being looked up first.
+        Checking {
+            #[pin]
+            fut: futures::future::BoxFuture<'static, Result<Response<Body>, Infallible>>,
+        },
     }
 }
 
@@ -167,13 +180,17 @@ where
             AnswerProj::Refused { resp } => Poll::Ready(Ok(resp
                 .take()
                 .expect("an authentication answer is polled once it is ready"))),
+            AnswerProj::Checking { fut } => fut.poll(cx),
         }
     }
 }
 
 impl<S> tower::Service<Request<Payload>> for Authentication<S>
 where
-    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>,
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -192,12 +209,47 @@ where
                 .map(|v| v.as_bytes()),
         );
         match Authentication::identify(&self.authn, &req) {
-            Ok(user) => {
+            Ok(a) => {
                 req.headers_mut().remove(header::AUTHORIZATION);
-                req.extensions_mut().insert::<User>(Arc::new(user));
-                Answer::Inner {
-                    fut: self.inner.call(req),
-                    warning,
+                req.extensions_mut().insert::<User>(Arc::new(a.user));
+                let Some(sa) = a.service_account else {
+                    return Answer::Inner {
+                        fut: self.inner.call(req),
+                        warning,
+                    };
+                };
+                // A service-account token is valid in its own tenant only, and only while
+                // its account exists with the uid it was issued for.
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let accounts = self.accounts.clone();
+                Answer::Checking {
+                    fut: Box::pin(async move {
+                        let tenant =
+                            crate::filters::request_info::of(&req).map(|i| i.tenant.clone());
+                        let ok = match (&accounts, tenant) {
+                            (Some(ctx), Some(t)) if t == sa.tenant => {
+                                match crate::service_accounts::uid(ctx, &t, &sa.namespace, &sa.name)
+                                    .await
+                                {
+                                    Ok(Some(uid)) => uid == sa.uid,
+                                    Ok(None) => false,
+                                    Err(e) => return Ok(crate::http::error_response(&e)),
+                                }
+                            }
+                            _ => false,
+                        };
+                        if !ok {
+                            tracing::debug!(
+                                "unable to authenticate the request: service account {}/{} of tenant {} is not valid here",
+                                sa.namespace,
+                                sa.name,
+                                sa.tenant
+                            );
+                            return Ok(unauthorized());
+                        }
+                        inner.call(req).await
+                    }),
                 }
             }
             Err(why) => {
@@ -222,11 +274,15 @@ mod tests {
     fn layer(anonymous: bool) -> AuthenticationLayer {
         let (tokens, _) =
             TokenFile::parse("jane-token,jane,1001,\"dev,ops\"\n", "tokens.csv").unwrap();
-        AuthenticationLayer::new(Arc::new(Authenticators {
-            x509: None,
-            tokens: Some(tokens),
-            anonymous,
-        }))
+        AuthenticationLayer::new(
+            Arc::new(Authenticators {
+                x509: None,
+                tokens: Some(tokens),
+                service_accounts: None,
+                anonymous,
+            }),
+            None,
+        )
     }
 
     /// What the inner service saw: the user and groups, and whether Authorization was left.

@@ -99,12 +99,13 @@ impl Keyspace {
 }
 
 /// Resources whose every write is announced on the cross-tenant change channel (for caches):
-/// CRDs and namespaces (the gateway's CRD and namespace caches) and the RBAC objects (its
-/// per-tenant authorization policies).
+/// CRDs and namespaces (the gateway's CRD and namespace caches), service accounts (its
+/// check of service-account tokens) and the RBAC objects (its per-tenant authorization
+/// policies).
 pub fn notifies(group: &str, resource: &str) -> bool {
     match group {
         "apiextensions.k8s.io" => resource == "customresourcedefinitions",
-        "" => resource == "namespaces",
+        "" => resource == "namespaces" || resource == "serviceaccounts",
         "rbac.authorization.k8s.io" => matches!(
             resource,
             "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"

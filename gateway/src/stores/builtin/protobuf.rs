@@ -115,6 +115,7 @@ pub fn decode(kind: &str, body: &[u8]) -> Option<Result<Value, ApiError>> {
         "Namespace" => namespace,
         "SelfSubjectReview" => self_subject_review,
         "SelfSubjectAccessReview" => self_subject_access_review,
+        "TokenRequest" => token_request,
         "SelfSubjectRulesReview" => self_subject_rules_review,
         "SubjectAccessReview" => subject_access_review,
         "LocalSubjectAccessReview" => local_subject_access_review,
@@ -162,6 +163,38 @@ fn review(kind: &str, meta: Option<meta::ObjectMeta>, spec: Map<String, Value>) 
         "metadata": object_meta(meta),
         "spec": spec,
     })
+}
+
+/// `kubectl create token`'s request.
+fn token_request(body: &[u8]) -> Result<Value, ApiError> {
+    const K: &str = "TokenRequest";
+    let raw = unwrap_envelope(body, K)?;
+    let r = k8s_pb::api::authentication::v1::TokenRequest::decode(raw.as_slice())
+        .map_err(|_| bad(K))?;
+    let s = r.spec.unwrap_or_default();
+    let mut spec = Map::new();
+    if !s.audiences.is_empty() {
+        spec.insert("audiences".into(), json!(s.audiences));
+    }
+    put(
+        &mut spec,
+        "expirationSeconds",
+        s.expiration_seconds.map(Value::from),
+    );
+    if let Some(b) = s.bound_object_ref {
+        let mut o = Map::new();
+        put(&mut o, "kind", b.kind.map(Value::String));
+        put(&mut o, "apiVersion", b.api_version.map(Value::String));
+        put(&mut o, "name", b.name.map(Value::String));
+        put(&mut o, "uid", b.u_id.map(Value::String));
+        spec.insert("boundObjectRef".into(), Value::Object(o));
+    }
+    Ok(json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": K,
+        "metadata": object_meta(r.metadata),
+        "spec": spec,
+    }))
 }
 
 /// `kubectl auth can-i`'s request.
