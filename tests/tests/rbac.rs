@@ -787,6 +787,28 @@ fn service_account_tokens_from_the_token_request_api() {
             kube::Api::namespaced(kube::Client::try_from(cfg).unwrap(), "team-a");
         api.list(&Default::default()).await.unwrap();
     });
+    // The Python client with the token.
+    let ca = s.path("ca.crt");
+    std::fs::write(&ca, s.pki.ca_pem()).unwrap();
+    let script = format!("{}/python/sa_token.py", env!("CARGO_MANIFEST_DIR"));
+    for (py, ver) in crdplane_tests::python_interpreters() {
+        let out = Command::new(&py)
+            .arg(&script)
+            .arg(&ca)
+            .args([s.stack.gateway.as_str(), token.as_str(), "team-a"])
+            .output()
+            .unwrap();
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            out.status.success() && o.contains("all checks passed"),
+            "{py} (kubernetes {ver}):\n{o}{e}"
+        );
+        // Each interpreter makes the same ConfigMap: remove it for the next.
+        s.call(None, "DELETE", &format!("{cms}/from-py-sa"), None);
+    }
     // TokenRequest's own rules.
     let tr = |secs: i64| {
         serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
