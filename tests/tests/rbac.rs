@@ -1,8 +1,11 @@
 //! RBAC per tenant, as `crdplane up` runs the gateway (TLS, client certificates, a token
 //! file, `--authorization-mode=RBAC`): the bootstrap roles, upstream's 403 texts for every
 //! verb (watch included), `kubectl auth can-i` (and `--list`), aggregated roles picking up
-//! a CRD's ClusterRole, escalation prevention, prompt revocation, and tenants that do not
-//! see each other's grants. Checked with raw HTTPS requests and real kubectl binaries.
+//! a CRD's ClusterRole, escalation prevention, prompt revocation, impersonation,
+//! service-account tokens, and the isolation matrix: identities of one tenant (token,
+//! client certificate, service-account token) × every verb × every path form of another
+//! tenant, 0 successes. Checked with raw HTTPS requests, real kubectl binaries, kube-rs and
+//! the Python client.
 
 use crdplane::{Pki, Service, kubeconfig_yaml_tls};
 use crdplane_tests::{Stack, TlsClient, kubectls};
@@ -855,4 +858,296 @@ fn service_account_tokens_from_the_token_request_api() {
     eventually("the token stops working", || {
         s.call(Some(&token), "GET", cms, None).0 == 401
     });
+}
+
+/// One request of the isolation matrix: method, path under the tenant prefix, body.
+type Probe = (&'static str, String, Option<String>);
+
+/// Every verb on every path form of one tenant's API (data, not code: add rows here).
+fn probes() -> Vec<Probe> {
+    let ct = serde_json::json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+        "metadata": {"name": "ct1", "namespace": "team"}, "spec": {"cronSpec": "* * * * */5", "replicas": 1}})
+    .to_string();
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm1", "namespace": "team"}, "data": {"k": "v"}})
+    .to_string();
+    let ns =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+            .to_string();
+    let crd_name =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/crontabs.stable.example.com";
+    let ssar = serde_json::json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": "team", "verb": "list", "resource": "configmaps"}}})
+    .to_string();
+    let patch = Some("{}".to_string());
+    // (collection, object, body of a write)
+    let families: Vec<(String, String, String)> = vec![
+        (
+            "/api/v1/namespaces".into(),
+            "/api/v1/namespaces/team".into(),
+            ns,
+        ),
+        (
+            "/api/v1/namespaces/team/configmaps".into(),
+            "/api/v1/namespaces/team/configmaps/cm1".into(),
+            cm,
+        ),
+        (
+            "/apis/stable.example.com/v1/namespaces/team/crontabs".into(),
+            "/apis/stable.example.com/v1/namespaces/team/crontabs/ct1".into(),
+            ct.clone(),
+        ),
+        (
+            "/apis/stable.example.com/v1/crontabs".into(),
+            "/apis/stable.example.com/v1/namespaces/team/crontabs/ct1/status".into(),
+            ct.clone(),
+        ),
+        (
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".into(),
+            crd_name.into(),
+            "{}".into(),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".into(),
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin".into(),
+            "{}".into(),
+        ),
+        (
+            "/api/v1/namespaces/team/serviceaccounts".into(),
+            "/api/v1/namespaces/team/serviceaccounts/default".into(),
+            "{}".into(),
+        ),
+    ];
+    let mut out: Vec<Probe> = Vec::new();
+    for (coll, obj, body) in families {
+        out.push(("GET", obj.clone(), None));
+        out.push(("GET", coll.clone(), None));
+        out.push(("GET", format!("{coll}?watch=true&timeoutSeconds=1"), None));
+        out.push(("POST", coll.clone(), Some(body.clone())));
+        out.push(("PUT", obj.clone(), Some(body)));
+        out.push(("PATCH", obj.clone(), patch.clone()));
+        out.push(("DELETE", obj, None));
+        out.push(("DELETE", coll, None));
+    }
+    out.push((
+        "PUT",
+        "/apis/stable.example.com/v1/namespaces/team/crontabs/ct1/scale".into(),
+        Some("{}".into()),
+    ));
+    out.push((
+        "POST",
+        "/api/v1/namespaces/team/serviceaccounts/default/token".into(),
+        Some("{}".into()),
+    ));
+    out.push((
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".into(),
+        Some(ssar),
+    ));
+    for path in [
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/apis/stable.example.com/v1",
+        "/openapi/v2",
+        "/openapi/v3",
+        "/metrics",
+    ] {
+        out.push(("GET", path.into(), None));
+    }
+    out
+}
+
+#[test]
+fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
+    let s = Secure::start();
+    let a = "/clusters/tenant-a";
+    let b = "/clusters/tenant-b";
+    // Both tenants hold the same kinds of objects; tenant A's identities are cluster-admin
+    // there (the strongest grant a tenant can give).
+    let mut crd: serde_json::Value = serde_saphyr::from_str(CRD).unwrap();
+    crd["spec"]["versions"][0]["subresources"] = serde_json::json!({"status": {},
+        "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}});
+    for t in [a, b] {
+        s.admin(
+            "POST",
+            &format!("{t}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
+            crd.clone(),
+        );
+        s.admin(
+            "POST",
+            &format!("{t}/api/v1/namespaces"),
+            serde_json::json!({"metadata": {"name": "team"}}),
+        );
+        s.admin(
+            "POST",
+            &format!("{t}/api/v1/namespaces/team/serviceaccounts"),
+            serde_json::json!({"metadata": {"name": "default"}}),
+        );
+        s.admin(
+            "POST",
+            &format!("{t}/api/v1/namespaces/team/serviceaccounts"),
+            serde_json::json!({"metadata": {"name": "builder"}}),
+        );
+        s.admin(
+            "POST",
+            &format!("{t}/api/v1/namespaces/team/configmaps"),
+            serde_json::json!({"metadata": {"name": "cm1"}, "data": {"k": "v"}}),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s
+            .call(
+                None,
+                "GET",
+                &format!("{t}/apis/stable.example.com/v1/crontabs"),
+                None,
+            )
+            .0
+            != 200
+        {
+            assert!(Instant::now() < deadline, "CRD never served in {t}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s.admin(
+            "POST",
+            &format!("{t}/apis/stable.example.com/v1/namespaces/team/crontabs"),
+            serde_json::json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+                "metadata": {"name": "ct1"}, "spec": {"cronSpec": "* * * * */5", "replicas": 1}}),
+        );
+    }
+    let mut grant = binding(
+        "ClusterRoleBinding",
+        "a-admins",
+        None,
+        "ClusterRole",
+        "cluster-admin",
+        "jane",
+    );
+    grant["subjects"] = serde_json::json!([
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"},
+        {"kind": "ServiceAccount", "name": "builder", "namespace": "team"}
+    ]);
+    s.admin(
+        "POST",
+        &format!("{a}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"),
+        grant,
+    );
+    let sa_token = s.admin(
+        "POST",
+        &format!("{a}/api/v1/namespaces/team/serviceaccounts/builder/token"),
+        serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
+    )["status"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (carol_cert, carol_key) = s.pki.issue_client("carol", &[]).unwrap();
+    let carol = TlsClient::new(s.pki.ca_pem(), Some((&carol_cert, &carol_key))).unwrap();
+    let nobody = TlsClient::new(s.pki.ca_pem(), None).unwrap();
+    // Each identity works in tenant A (so a refusal below is the tenant boundary, not a
+    // broken credential).
+    let send = |who: &str, method: &str, url: &str, body: Option<&str>| {
+        let bearer;
+        let mut headers = vec![(
+            "Content-Type",
+            if method == "PATCH" {
+                "application/merge-patch+json"
+            } else {
+                "application/json"
+            },
+        )];
+        let client = match who {
+            "carol" => &carol,
+            _ => {
+                bearer = format!(
+                    "Bearer {}",
+                    if who == "jane" {
+                        JANE.to_string()
+                    } else {
+                        sa_token.clone()
+                    }
+                );
+                headers.push(("Authorization", &bearer));
+                &nobody
+            }
+        };
+        let (code, _, body) = client.request(method, url, &headers, body).unwrap();
+        (code, body)
+    };
+    let who = ["jane", "carol", "builder"];
+    for w in who {
+        eventually(&format!("{w} works in tenant A"), || {
+            send(
+                w,
+                "GET",
+                &s.url(&format!("{a}/api/v1/namespaces/team/configmaps")),
+                None,
+            )
+            .0 == 200
+        });
+    }
+    let before: Vec<String> = [b, ""]
+        .iter()
+        .map(|t| {
+            s.call(
+                None,
+                "GET",
+                &format!("{t}/api/v1/namespaces/team/configmaps"),
+                None,
+            )
+            .1
+            .to_string()
+        })
+        .collect();
+    let mut refusals = 0;
+    for w in who {
+        for (method, path, body) in probes() {
+            for t in [b, ""] {
+                let url = s.url(&format!("{t}{path}"));
+                let (code, text) = send(w, method, &url, body.as_deref());
+                assert!(
+                    code == 401 || code == 403,
+                    "{w} {method} {url}: {code} {text}"
+                );
+                let v: serde_json::Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|_| panic!("{w} {method} {url}: not a Status: {text}"));
+                assert_eq!(v["kind"], "Status", "{text}");
+                assert_eq!(
+                    v["reason"],
+                    if code == 401 {
+                        "Unauthorized"
+                    } else {
+                        "Forbidden"
+                    },
+                    "{text}"
+                );
+                // The service account's token authenticates no one outside tenant A.
+                assert_eq!(w == "builder", code == 401, "{w} {method} {url}: {code}");
+                refusals += 1;
+            }
+        }
+    }
+    eprintln!("isolation matrix: {refusals} requests, 0 successes");
+    // Nothing of B (or of the default tenant) changed.
+    let after: Vec<String> = [b, ""]
+        .iter()
+        .map(|t| {
+            s.call(
+                None,
+                "GET",
+                &format!("{t}/api/v1/namespaces/team/configmaps"),
+                None,
+            )
+            .1
+            .to_string()
+        })
+        .collect();
+    assert_eq!(before, after);
+    let (_, v) = s.call(
+        None,
+        "GET",
+        &format!("{b}/apis/stable.example.com/v1/namespaces/team/crontabs/ct1"),
+        None,
+    );
+    assert_eq!(v["metadata"]["generation"], 1, "{v}");
 }
