@@ -4,7 +4,7 @@
 //!
 //! It asks the gateway's authorizer ([`crate::authz`]: AlwaysAllow, or RBAC over the
 //! tenant's own roles and bindings) whether the authenticated user (the authentication
-//! layer's [`User`]; a request that reached here without one is `system:anonymous`) may
+//! layer's `User`; a request that reached here without one is `system:anonymous`) may
 //! do what the request info says (verb, API group, resource, subresource, namespace, name,
 //! or the non-resource path), in the tenant the path names. A denial is upstream's 403
 //! Status (`responsewriters.Forbidden`): `crontabs.stable.example.com is forbidden: User
