@@ -1128,6 +1128,37 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
         }
     }
     eprintln!("isolation matrix: {refusals} requests, 0 successes");
+    // cluster-admin of tenant A may impersonate anyone there, but not the platform's admin
+    // group: that would open every tenant.
+    let escape = |t: &str| {
+        let bearer = format!("Bearer {JANE}");
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Impersonate-User", "jane"),
+            ("Impersonate-Group", "system:masters"),
+        ];
+        nobody
+            .request(
+                "GET",
+                &s.url(&format!("{t}/api/v1/namespaces")),
+                &headers,
+                None,
+            )
+            .unwrap()
+    };
+    for t in [a, b] {
+        let (code, _, text) = escape(t);
+        assert_eq!(code, 403, "{t}: {text}");
+    }
+    {
+        // In A the user part passes (cluster-admin holds impersonate); the group does not.
+        let (_, _, text) = escape(a);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v["message"],
+            "groups \"system:masters\" is forbidden: User \"jane\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope"
+        );
+    }
     // Nothing of B (or of the default tenant) changed.
     let after: Vec<String> = [b, ""]
         .iter()

@@ -9,6 +9,11 @@
 //! - each group: `groups`; each extra value: `userextras/<key>` in `authentication.k8s.io`;
 //!   the uid: `uids` in `authentication.k8s.io`.
 //!
+//! Unlike upstream's single cluster, where whoever may impersonate anything is cluster-admin
+//! already, a tenant's RBAC is written by that tenant's admins: it cannot let anyone
+//! impersonate `system:masters`, the platform's admin group across all tenants; only its
+//! members may.
+//!
 //! A part not allowed is upstream's 403 for that check (`users "bob" is forbidden: User
 //! "jane" cannot impersonate resource "users" in API group "" at the cluster scope`); groups,
 //! uid or extras without a user are upstream's 500 (`... without impersonating a user`).
@@ -21,7 +26,9 @@ use crate::context::Ctx;
 use crate::filters::authentication::User;
 use crate::http::{Body, Payload, error_response};
 use crdplane_auth::rbac::Attributes;
-use crdplane_auth::user::{ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS_USER, UserInfo};
+use crdplane_auth::user::{
+    ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS_USER, SYSTEM_MASTERS, UserInfo,
+};
 use futures::future::{BoxFuture, Either};
 use http::{HeaderMap, Request, Response, StatusCode};
 use std::collections::BTreeMap;
@@ -277,6 +284,16 @@ where
                     name: &p.name,
                     ..Default::default()
                 };
+                // `system:masters` is the platform's admin group, across every tenant: a
+                // tenant's RBAC (which its own admins write) cannot hand it out, so only its
+                // members may impersonate it.
+                if p.resource == "groups"
+                    && p.name == SYSTEM_MASTERS
+                    && !crdplane_auth::rbac::is_privileged(&requestor)
+                    && ctx.authz.mode() == crate::authz::Mode::Rbac
+                {
+                    return Ok(error_response(&forbidden(&requestor.name, &a, "")));
+                }
                 match crate::policy::decide(&ctx, &requestor, &info.tenant, &a).await {
                     Ok(d) if d.allowed() => {}
                     Ok(crdplane_auth::rbac::Decision::Deny(reason)) => {
