@@ -75,7 +75,66 @@ pub async fn policy(ctx: &Ctx, tenant: &str) -> Result<Arc<Policy>, ApiError> {
     let objects = read_objects(ctx, tenant).await?;
     let p = Arc::new(Policy::from_objects(&objects));
     ctx.authz.finish_read(tenant, epoch, &p);
+    write_back_aggregation(ctx, tenant, &objects.cluster_roles, &p);
     Ok(p)
+}
+
+/// The aggregation controller's write (upstream's `pkg/controller/clusterroleaggregation`):
+/// an aggregated ClusterRole whose stored rules differ from the union its selectors gather
+/// (which decisions use already, see `crdplane_auth::rbac`) gets that union written into
+/// `rules`, in the background, so `kubectl get clusterrole edit -o yaml` shows what `edit`
+/// grants. The write is a compare-and-swap on the read object; a conflict means another
+/// writer (or gateway) was first, and the policy read its write causes settles it. Runs
+/// where policies are read (RBAC authorization).
+fn write_back_aggregation(ctx: &Ctx, tenant: &str, roles: &[serde_json::Value], p: &Policy) {
+    for role in roles {
+        if role.get("aggregationRule").is_none_or(|a| a.is_null()) {
+            continue;
+        }
+        let name = role
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("");
+        let Some(union) = p.cluster_role(name) else {
+            continue;
+        };
+        let stored: Vec<rbac::Rule> = role
+            .get("rules")
+            .and_then(|r| {
+                serde_json::from_value::<Vec<k8s_openapi::api::rbac::v1::PolicyRule>>(r.clone())
+                    .ok()
+            })
+            .unwrap_or_default()
+            .iter()
+            .map(rbac::Rule::from)
+            .collect();
+        if stored.as_slice() == &union[..] {
+            continue;
+        }
+        let mut new = role.clone();
+        new["rules"] = serde_json::to_value(
+            union
+                .iter()
+                .map(rbac::Rule::to_policy_rule)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default();
+        let (old, storage, tenant) = (role.clone(), ctx.storage.clone(), tenant.to_string());
+        tokio::spawn(async move {
+            let store = crate::stores::storage::StorageStore {
+                storage: &storage,
+                tenant: &tenant,
+                group: rbac::GROUP,
+                resource: "clusterroles",
+                ttl_seconds: 0,
+            };
+            if let Err(e) = store.update(new, &old, false).await
+                && e.code != 409
+            {
+                tracing::warn!(%tenant, error = %e.message, "aggregating a ClusterRole's rules failed");
+            }
+        });
+    }
 }
 
 /// Every RBAC object of `tenant`, from storage.

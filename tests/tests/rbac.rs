@@ -478,6 +478,15 @@ fn kubectl_can_i_aggregation_and_escalation() {
         .trim()
             == "yes"
     });
+    // The aggregated rules are written into edit and admin, as upstream's controller does.
+    for role in ["edit", "admin"] {
+        eventually(&format!("{role} shows the CronTab rule"), || {
+            let (_, o, _) = k(None, &["get", "clusterrole", role, "-o", "json"]);
+            o.contains("\"crontabs\"")
+        });
+    }
+    let (_, o, _) = k(None, &["get", "clusterrole", "view", "-o", "json"]);
+    assert!(!o.contains("crontabs") && o.contains("configmaps"), "{o}");
     let ct = s.path("ct.yaml");
     std::fs::write(&ct, include_str!("../testdata/my-crontab.yaml")).unwrap();
     let (ok, o, e) = k(
