@@ -19,6 +19,9 @@ use bytes::BytesMut;
 use crdplane_http1::{self as http1, ChunkedDecoder, Limits};
 use serde_json::{Map, Value, json};
 
+/// The public key of the `authn` target's service-account verifier (ECDSA P-256).
+const SA_PUBLIC_KEY: &str = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEfMjGzHS+s6vKso7iON84MBS8fcfD\n+VvFPje6oh9LK21V3IR87oiBORzhDleuXHSt0WOa2sgxfUq99xF0mQAveQ==\n-----END PUBLIC KEY-----\n";
+
 /// One fuzz target: its directory name under `fuzz/regressions/` and its body.
 pub type Target = (&'static str, fn(&[u8]));
 
@@ -35,6 +38,7 @@ pub const TARGETS: &[Target] = &[
     ("json_patch", json_patch),
     ("strategic_merge", strategic_merge),
     ("authn", authn),
+    ("impersonation", impersonation),
 ];
 
 fn limits(max_head: usize, max_headers: usize) -> Limits {
@@ -379,7 +383,14 @@ pub fn authn(data: &[u8]) {
         tokens: TokenFile::parse("tok,jane,1,\"dev,ops\"\n", "fuzz")
             .ok()
             .map(|(t, _)| t),
-        service_accounts: None,
+        // Service-account tokens of a key pair whose private half is nowhere: no input
+        // can carry a valid one, so the JWT path only ever refuses or passes.
+        service_accounts: crdplane_auth::service_account::Verifier::from_pems(
+            &[SA_PUBLIC_KEY.to_string()],
+            &[crdplane_auth::service_account::DEFAULT_ISSUER.to_string()],
+            &[crdplane_auth::service_account::DEFAULT_ISSUER.to_string()],
+        )
+        .ok(),
         anonymous: true,
     });
     let (header, der) = match data.iter().position(|&b| b == 0) {
@@ -399,6 +410,44 @@ pub fn authn(data: &[u8]) {
         );
         if !u.is_anonymous() {
             assert!(u.groups.iter().any(|g| g == ALL_AUTHENTICATED), "{u:?}");
+        }
+    }
+}
+
+/// The impersonation headers (`gateway/src/filters/impersonation.rs`): each input line
+/// `name: value` is one header. Without an `Impersonate-*` header nothing is asked; with
+/// one, either an identity with a name, the user part among the parts to authorize and
+/// exactly one of the all-users groups (unless a group named one), or the error of
+/// parts without a user.
+pub fn impersonation(data: &[u8]) {
+    use crdplane_gateway::filters::impersonation::requested_identity;
+    let mut h = http::HeaderMap::new();
+    for line in data.split(|&b| b == b'\n') {
+        let Some(i) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(&line[..i]),
+            http::HeaderValue::from_bytes(line[i + 1..].trim_ascii()),
+        ) else {
+            continue;
+        };
+        h.append(n, v);
+    }
+    let asked = h.keys().any(|k| k.as_str().starts_with("impersonate-"));
+    match requested_identity(&h) {
+        None => assert!(!asked, "{h:?}"),
+        Some(Err(e)) => {
+            assert!(e.ends_with("without impersonating a user"), "{e}");
+            assert!(
+                h.get("impersonate-user").is_none_or(|u| u.is_empty()),
+                "{h:?}"
+            );
+        }
+        Some(Ok((parts, u))) => {
+            assert!(!u.name.is_empty() && parts >= 1, "{h:?} -> {u:?}");
+            let all = ["system:authenticated", "system:unauthenticated"];
+            assert!(u.groups.iter().any(|g| all.contains(&g.as_str())), "{u:?}");
         }
     }
 }

@@ -183,6 +183,12 @@ fn requested(h: &HeaderMap) -> Option<Result<(Vec<Part>, UserInfo), String>> {
     Some(Ok((parts, user)))
 }
 
+/// The identity the impersonation headers of `h` ask for, with how many parts need an
+/// `impersonate` grant; None without any such header (the fuzz target's entry point).
+pub fn requested_identity(h: &HeaderMap) -> Option<Result<(usize, UserInfo), String>> {
+    requested(h).map(|r| r.map(|(parts, user)| (parts.len(), user)))
+}
+
 /// Go's `http.Error` 500 of `responsewriters.InternalError`.
 fn internal_error(uri: &str, err: &str) -> Response<Body> {
     let mut r = crate::http::text_response_owned(
