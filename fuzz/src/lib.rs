@@ -438,8 +438,10 @@ pub fn impersonation(data: &[u8]) {
     // names, e.g. `Impersonate-User!`, as this target's first crash showed).
     let asked = h.keys().any(|k| {
         let k = k.as_str();
-        matches!(k, "impersonate-user" | "impersonate-group" | "impersonate-uid")
-            || k.starts_with("impersonate-extra-")
+        matches!(
+            k,
+            "impersonate-user" | "impersonate-group" | "impersonate-uid"
+        ) || k.starts_with("impersonate-extra-")
     });
     match requested_identity(&h) {
         None => assert!(!asked, "{h:?}"),
