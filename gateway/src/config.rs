@@ -91,6 +91,10 @@ pub struct Args {
         default_value_t = crdplane_transport::deadline::DEFAULT_TIMEOUT.as_secs_f64()
     )]
     pub grpc_timeout: f64,
+    /// Mutual TLS of the calls to registry, validation and storage (see
+    /// `crdplane_transport::mtls`); with it their endpoints are `https://`.
+    #[command(flatten)]
+    pub mtls: crdplane_transport::mtls::MtlsArgs,
     /// How long an Event is kept after its last write, a Go duration (kube-apiserver's
     /// --event-ttl: 1h0m0s); the storage service removes it then.
     #[arg(
@@ -206,6 +210,7 @@ impl Args {
             return Err("--max-watches and --max-watches-per-client must be at least 1".into());
         }
         call_timeout(self.grpc_timeout)?;
+        self.mtls.files()?;
         match (
             &self.tls_cert_file,
             &self.tls_private_key_file,
@@ -261,6 +266,7 @@ impl Args {
             },
             request_timeout: self.request_timeout,
             call_timeout: call_timeout(self.grpc_timeout)?,
+            grpc_tls: self.mtls.load()?,
             event_ttl: self.event_ttl,
             tls: match (&self.tls_cert_file, &self.tls_private_key_file) {
                 (Some(c), Some(k)) => Some(crdplane_transport::tls::ServerTls::load(

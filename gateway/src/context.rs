@@ -57,6 +57,9 @@ pub struct Config {
     pub event_ttl: std::time::Duration,
     /// TLS of the listener (None: plain HTTP, `--insecure-http`).
     pub tls: Option<crdplane_transport::tls::ServerTls>,
+    /// Mutual TLS of the calls to registry, validation and storage (`--grpc-tls-*`, see
+    /// `crdplane_transport::mtls`; None: plaintext gRPC).
+    pub grpc_tls: Option<crdplane_transport::mtls::Mtls>,
     /// The authenticators of the authentication layer (`filters/authentication.rs`).
     pub authn: Arc<crdplane_auth::chain::Authenticators>,
     /// `--authorization-mode` (see [`crate::authz`]).
@@ -96,6 +99,7 @@ impl Default for Config {
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
             event_ttl: EVENT_TTL,
             tls: None,
+            grpc_tls: None,
             authn: Arc::new(crdplane_auth::chain::Authenticators {
                 x509: None,
                 tokens: None,
@@ -157,9 +161,10 @@ pub const BATCHES_IN_FLIGHT: usize = 2;
 /// watch, each carrying the request's tenant, user and traceparent (see `crdplane-transport`).
 pub type Channel = crdplane_transport::Channel;
 
-fn channel(urls: &str, timeout: Option<std::time::Duration>) -> anyhow::Result<Channel> {
+fn channel(urls: &str, cfg: &Config) -> anyhow::Result<Channel> {
     let opts = crdplane_transport::ChannelOptions {
-        timeout,
+        timeout: cfg.call_timeout,
+        tls: cfg.grpc_tls.clone(),
         ..Default::default()
     };
     Channel::with_options(urls, opts).map_err(|e| anyhow::anyhow!("service endpoint {urls:?}: {e}"))
@@ -170,11 +175,11 @@ impl Ctx {
     /// not parse is an error), batchers, and empty caches.
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
         let max = 256 << 20;
-        let storage = StorageClient::new(channel(&cfg.storage_endpoint, cfg.call_timeout)?)
+        let storage = StorageClient::new(channel(&cfg.storage_endpoint, &cfg)?)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
         let validation =
-            ValidationClient::new(channel(&cfg.validation_endpoint, cfg.call_timeout)?)
+            ValidationClient::new(channel(&cfg.validation_endpoint, &cfg)?)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max);
         Ok(Arc::new(Self {
@@ -182,7 +187,7 @@ impl Ctx {
             creates: crate::batch::creates(storage.clone(), BATCHES_IN_FLIGHT),
             admits: crate::batch::admits(validation.clone(), BATCHES_IN_FLIGHT),
             storage,
-            registry: RegistryClient::new(channel(&cfg.registry_endpoint, cfg.call_timeout)?)
+            registry: RegistryClient::new(channel(&cfg.registry_endpoint, &cfg)?)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
             validation,

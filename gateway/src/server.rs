@@ -35,6 +35,9 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     let mut settings = stack::Settings::new(&cfg, Arc::new(RequestMetrics::default()));
     let tls = cfg.tls.clone();
     let handshake_timeout = cfg.request_header_timeout;
+    if let Some(t) = &cfg.grpc_tls {
+        t.spawn_reloader();
+    }
     let ctx = Ctx::new(cfg)?;
     ctx.spawn_cache_followers();
     settings.authz = Some(ctx.clone());

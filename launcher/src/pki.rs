@@ -16,6 +16,14 @@
 //! authenticator (staging/src/k8s.io/apiserver/pkg/authentication/request/x509) reads them;
 //! the admin is `crdplane-admin` in `system:masters`, upstream's superuser group.
 //!
+//! The processes' gRPC connections to each other are mutual TLS (`crdplane_transport::mtls`)
+//! under a CA of their own, `services-ca.crt`/`services-ca.key` (kept like the CA): any
+//! certificate that CA signs may call the services, so it must not be the CA of the users'
+//! client certificates. Each process kind (storage, validation, registry, gateway) gets
+//! `services/<kind>.crt`/`.key`, CN `crdplane-<kind>`, O `crdplane:services`, usable for
+//! serving and calling (EKU serverAuth and clientAuth), for the same names as the serving
+//! certificate, issued anew each time like it.
+//!
 //! Each certificate issued or kept is checked with webpki ([`crate::tls`]): the serving one
 //! must chain to `ca.crt` for every SAN, the admin one must verify as a client certificate.
 //! Not on the request path.
@@ -50,6 +58,19 @@ pub const SA_KEY: &str = "sa.key";
 pub const SA_PUB: &str = "sa.pub";
 /// The service-account token issuer (and API audience) the gateways get: kubeadm's.
 pub const SA_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The services CA's certificate file name (mutual TLS between crdplane's processes).
+pub const SERVICES_CA_CERT: &str = "services-ca.crt";
+/// The services CA's key file name.
+pub const SERVICES_CA_KEY: &str = "services-ca.key";
+/// The directory (in the PKI directory) of the processes' certificates.
+pub const SERVICES_DIR: &str = "services";
+/// Common name of the services CA.
+pub const SERVICES_CA_NAME: &str = "crdplane-services-ca";
+/// The group (O) of the processes' certificates.
+pub const SERVICES_GROUP: &str = "crdplane:services";
+/// The process kinds that get a certificate of the services CA.
+pub const SERVICE_KINDS: [&str; 4] = ["storage", "validation", "registry", "gateway"];
 
 /// The admin user (CN of its client certificate).
 pub const ADMIN_USER: &str = "crdplane-admin";
@@ -163,6 +184,54 @@ impl Pki {
         pki.admin_cert_pem = cert;
         pki.admin_key_pem = key;
 
+        // The services CA (kept) and a certificate per process kind (issued anew).
+        let (services_ca_cert, services_ca_key) = match (
+            read_opt(&dir.join(SERVICES_CA_CERT))?,
+            read_opt(&dir.join(SERVICES_CA_KEY))?,
+        ) {
+            (Some(c), Some(k)) => (c, k),
+            _ => {
+                let (c, k) = new_ca_named(SERVICES_CA_NAME, now)?;
+                write_public(&dir.join(SERVICES_CA_CERT), &c)?;
+                write_private(&dir.join(SERVICES_CA_KEY), &k)?;
+                (c, k)
+            }
+        };
+        std::fs::create_dir_all(dir.join(SERVICES_DIR))
+            .with_context(|| format!("create {}", dir.join(SERVICES_DIR).display()))?;
+        for kind in SERVICE_KINDS {
+            let mut params = leaf_params(
+                &format!("crdplane-{kind}"),
+                ExtendedKeyUsagePurpose::ServerAuth,
+                now,
+            )?;
+            params
+                .extended_key_usages
+                .push(ExtendedKeyUsagePurpose::ClientAuth);
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, SERVICES_GROUP);
+            for n in &names {
+                params.subject_alt_names.push(san(n)?);
+            }
+            let (cert, key) = sign_with(&services_ca_cert, &services_ca_key, params)
+                .with_context(|| format!("read {}", dir.join(SERVICES_CA_KEY).display()))?;
+            let broken = |what: &str| {
+                format!(
+                    "{what} does not chain to {}; remove {} and {} to start a new services CA",
+                    dir.join(SERVICES_CA_CERT).display(),
+                    dir.join(SERVICES_CA_CERT).display(),
+                    dir.join(SERVICES_CA_KEY).display(),
+                )
+            };
+            tls::verify_server_cert(&services_ca_cert, &cert, "127.0.0.1", now)
+                .with_context(|| broken(&format!("the {kind} certificate")))?;
+            tls::verify_client_cert(&services_ca_cert, &cert, now)
+                .with_context(|| broken(&format!("the {kind} certificate")))?;
+            write_private(&pki.service_key_path(kind), &key)?;
+            write_public(&pki.service_cert_path(kind), &cert)?;
+        }
+
         // The service-account key pair: kept across restarts (tokens stay valid), made once.
         if read_opt(&pki.sa_key_path())?.is_none() || read_opt(&pki.sa_pub_path())?.is_none() {
             let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
@@ -170,6 +239,21 @@ impl Pki {
             write_public(&pki.sa_pub_path(), &key.public_key_pem())?;
         }
         Ok(pki)
+    }
+
+    /// `<dir>/services-ca.crt`: the CA of the processes' mutual TLS (`--grpc-tls-ca-file`).
+    pub fn services_ca_path(&self) -> PathBuf {
+        self.dir.join(SERVICES_CA_CERT)
+    }
+
+    /// `<dir>/services/<kind>.crt`: a process kind's `--grpc-tls-cert-file`.
+    pub fn service_cert_path(&self, kind: &str) -> PathBuf {
+        self.dir.join(SERVICES_DIR).join(format!("{kind}.crt"))
+    }
+
+    /// `<dir>/services/<kind>.key`: its `--grpc-tls-key-file`.
+    pub fn service_key_path(&self, kind: &str) -> PathBuf {
+        self.dir.join(SERVICES_DIR).join(format!("{kind}.key"))
     }
 
     /// Path of the service-account signing key.
@@ -202,13 +286,8 @@ impl Pki {
 
     /// Signs `params` for a new P-256 key with the CA; returns the certificate and key PEMs.
     fn sign(&self, params: CertificateParams) -> Result<(String, String)> {
-        let ca_key = KeyPair::from_pem(&self.ca_key_pem)
-            .with_context(|| format!("read {}", self.ca_key_path().display()))?;
-        let issuer = Issuer::from_ca_cert_pem(&self.ca_cert_pem, ca_key)
-            .with_context(|| format!("read {}", self.ca_cert_path().display()))?;
-        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok((cert.pem(), key.serialize_pem()))
+        sign_with(&self.ca_cert_pem, &self.ca_key_pem, params)
+            .with_context(|| format!("read {}", self.ca_key_path().display()))
     }
 
     /// Whether a kept client certificate still verifies against the CA [`RENEW_BEFORE`]
@@ -274,11 +353,30 @@ impl Pki {
     }
 }
 
+/// Signs `params` for a new P-256 key with the CA of `ca_cert_pem`/`ca_key_pem`; returns
+/// the certificate and key PEMs.
+fn sign_with(
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+    params: CertificateParams,
+) -> Result<(String, String)> {
+    let ca_key = KeyPair::from_pem(ca_key_pem)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key)?;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
 /// A new self-signed CA: certificate and key PEMs.
 fn new_ca(now: SystemTime) -> Result<(String, String)> {
+    new_ca_named(CA_NAME, now)
+}
+
+/// A new self-signed CA with common name `name`.
+fn new_ca_named(name: &str, now: SystemTime) -> Result<(String, String)> {
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
-    params.distinguished_name.push(DnType::CommonName, CA_NAME);
+    params.distinguished_name.push(DnType::CommonName, name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -472,6 +570,32 @@ mod tests {
         );
         assert!(format!("{pki:?}").contains("Pki"));
         assert!(!format!("{pki:?}").contains("PRIVATE KEY"));
+        // The services CA is not the users' CA; each process kind's certificate chains to
+        // it (and not to the users' CA) for serving and calling.
+        let services_ca = std::fs::read_to_string(pki.services_ca_path()).unwrap();
+        assert_ne!(services_ca, pki.ca_pem());
+        assert_eq!(mode(&pki.dir().join(SERVICES_CA_KEY)), 0o600);
+        for kind in SERVICE_KINDS {
+            let cert = std::fs::read_to_string(pki.service_cert_path(kind)).unwrap();
+            assert_eq!(mode(&pki.service_key_path(kind)), 0o600, "{kind}");
+            let now = SystemTime::now();
+            tls::verify_server_cert(&services_ca, &cert, "127.0.0.1", now).unwrap();
+            tls::verify_server_cert(&services_ca, &cert, "localhost", now).unwrap();
+            tls::verify_client_cert(&services_ca, &cert, now).unwrap();
+            assert!(
+                tls::verify_client_cert(pki.ca_pem(), &cert, now).is_err(),
+                "{kind}"
+            );
+            with_cert(&cert, |c| {
+                assert_eq!(
+                    names(c),
+                    (
+                        vec![format!("crdplane-{kind}")],
+                        vec![SERVICES_GROUP.to_string()]
+                    )
+                );
+            });
+        }
         with_cert(pki.ca_pem(), |c| {
             assert!(c.is_ca());
             assert_eq!(names(c).0, [CA_NAME]);

@@ -15,7 +15,10 @@
 //! `--anonymous-auth=false` and `--authorization-mode=RBAC`, as kube-apiserver runs under
 //! kubeadm; readiness is then probed
 //! over TLS with the admin's client certificate, trusting only the stack's CA
-//! ([`crate::tls`]). Otherwise they get `--insecure-http` (plain HTTP, the gateway's explicit
+//! ([`crate::tls`]). With it every process also gets `--grpc-tls-ca-file`,
+//! `--grpc-tls-cert-file` and `--grpc-tls-key-file` ([`ServiceTls`]): the gRPC connections
+//! between them are mutual TLS under the PKI's services CA, and the services announce
+//! `https://` URLs. Otherwise they get `--insecure-http` (plain HTTP, the gateway's explicit
 //! opt-out; without either it refuses to start). Replicas added later get the same flags.
 //!
 //! The returned [`RunningStack`] holds the children (killed on drop; [`RunningStack::stop`]
@@ -356,6 +359,53 @@ impl GatewayTls {
     }
 }
 
+/// Where each process kind's mutual-TLS files are ([`StackBuilder::tls`]).
+#[derive(Debug, Clone)]
+pub struct ServiceTls {
+    ca_file: PathBuf,
+    certs: [(PathBuf, PathBuf); 4],
+}
+
+impl ServiceTls {
+    /// The files of `pki` (its services CA and per-kind certificates).
+    pub fn from_pki(pki: &Pki) -> Self {
+        let pair = |s: Service| {
+            (
+                pki.service_cert_path(s.name()),
+                pki.service_key_path(s.name()),
+            )
+        };
+        Self {
+            ca_file: pki.services_ca_path(),
+            certs: [
+                pair(Service::Storage),
+                pair(Service::Validation),
+                pair(Service::Registry),
+                pair(Service::Gateway),
+            ],
+        }
+    }
+
+    /// The `--grpc-tls-*` flags of a process of kind `service`.
+    pub fn args(&self, service: Service) -> Vec<String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        let (cert, key) = &self.certs[service.index()];
+        vec![
+            "--grpc-tls-ca-file".into(),
+            path(&self.ca_file),
+            "--grpc-tls-cert-file".into(),
+            path(cert),
+            "--grpc-tls-key-file".into(),
+            path(key),
+        ]
+    }
+}
+
+/// The mutual-TLS flags of `service` with `mtls`, none without.
+fn mtls_args(mtls: Option<&ServiceTls>, service: Service) -> Vec<String> {
+    mtls.map(|m| m.args(service)).unwrap_or_default()
+}
+
 /// The flags that choose how a gateway serves: TLS with `tls`, else `--insecure-http`.
 pub fn gateway_mode_args(tls: Option<&GatewayTls>) -> Vec<String> {
     match tls {
@@ -377,6 +427,7 @@ pub struct StackBuilder {
     logs: Option<PathBuf>,
     ready_timeout: Duration,
     tls: Option<GatewayTls>,
+    mtls: Option<ServiceTls>,
 }
 
 impl StackBuilder {
@@ -394,6 +445,7 @@ impl StackBuilder {
             logs: None,
             ready_timeout: Duration::from_secs(60),
             tls: None,
+            mtls: None,
         }
     }
 
@@ -438,8 +490,10 @@ impl StackBuilder {
 
     /// Gateways serve HTTPS with `pki`'s serving certificate, authenticate client
     /// certificates of its CA and refuse anonymous requests; readiness is probed with its
-    /// admin certificate (see the module docs). Without it gateways get `--insecure-http`.
+    /// admin certificate, and the processes' gRPC connections are mutual TLS under the
+    /// PKI's services CA (see the module docs). Without it gateways get `--insecure-http`.
     pub fn tls(mut self, pki: &Pki) -> Self {
+        self.mtls = Some(ServiceTls::from_pki(pki));
         self.tls = Some(GatewayTls {
             cert_file: pki.serving_cert_path(),
             key_file: pki.serving_key_path(),
@@ -457,6 +511,7 @@ impl StackBuilder {
     /// those of [`StackBuilder::args`].
     fn gateway_extra(&self) -> Vec<String> {
         let mut a = gateway_mode_args(self.tls.as_ref());
+        a.extend(mtls_args(self.mtls.as_ref(), Service::Gateway));
         a.extend(self.extra[Service::Gateway.index()].iter().cloned());
         a
     }
@@ -498,6 +553,7 @@ impl StackBuilder {
             bin_dir: self.bin_dir.clone(),
             logs: self.logs.clone(),
             gateway_mode: gateway_mode_args(self.tls.as_ref()),
+            mtls: self.mtls.clone(),
             client_tls,
             redis_url: String::new(),
             storages: Vec::new(),
@@ -539,7 +595,8 @@ impl StackBuilder {
             redis_url: stack.redis_url.clone(),
             ..Peers::default()
         };
-        let mut storage_extra = self.extra[Service::Storage.index()].clone();
+        let mut storage_extra = mtls_args(self.mtls.as_ref(), Service::Storage);
+        storage_extra.extend(self.extra[Service::Storage.index()].iter().cloned());
         if let Some(d) = &self.durability {
             storage_extra.extend(["--durability".to_string(), d.clone()]);
         }
@@ -551,7 +608,9 @@ impl StackBuilder {
         }
         peers.storage = stack.storages[0].clone();
         for s in [Service::Validation, Service::Registry] {
-            let args = service_args(s, "127.0.0.1:0", &peers, &self.extra[s.index()]);
+            let mut extra = mtls_args(self.mtls.as_ref(), s);
+            extra.extend(self.extra[s.index()].iter().cloned());
+            let args = service_args(s, "127.0.0.1:0", &peers, &extra);
             let url = stack.push_service(s, s.name().into(), args, Vec::new(), None)?;
             match s {
                 Service::Validation => peers.validation = url.clone(),
@@ -600,6 +659,8 @@ pub struct RunningStack {
     logs: Option<PathBuf>,
     /// [`gateway_mode_args`] of the builder: flags of every gateway, also added ones.
     gateway_mode: Vec<String>,
+    /// The processes' mutual-TLS files, for added replicas too.
+    mtls: Option<ServiceTls>,
     /// How the readiness probe talks to gateways serving TLS.
     client_tls: Option<Arc<rustls::ClientConfig>>,
     /// The Redis URL the storage replicas use.
@@ -711,6 +772,7 @@ impl RunningStack {
             Service::Gateway => self.gateway_mode.clone(),
             _ => Vec::new(),
         };
+        all.extend(mtls_args(self.mtls.as_ref(), service));
         all.extend(extra.iter().map(|s| s.to_string()));
         let extra = all;
         let name = format!("{}-added-{}", service.name(), self.procs.len());
@@ -1027,6 +1089,12 @@ mod tests {
                 p("sa.pub"),
                 "--service-account-signing-key-file".into(),
                 p("sa.key"),
+                "--grpc-tls-ca-file".into(),
+                p("services-ca.crt"),
+                "--grpc-tls-cert-file".into(),
+                p("services/gateway.crt"),
+                "--grpc-tls-key-file".into(),
+                p("services/gateway.key"),
                 "--default-tenant".into(),
                 "t".into(),
             ]
@@ -1035,5 +1103,24 @@ mod tests {
         assert_eq!(t.client_cert_pem, pki.admin_cert_pem());
         assert!(!format!("{b:?}").contains("PRIVATE KEY"));
         crate::tls::client_config(&t.ca_pem, &t.client_cert_pem, &t.client_key_pem).unwrap();
+        // Every other process kind gets its own pair of the services CA.
+        let m = b.mtls.as_ref().unwrap();
+        for s in [Service::Storage, Service::Validation, Service::Registry] {
+            assert_eq!(
+                m.args(s),
+                [
+                    "--grpc-tls-ca-file".to_string(),
+                    p("services-ca.crt"),
+                    "--grpc-tls-cert-file".into(),
+                    p(&format!("services/{}.crt", s.name())),
+                    "--grpc-tls-key-file".into(),
+                    p(&format!("services/{}.key", s.name())),
+                ]
+            );
+        }
+        // Without TLS: no mutual TLS either.
+        let plain = StackBuilder::new("/bin", "redis://x");
+        assert!(plain.mtls.is_none());
+        assert_eq!(plain.gateway_extra(), ["--insecure-http"]);
     }
 }

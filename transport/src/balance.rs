@@ -74,6 +74,8 @@ pub struct ChannelOptions {
     /// Full method paths that change nothing on the server: with several endpoints, such a
     /// call whose connection broke before its answer is sent again to another endpoint.
     pub read_only: &'static [&'static str],
+    /// Mutual TLS for every endpoint (`https://` URLs); `None`: plaintext (`http://`).
+    pub tls: Option<crate::mtls::Mtls>,
 }
 
 /// The read-only methods of the crdplane services (see [`ChannelOptions::read_only`]):
@@ -106,6 +108,7 @@ impl Default for ChannelOptions {
             timeout: Some(deadline::DEFAULT_TIMEOUT),
             long_running: deadline::LONG_RUNNING,
             read_only: READ_ONLY,
+            tls: None,
         }
     }
 }
@@ -163,7 +166,7 @@ impl Channel {
         }
         let endpoints = list
             .iter()
-            .map(|u| Endpoint::lazy(u))
+            .map(|u| Endpoint::new(u, opts.tls.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
         let pool = if endpoints.len() > 1 {
             let rt = tokio::runtime::Handle::try_current()

@@ -40,7 +40,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A cloneable gRPC channel to one `http://host:port` endpoint.
+/// A cloneable gRPC channel to one `http://host:port` endpoint (`https://` with mutual TLS,
+/// see [`crate::mtls`]).
 #[derive(Clone)]
 pub struct Endpoint {
     shared: Arc<Shared>,
@@ -49,6 +50,11 @@ pub struct Endpoint {
 struct Shared {
     scheme: Scheme,
     authority: Authority,
+    /// With mutual TLS: the connector and the name the server's certificate must hold.
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
     /// The live connection's request handle; `None` before the first call or after it died.
     sender: Mutex<Option<h2::client::SendRequest<Bytes>>>,
     /// Serialises (re)connects so a burst of callers opens one connection, not many.
@@ -73,19 +79,52 @@ pub(crate) struct Started {
 impl Endpoint {
     /// A channel to `url` (`http://host:port`); connects on first use.
     pub fn lazy(url: &str) -> Result<Endpoint, BoxError> {
+        Self::new(url, None)
+    }
+
+    /// A channel to `url`; `https://host:port` with `tls` (mutual TLS, see
+    /// [`crate::mtls`]), `http://host:port` without. Connects on first use.
+    pub fn new(url: &str, tls: Option<&crate::mtls::Mtls>) -> Result<Endpoint, BoxError> {
         let uri: http::Uri = url.parse()?;
         let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
-        if scheme != Scheme::HTTP {
-            return Err(format!("unsupported scheme in {url:?}: only http:// is served").into());
-        }
         let authority = uri
             .authority()
             .cloned()
             .ok_or_else(|| format!("no host:port in {url:?}"))?;
+        let tls = match (scheme.as_str(), tls) {
+            ("http", None) => None,
+            ("https", Some(t)) => {
+                let host = authority
+                    .host()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| format!("{url:?}: {e}"))?;
+                Some((t.connector(), name))
+            }
+            ("https", None) => {
+                return Err(format!(
+                    "{url:?}: https:// needs mutual TLS (--grpc-tls-ca-file, --grpc-tls-cert-file, --grpc-tls-key-file)"
+                )
+                .into());
+            }
+            ("http", Some(_)) => {
+                return Err(format!(
+                    "{url:?}: mutual TLS is configured, so the endpoint must be https://"
+                )
+                .into());
+            }
+            _ => {
+                return Err(
+                    format!("unsupported scheme in {url:?}: use http:// or https://").into(),
+                );
+            }
+        };
         Ok(Endpoint {
             shared: Arc::new(Shared {
                 scheme,
                 authority,
+                tls,
                 sender: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
             }),
@@ -116,11 +155,38 @@ impl Endpoint {
             .await
             .map_err(|_| format!("connect to {addr}: timed out"))??;
         tcp.set_nodelay(true)?;
+        let send = match &self.shared.tls {
+            None => self.handshake(tcp, addr).await?,
+            Some((connector, name)) => {
+                let tls =
+                    tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name.clone(), tcp))
+                        .await
+                        .map_err(|_| format!("TLS handshake with {addr}: timed out"))?
+                        .map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+                self.handshake(tls, addr).await?
+            }
+        };
+        if let Ok(mut g) = self.shared.sender.lock() {
+            *g = Some(send.clone());
+        }
+        Ok(send)
+    }
+
+    /// The HTTP/2 handshake over `io`; the connection is driven by a task of its own until it
+    /// ends or stops answering keep-alive PINGs.
+    async fn handshake<T>(
+        &self,
+        io: T,
+        addr: String,
+    ) -> Result<h2::client::SendRequest<Bytes>, BoxError>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let (send, mut conn) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONN_WINDOW)
             .max_frame_size(1 << 20)
-            .handshake::<_, Bytes>(tcp)
+            .handshake::<_, Bytes>(io)
             .await?;
         let ping_pong = conn.ping_pong();
         let shared = self.shared.clone();
@@ -140,9 +206,6 @@ impl Endpoint {
                 *g = None;
             }
         });
-        if let Ok(mut g) = self.shared.sender.lock() {
-            *g = Some(send.clone());
-        }
         Ok(send)
     }
 

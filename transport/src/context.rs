@@ -171,6 +171,13 @@ pub struct Scoped<S> {
     inner: S,
 }
 
+impl<S> Scoped<S> {
+    /// `inner`, each request's handler run in the request's context (see [`ScopeLayer`]).
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+}
+
 impl<S, B> tower::Service<http::Request<B>> for Scoped<S>
 where
     S: tower::Service<http::Request<B>>,

@@ -12,6 +12,9 @@
 //! and HTTP/2 keep-alive pings so dead peers are noticed. Every service also answers
 //! `grpc.health.v1` ([`health`]).
 //!
+//! With `--grpc-tls-*` files ([`mtls`]) every connection is mutual TLS: the services answer
+//! only callers holding a certificate of crdplane's services CA (health excepted).
+//!
 //! Client side: [`Channel`] ([`balance`]) spreads calls over the N endpoints of a service by
 //! power-of-two-choices on in-flight calls, leaves out endpoints that report NOT_SERVING or
 //! cannot be reached, puts a deadline on every call that is not a watch ([`deadline`]) and
@@ -43,14 +46,26 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    serve_one_with(listener, svc, accept::ConnLimits::default()).await
+    serve_one_with(listener, svc, ServeOptions::default()).await
 }
 
-/// [`serve_one`] with explicit connection bounds (0 = automatic).
+/// How a listener serves: connection bounds and, when set, mutual TLS.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Connection bounds (0 = automatic, see [`accept`]).
+    pub limits: accept::ConnLimits,
+    /// Mutual TLS (see [`mtls`]); `None`: plaintext HTTP/2.
+    pub tls: Option<mtls::Mtls>,
+}
+
+/// How long an accepted socket may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`serve_one`] with explicit options.
 pub async fn serve_one_with<S>(
     listener: tokio::net::TcpListener,
     svc: S,
-    limits: accept::ConnLimits,
+    opts: ServeOptions,
 ) -> std::io::Result<()>
 where
     S: tower::Service<
@@ -65,10 +80,10 @@ where
 {
     // A process whose service *is* the health service needs no second one beside it.
     if S::NAME == HEALTH_SERVICE {
-        return serve_raw(listener, svc, limits).await;
+        return serve_raw(listener, svc, opts).await;
     }
     let health = health::Health::new(S::NAME, true).await;
-    serve_with_health(listener, svc, &health, limits).await
+    serve_with_health(listener, svc, &health, opts).await
 }
 
 /// The gRPC name of `grpc.health.v1.Health`.
@@ -80,7 +95,7 @@ pub async fn serve_with_health<S>(
     listener: tokio::net::TcpListener,
     svc: S,
     health: &health::Health,
-    limits: accept::ConnLimits,
+    opts: ServeOptions,
 ) -> std::io::Result<()>
 where
     S: tower::Service<
@@ -92,14 +107,15 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    serve_raw(listener, health::WithHealth::new(svc, health), limits).await
+    serve_raw(listener, health::WithHealth::new(svc, health), opts).await
 }
 
-/// The accept loop: every connection served over HTTP/2 by `svc` alone.
+/// The accept loop: every connection served over HTTP/2 by `svc` alone, after a TLS
+/// handshake when mutual TLS is configured.
 async fn serve_raw<S>(
     listener: tokio::net::TcpListener,
     svc: S,
-    limits: accept::ConnLimits,
+    opts: ServeOptions,
 ) -> std::io::Result<()>
 where
     S: tower::Service<
@@ -111,33 +127,79 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let acceptor = accept::Acceptor::new(listener, limits);
+    let acceptor = accept::Acceptor::new(listener, opts.limits);
+    let tls = match opts.tls {
+        None => None,
+        Some(t) => {
+            t.spawn_reloader();
+            Some(t.acceptor().ok_or_else(|| {
+                std::io::Error::other("mutual TLS without a certificate of its own cannot serve")
+            })?)
+        }
+    };
     loop {
-        let (sock, _, guard) = acceptor.accept().await;
+        let (sock, peer, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);
-        let svc = TowerToHyperService::new(deadline::Enforce(svc.clone()));
+        let svc = svc.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let mut builder = Builder::new(TokioExecutor::new()).http2_only();
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                // tonic's server default: no stream limit (the gateway multiplexes many
-                // watches onto one connection).
-                .max_concurrent_streams(None)
-                // Large fixed windows instead of BDP probing: h2 budgets the framing overhead of
-                // small DATA frames against half the connection window, and a burst of small
-                // unary requests from a client that ends each one with an empty frame (tonic's
-                // own client does) exhausts the default 64 KiB window's budget and draws a
-                // GOAWAY `too_many_data_frames`.
-                .initial_stream_window_size(4 << 20)
-                .initial_connection_window_size(16 << 20)
-                .keep_alive_interval(Some(Duration::from_secs(30)))
-                .keep_alive_timeout(Duration::from_secs(20));
-            if let Err(e) = builder.serve_connection(TokioIo::new(sock), svc).await {
-                tracing::debug!(error = %e, "gRPC connection ended");
+            match tls {
+                None => serve_connection(TokioIo::new(sock), svc).await,
+                Some(tls) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
+                        Ok(Ok(stream)) => {
+                            let verified = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .is_some_and(|c| !c.is_empty());
+                            let svc = mtls::RequireClientCert::new(svc, verified);
+                            serve_connection(TokioIo::new(stream), svc).await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "gRPC TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(%peer, "gRPC TLS handshake timed out"),
+                    }
+                }
             }
             drop(guard);
         });
+    }
+}
+
+/// Serves one accepted connection over HTTP/2 until it ends.
+async fn serve_connection<I, S>(io: I, svc: S)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: tower::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let svc = TowerToHyperService::new(deadline::Enforce(svc));
+    let mut builder = Builder::new(TokioExecutor::new()).http2_only();
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        // tonic's server default: no stream limit (the gateway multiplexes many
+        // watches onto one connection).
+        .max_concurrent_streams(None)
+        // Large fixed windows instead of BDP probing: h2 budgets the framing overhead of
+        // small DATA frames against half the connection window, and a burst of small
+        // unary requests from a client that ends each one with an empty frame (tonic's
+        // own client does) exhausts the default 64 KiB window's budget and draws a
+        // GOAWAY `too_many_data_frames`.
+        .initial_stream_window_size(4 << 20)
+        .initial_connection_window_size(16 << 20)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
+    if let Err(e) = builder.serve_connection(io, svc).await {
+        tracing::debug!(error = %e, "gRPC connection ended");
     }
 }
 
@@ -147,6 +209,7 @@ pub mod client;
 pub mod context;
 pub mod deadline;
 pub mod health;
+pub mod mtls;
 pub mod tls;
 pub use balance::{Channel, ChannelOptions};
 pub use context::CallContext;

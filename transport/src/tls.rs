@@ -72,9 +72,10 @@ fn stamp(p: &Path) -> Option<(SystemTime, u64)> {
 /// When and how big the certificate and key files were when last loaded.
 type Stamps = [Option<(SystemTime, u64)>; 2];
 
-/// The serving certificate, swapped when its files change.
+/// A certificate and key pair, swapped when its files change (the gateway's serving pair;
+/// a service's pair for mutual TLS, [`crate::mtls`], on both sides of its connections).
 #[derive(Debug)]
-struct Reloading {
+pub(crate) struct Reloading {
     cert: PathBuf,
     key: PathBuf,
     current: Mutex<(Arc<CertifiedKey>, Stamps)>,
@@ -82,8 +83,32 @@ struct Reloading {
 }
 
 impl Reloading {
+    /// The pair in `cert` and `key`; fails when it does not load.
+    pub(crate) fn load(
+        cert: &Path,
+        key: &Path,
+        provider: &Arc<CryptoProvider>,
+    ) -> Result<Self, String> {
+        let ck = load_pair(cert, key, provider)?;
+        Ok(Self {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            current: Mutex::new((Arc::new(ck), [stamp(cert), stamp(key)])),
+            provider: provider.clone(),
+        })
+    }
+
+    /// The pair in service now.
+    pub(crate) fn current(&self) -> Arc<CertifiedKey> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
+    }
+
     /// Loads the pair again if either file changed; `Ok(true)` when a new pair is served.
-    fn reload(&self) -> Result<bool, String> {
+    pub(crate) fn reload(&self) -> Result<bool, String> {
         let stamps = [stamp(&self.cert), stamp(&self.key)];
         {
             let cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
@@ -100,13 +125,7 @@ impl Reloading {
 
 impl ResolvesServerCert for Reloading {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .0
-                .clone(),
-        )
+        Some(self.current())
     }
 }
 
@@ -185,13 +204,7 @@ impl ServerTls {
     /// client certificates when `request_client_certs`. Fails when the pair does not load.
     pub fn load(cert: &Path, key: &Path, request_client_certs: bool) -> Result<Self, String> {
         let provider = provider();
-        let ck = load_pair(cert, key, &provider)?;
-        let certs = Arc::new(Reloading {
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
-            current: Mutex::new((Arc::new(ck), [stamp(cert), stamp(key)])),
-            provider: provider.clone(),
-        });
+        let certs = Arc::new(Reloading::load(cert, key, &provider)?);
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?;
@@ -224,25 +237,26 @@ impl ServerTls {
     /// Checks the files every `every` for the life of the process (see [`ServerTls::reload`]);
     /// logs what happened.
     pub fn spawn_reloader(&self, every: Duration) {
-        let me = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                match me.reload() {
-                    Ok(true) => {
-                        tracing::info!(cert = %me.certs.cert.display(), "serving certificate reloaded")
-                    }
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(
-                        "serving certificate not reloaded, keeping the previous one: {e}"
-                    ),
-                }
-            }
-        });
+        spawn_reloader(self.certs.clone(), every, "serving certificate");
     }
+}
+
+/// Checks `certs`' files every `every` for the life of the process and logs what happened;
+/// `what` names the pair in the log.
+pub(crate) fn spawn_reloader(certs: Arc<Reloading>, every: Duration, what: &'static str) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            match certs.reload() {
+                Ok(true) => tracing::info!(cert = %certs.cert.display(), "{what} reloaded"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("{what} not reloaded, keeping the previous one: {e}"),
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -34,6 +34,10 @@ pub struct Args {
         default_value_t = crdplane_transport::deadline::DEFAULT_TIMEOUT.as_secs_f64()
     )]
     pub grpc_timeout: f64,
+    /// Mutual TLS of the gRPC listener and of the calls to storage and validation (see
+    /// `crdplane_transport::mtls`); with it the endpoints are `https://`.
+    #[command(flatten)]
+    pub mtls: crdplane_transport::mtls::MtlsArgs,
 }
 
 use crdplane_transport::deadline::from_flag as call_timeout;
@@ -47,6 +51,7 @@ impl Args {
             ports::check_endpoint("--validation", &self.validation)?;
         }
         call_timeout(self.grpc_timeout)?;
+        self.mtls.files()?;
         Ok(())
     }
 
@@ -58,6 +63,7 @@ impl Args {
             gc_resync_period: self.gc_resync_period,
             call_timeout: call_timeout(self.grpc_timeout).unwrap_or(None),
             event_ttl: self.event_ttl,
+            tls: self.mtls.files().ok().flatten(),
         }
     }
 }

@@ -58,6 +58,8 @@ pub struct Config {
     /// Time to live of the events the registry records (the garbage collector's
     /// `OwnerRefInvalidNamespace`); zero: they do not expire.
     pub event_ttl: std::time::Duration,
+    /// Mutual TLS of the listener and of the calls (`--grpc-tls-*`); `None`: plaintext.
+    pub tls: Option<crdplane_transport::mtls::Files>,
 }
 
 impl Default for Config {
@@ -68,13 +70,19 @@ impl Default for Config {
             gc_resync_period: resync::DEFAULT_PERIOD,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
             event_ttl: gc::DEFAULT_EVENT_TTL,
+            tls: None,
         }
     }
 }
 
-fn lazy_channel(endpoints: &str, timeout: Option<std::time::Duration>) -> anyhow::Result<Channel> {
+fn lazy_channel(
+    endpoints: &str,
+    timeout: Option<std::time::Duration>,
+    tls: Option<&crdplane_transport::mtls::Mtls>,
+) -> anyhow::Result<Channel> {
     let opts = crdplane_transport::ChannelOptions {
         timeout,
+        tls: tls.cloned(),
         ..Default::default()
     };
     Channel::with_options(endpoints, opts)
@@ -83,13 +91,20 @@ fn lazy_channel(endpoints: &str, timeout: Option<std::time::Duration>) -> anyhow
 
 /// Serves the registry on `listener` until the task is dropped or the server fails.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-    let storage = lazy_channel(&config.storage_endpoint, config.call_timeout)?;
+    let tls = config
+        .tls
+        .as_ref()
+        .map(crdplane_transport::mtls::Mtls::load)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--grpc-tls-*: {e}"))?;
+    let storage = lazy_channel(&config.storage_endpoint, config.call_timeout, tls.as_ref())?;
     let validation = if config.validation_endpoint.trim().is_empty() {
         None
     } else {
         Some(lazy_channel(
             &config.validation_endpoint,
             config.call_timeout,
+            tls.as_ref(),
         )?)
     };
     let svc = RegistryService::new(storage, validation);
@@ -99,21 +114,21 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     // durable work queue at startup.
     let lifecycle = tokio::spawn(svc.clone().run_lifecycle());
     let resync = tokio::spawn(svc.clone().run_gc_resync(config.gc_resync_period));
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<RegistryServer<RegistryService>>()
-        .await;
-    let result = tonic::transport::Server::builder()
-        // The metadata of each incoming call (tenant, user, traceparent) goes on with the
-        // calls its handler makes to storage and validation.
-        .layer(crdplane_transport::context::ScopeLayer)
-        .add_service(health)
-        .add_service(RegistryServer::new(svc).max_decoding_message_size(MAX_REQUEST))
-        // Accepted sockets need TCP_NODELAY set here: Server::tcp_nodelay is ignored by
-        // serve_with_incoming, and Nagle + delayed ACK cost ~40 ms per call.
-        .serve_with_incoming(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-        )
+    let health = crdplane_transport::health::Health::new(
+        <RegistryServer<RegistryService> as tonic::server::NamedService>::NAME,
+        true,
+    )
+    .await;
+    // The metadata of each incoming call (tenant, user, traceparent) goes on with the calls
+    // its handler makes to storage and validation.
+    let svc = crdplane_transport::context::Scoped::new(
+        RegistryServer::new(svc).max_decoding_message_size(MAX_REQUEST),
+    );
+    let opts = crdplane_transport::ServeOptions {
+        tls,
+        ..Default::default()
+    };
+    let result = crdplane_transport::serve_with_health(listener, svc, &health, opts)
         .await
         .context("registry gRPC server");
     watcher.abort();

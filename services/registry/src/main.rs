@@ -17,6 +17,12 @@ async fn main() -> anyhow::Result<()> {
     args.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     tracing::info!(addr = %listener.local_addr()?, "registry listening");
-    crdplane_core::names::announce(listener.local_addr()?);
+    // With mutual TLS the service's URL is https:// (crdplane_transport::mtls).
+    let scheme = if args.mtls.grpc_tls_ca_file.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
     crdplane_registry::serve(args.config(), listener).await
 }

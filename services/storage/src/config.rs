@@ -52,6 +52,9 @@ pub struct Args {
         value_parser = crate::parse_period
     )]
     pub expiry_sweep_period: std::time::Duration,
+    /// Mutual TLS of the gRPC listener and calls (see `crdplane_transport::mtls`).
+    #[command(flatten)]
+    pub mtls: crdplane_transport::mtls::MtlsArgs,
 }
 
 /// URL schemes the redis client connects with.
@@ -75,6 +78,7 @@ impl Args {
         {
             return Err("--expiry-sweep-period must be 0 (off) or at least 100ms".into());
         }
+        self.mtls.files()?;
         Ok(())
     }
 
@@ -87,6 +91,7 @@ impl Args {
             durability: self.durability,
             redis_timeout: self.redis_timeout,
             expiry_sweep_period: self.expiry_sweep_period,
+            tls: self.mtls.files().ok().flatten(),
         }
     }
 }

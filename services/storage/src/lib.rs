@@ -37,6 +37,8 @@ pub struct Config {
     /// How often this replica deletes the objects whose time to live ran out ([`expiry`]);
     /// zero: never.
     pub expiry_sweep_period: std::time::Duration,
+    /// Mutual TLS of the listener (`--grpc-tls-*`); `None`: plaintext.
+    pub tls: Option<crdplane_transport::mtls::Files>,
 }
 
 /// How storage's Redis connections behave during an outage: a connect attempt or a
@@ -68,6 +70,7 @@ impl Default for Config {
             durability: durability::Durability::Fsync,
             redis_timeout: std::time::Duration::from_secs(1),
             expiry_sweep_period: expiry::DEFAULT_PERIOD,
+            tls: None,
         }
     }
 }
@@ -103,6 +106,12 @@ pub fn parse_period(s: &str) -> Result<std::time::Duration, String> {
 /// not stop the stack. Persistence settings that refuse the chosen durability
 /// ([`store::Refused`]) end the process at once: that is a configuration error.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+    let tls = config
+        .tls
+        .as_ref()
+        .map(crdplane_transport::mtls::Mtls::load)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--grpc-tls-*: {e}"))?;
     let mut delay = std::time::Duration::from_millis(100);
     let (store, hub) = loop {
         match connect(&config).await {
@@ -133,7 +142,10 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(256 << 20),
         &health,
-        Default::default(),
+        crdplane_transport::ServeOptions {
+            tls,
+            ..Default::default()
+        },
     )
     .await;
     readiness.abort();

@@ -16,6 +16,12 @@ async fn main() -> anyhow::Result<()> {
     let a = crdplane_storage::config::Args::parse();
     a.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
-    crdplane_core::names::announce(listener.local_addr()?);
+    // With mutual TLS the service's URL is https:// (crdplane_transport::mtls).
+    let scheme = if a.mtls.grpc_tls_ca_file.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
     crdplane_storage::serve(a.config(), listener).await
 }

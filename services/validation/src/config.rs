@@ -23,6 +23,9 @@ pub struct Args {
         default_value_t = crate::server::DEFAULT_CACHE_BYTES
     )]
     pub schema_cache_bytes: usize,
+    /// Mutual TLS of the gRPC listener and calls (see `crdplane_transport::mtls`).
+    #[command(flatten)]
+    pub mtls: crdplane_transport::mtls::MtlsArgs,
 }
 
 impl Args {
@@ -32,6 +35,7 @@ impl Args {
         if self.schema_cache_bytes == 0 {
             return Err("--schema-cache-bytes must be at least 1".into());
         }
+        self.mtls.files()?;
         Ok(())
     }
 
@@ -39,6 +43,7 @@ impl Args {
     pub fn config(&self) -> crate::Config {
         crate::Config {
             cache_bytes: self.schema_cache_bytes,
+            tls: self.mtls.files().ok().flatten(),
         }
     }
 }

@@ -27,6 +27,8 @@ use tonic::{Request, Response, Status};
 pub struct Config {
     /// Byte budget of the compiled-schema cache (estimated heap size of the compiled trees).
     pub cache_bytes: usize,
+    /// Mutual TLS of the listener (`--grpc-tls-*`); `None`: plaintext.
+    pub tls: Option<crdplane_transport::mtls::Files>,
 }
 
 /// Default byte budget of the compiled-schema cache (`--schema-cache-bytes`).
@@ -36,6 +38,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             cache_bytes: DEFAULT_CACHE_BYTES,
+            tls: None,
         }
     }
 }
@@ -516,11 +519,25 @@ impl Validation for ValidationService {
     }
 }
 
+/// The mutual-TLS configuration of `files`, if any.
+fn load_tls(
+    files: Option<&crdplane_transport::mtls::Files>,
+) -> anyhow::Result<Option<crdplane_transport::mtls::Mtls>> {
+    files
+        .map(crdplane_transport::mtls::Mtls::load)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--grpc-tls-*: {e}"))
+}
+
 /// Serves the `Validation` gRPC service on `listener` until the process ends.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
     let svc = ValidationServer::new(ValidationService::new(&config))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    crdplane_transport::serve_one(listener, svc).await?;
+    let opts = crdplane_transport::ServeOptions {
+        tls: load_tls(config.tls.as_ref())?,
+        ..Default::default()
+    };
+    crdplane_transport::serve_one_with(listener, svc, opts).await?;
     Ok(())
 }

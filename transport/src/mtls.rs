@@ -1,0 +1,320 @@
+//! Mutual TLS between crdplane's processes: the gRPC services (registry, validation, storage)
+//! answer calls only from callers that present a certificate of the services CA, and every
+//! caller (the gateway, the registry) presents one.
+//!
+//! Where it sits: on the server side in the accept loop of [`crate::serve_one`] /
+//! [`crate::serve_with_health`] (each accepted socket is handshaken in its connection's
+//! task, then [`RequireClientCert`] stands in front of the service); on the client side in
+//! [`crate::client::Endpoint`], between the TCP connect and the HTTP/2 handshake. Without
+//! these files configured both sides speak plaintext HTTP/2, as before.
+//!
+//! Rules:
+//! - One certificate and key per process, used on both sides: it is the serving certificate
+//!   of the process's listener and the client certificate of its calls, so it carries both
+//!   the `serverAuth` and `clientAuth` extended key usages. The pair is read again when its
+//!   files change ([`crate::tls::RELOAD_EVERY`]); the CA bundle is read once at start.
+//! - The server requests a client certificate and verifies a presented one against the CA
+//!   (WebPKI: chain, validity period, `clientAuth` usage): a certificate that does not verify
+//!   fails the handshake. A connection without a certificate is accepted, but on it only
+//!   `grpc.health.v1.Health` answers — load balancers, Envoy and orchestrator probes check
+//!   health without a credential — and every other call gets `UNAUTHENTICATED`
+//!   ([`CLIENT_CERT_REQUIRED`]). A plaintext connection to a TLS listener fails its
+//!   handshake: no call is served in plaintext.
+//! - The client verifies the server's certificate against the same CA and the endpoint's
+//!   host (an IP or DNS subject alternative name), offering ALPN `h2` only.
+//! - Any certificate the CA signed is a crdplane service, so the CA must be a dedicated one,
+//!   not the CA of the users' client certificates (`crdplane up` creates a separate services
+//!   CA). The tenant and user a call names (`crate::context`) are trusted because only the
+//!   gateway, which decided them at its edge, and the registry, which passes on the gateway's,
+//!   hold such a certificate.
+//!
+//! Follows etcd's client-port security (`--client-cert-auth` with `--trusted-ca-file`, and
+//! kube-apiserver's `--etcd-cafile/--etcd-certfile/--etcd-keyfile` on the caller's side),
+//! except that the health service answers without a certificate, as gRPC's health checking
+//! protocol expects of an unauthenticated prober.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::{Either, Ready, ready};
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use tonic::body::Body;
+
+use crate::tls::{RELOAD_EVERY, Reloading, provider, spawn_reloader};
+
+/// The message of the `UNAUTHENTICATED` answer to a call without a client certificate.
+pub const CLIENT_CERT_REQUIRED: &str =
+    "a client certificate of the crdplane services CA is required";
+
+/// The mutual-TLS flags every crdplane process shares (all three or none).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MtlsArgs {
+    /// CA bundle, PEM, of crdplane's services (--grpc-tls-ca-file): gRPC servers accept
+    /// only clients with a certificate it signed, clients accept only servers with one.
+    /// With the two flags below, every gRPC connection of this process is mutual TLS.
+    #[arg(long, env = "CRDPLANE_GRPC_TLS_CA_FILE")]
+    pub grpc_tls_ca_file: Option<PathBuf>,
+    /// This process's certificate, PEM, for both serving and calling (needs the serverAuth
+    /// and clientAuth extended key usages); reloaded when the file changes.
+    #[arg(long, env = "CRDPLANE_GRPC_TLS_CERT_FILE")]
+    pub grpc_tls_cert_file: Option<PathBuf>,
+    /// The private key of --grpc-tls-cert-file, PEM.
+    #[arg(long, env = "CRDPLANE_GRPC_TLS_KEY_FILE")]
+    pub grpc_tls_key_file: Option<PathBuf>,
+}
+
+impl MtlsArgs {
+    /// The three files, `None` when none is set; an error when only some are.
+    pub fn files(&self) -> Result<Option<Files>, String> {
+        match (
+            &self.grpc_tls_ca_file,
+            &self.grpc_tls_cert_file,
+            &self.grpc_tls_key_file,
+        ) {
+            (None, None, None) => Ok(None),
+            (Some(ca), Some(cert), Some(key)) => Ok(Some(Files {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            _ => Err(
+                "--grpc-tls-ca-file, --grpc-tls-cert-file and --grpc-tls-key-file go together"
+                    .into(),
+            ),
+        }
+    }
+
+    /// The loaded configuration, `None` when the flags are unset (see [`MtlsArgs::files`]
+    /// and [`Mtls::load`]).
+    pub fn load(&self) -> Result<Option<Mtls>, String> {
+        self.files()?.as_ref().map(Mtls::load).transpose()
+    }
+}
+
+/// Where a process's mutual-TLS material is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Files {
+    /// The services CA bundle.
+    pub ca: PathBuf,
+    /// The process's certificate chain.
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+}
+
+/// A process's mutual-TLS configuration, for its listener and its calls (see the module
+/// docs).
+#[derive(Clone)]
+pub struct Mtls {
+    /// `None` for [`Mtls::anonymous`].
+    server: Option<Arc<rustls::ServerConfig>>,
+    client: Arc<rustls::ClientConfig>,
+    pair: Option<Arc<Reloading>>,
+}
+
+impl std::fmt::Debug for Mtls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mtls").field("pair", &self.pair).finish()
+    }
+}
+
+fn load_roots(ca: &Path) -> Result<RootCertStore, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+        .map_err(|e| format!("{}: {e}", ca.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", ca.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate in the file", ca.display()));
+    }
+    let mut roots = RootCertStore::empty();
+    for c in certs {
+        roots
+            .add(c)
+            .map_err(|e| format!("{}: not a CA certificate: {e}", ca.display()))?;
+    }
+    Ok(roots)
+}
+
+impl Mtls {
+    /// Loads the CA bundle and the process's pair; fails when either does not load.
+    pub fn load(files: &Files) -> Result<Self, String> {
+        let provider = provider();
+        let roots = Arc::new(load_roots(&files.ca)?);
+        let pair = Arc::new(Reloading::load(&files.cert, &files.key, &provider)?);
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.clone(),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| format!("{}: {e}", files.ca.display()))?;
+        let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_client_cert_verifier(verifier)
+            .with_cert_resolver(pair.clone());
+        server.alpn_protocols = vec![b"h2".to_vec()];
+        let mut client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_client_cert_resolver(pair.clone());
+        client.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Self {
+            server: Some(Arc::new(server)),
+            client: Arc::new(client),
+            pair: Some(pair),
+        })
+    }
+
+    /// A caller that verifies servers against the CA in `ca` but presents no certificate:
+    /// what a health prober is. It cannot serve, and the services answer only its health
+    /// checks.
+    pub fn anonymous(ca: &Path) -> Result<Self, String> {
+        let roots = Arc::new(load_roots(ca)?);
+        let mut client = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Self {
+            server: None,
+            client: Arc::new(client),
+            pair: None,
+        })
+    }
+
+    /// Handshakes accepted sockets; `None` for [`Mtls::anonymous`], which cannot serve.
+    pub fn acceptor(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.server
+            .as_ref()
+            .map(|s| tokio_rustls::TlsAcceptor::from(s.clone()))
+    }
+
+    /// Handshakes outgoing connections.
+    pub fn connector(&self) -> tokio_rustls::TlsConnector {
+        tokio_rustls::TlsConnector::from(self.client.clone())
+    }
+
+    /// Reads the pair again when its files change, for the life of the process (call once,
+    /// inside a Tokio runtime).
+    pub fn spawn_reloader(&self) {
+        if let Some(pair) = &self.pair {
+            spawn_reloader(pair.clone(), RELOAD_EVERY, "gRPC TLS certificate");
+        }
+    }
+}
+
+impl rustls::client::ResolvesClientCert for Reloading {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// The service of one TLS connection: calls pass when the connection presented a verified
+/// client certificate; without one only the health service answers (see the module docs).
+#[derive(Clone, Debug)]
+pub struct RequireClientCert<S> {
+    inner: S,
+    verified: bool,
+}
+
+impl<S> RequireClientCert<S> {
+    /// `inner` behind the check; `verified`: the connection's client certificate verified.
+    pub fn new(inner: S, verified: bool) -> Self {
+        Self { inner, verified }
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for RequireClientCert<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<Body>, Error = Infallible>,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Either<S::Future, Ready<Result<http::Response<Body>, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if self.verified || req.uri().path().starts_with(crate::health::PATH_PREFIX) {
+            Either::Left(self.inner.call(req))
+        } else {
+            Either::Right(ready(Ok(tonic::Status::unauthenticated(
+                CLIENT_CERT_REQUIRED,
+            )
+            .into_http())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        mtls: MtlsArgs,
+    }
+
+    #[test]
+    fn flags_go_together() {
+        let cases: &[(&[&str], Result<bool, &str>)] = &[
+            (&[], Ok(false)),
+            (
+                &[
+                    "--grpc-tls-ca-file=a",
+                    "--grpc-tls-cert-file=b",
+                    "--grpc-tls-key-file=c",
+                ],
+                Ok(true),
+            ),
+            (
+                &["--grpc-tls-ca-file=a"],
+                Err("--grpc-tls-ca-file, --grpc-tls-cert-file and --grpc-tls-key-file go together"),
+            ),
+            (
+                &["--grpc-tls-cert-file=b", "--grpc-tls-key-file=c"],
+                Err("--grpc-tls-ca-file, --grpc-tls-cert-file and --grpc-tls-key-file go together"),
+            ),
+        ];
+        for (flags, want) in cases {
+            let cli =
+                Cli::try_parse_from(std::iter::once("x").chain(flags.iter().copied())).unwrap();
+            let got = cli.mtls.files().map(|f| f.is_some());
+            assert_eq!(got, want.map_err(String::from), "{flags:?}");
+        }
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = Files {
+            ca: dir.path().join("ca.crt"),
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        let e = Mtls::load(&missing).unwrap_err();
+        assert!(e.contains("ca.crt"), "{e}");
+        std::fs::write(&missing.ca, "not pem").unwrap();
+        let e = Mtls::load(&missing).unwrap_err();
+        assert!(e.contains("no certificate in the file"), "{e}");
+    }
+}

@@ -1,0 +1,214 @@
+//! Mutual TLS between the transport's own server and client on 127.0.0.1:0, with
+//! certificates made here by rcgen: a verified caller is served (call metadata intact); a
+//! caller without a certificate reaches the health service only; a certificate of another
+//! CA, a server of another CA and a plaintext caller are refused; the configuration errors
+//! of mismatched schemes.
+
+use std::path::Path;
+
+use crdplane_proto::v1 as pb;
+use crdplane_proto::v1::validation_client::ValidationClient;
+use crdplane_proto::v1::validation_server::{Validation, ValidationServer};
+use crdplane_transport::mtls::{CLIENT_CERT_REQUIRED, Files, Mtls};
+use crdplane_transport::{CallContext, Channel, ChannelOptions, ServeOptions};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
+use tonic::{Request, Response, Status};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// Admit answers with the caller's tenant.
+struct Echo;
+
+#[tonic::async_trait]
+impl Validation for Echo {
+    async fn validate_crd(
+        &self,
+        _: Request<pb::ValidateCrdRequest>,
+    ) -> Result<Response<pb::ValidationResult>, Status> {
+        Err(Status::unimplemented("test"))
+    }
+    async fn load_schema(
+        &self,
+        _: Request<pb::LoadSchemaRequest>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        Err(Status::unimplemented("test"))
+    }
+    async fn admit(
+        &self,
+        req: Request<pb::AdmitRequest>,
+    ) -> Result<Response<pb::AdmitResponse>, Status> {
+        let ctx = CallContext::from_metadata(req.metadata());
+        Ok(Response::new(pb::AdmitResponse {
+            object: ctx.tenant().unwrap_or("-").to_string().into_bytes().into(),
+            ..Default::default()
+        }))
+    }
+    async fn admit_many(
+        &self,
+        _: Request<pb::AdmitManyRequest>,
+    ) -> Result<Response<pb::AdmitManyResponse>, Status> {
+        Err(Status::unimplemented("test"))
+    }
+    async fn normalize(
+        &self,
+        _: Request<pb::NormalizeRequest>,
+    ) -> Result<Response<pb::NormalizeResponse>, Status> {
+        Err(Status::unimplemented("test"))
+    }
+}
+
+/// A CA: its certificate PEM and an issuer for leaves.
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+fn ca(name: &str) -> Ca {
+    let mut p = CertificateParams::default();
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    let cert = p.self_signed(&key).unwrap();
+    Ca {
+        pem: cert.pem(),
+        issuer: Issuer::new(p, key),
+    }
+}
+
+/// A leaf for 127.0.0.1 with both usages, written as `<name>.crt/.key` with `ca` beside it.
+fn files(dir: &Path, name: &str, signer: &Ca, trusted: &Ca) -> Files {
+    let mut p = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, &signer.issuer).unwrap();
+    let f = Files {
+        ca: dir.join(format!("{name}-ca.crt")),
+        cert: dir.join(format!("{name}.crt")),
+        key: dir.join(format!("{name}.key")),
+    };
+    std::fs::write(&f.ca, &trusted.pem).unwrap();
+    std::fs::write(&f.cert, cert.pem()).unwrap();
+    std::fs::write(&f.key, key.serialize_pem()).unwrap();
+    f
+}
+
+async fn serve(tls: Mtls) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(crdplane_transport::serve_one_with(
+        l,
+        ValidationServer::new(Echo),
+        ServeOptions {
+            tls: Some(tls),
+            ..Default::default()
+        },
+    ));
+    addr
+}
+
+fn client(url: &str, tls: Option<Mtls>) -> ValidationClient<Channel> {
+    let opts = ChannelOptions {
+        tls,
+        ..Default::default()
+    };
+    ValidationClient::new(Channel::with_options(url, opts).unwrap())
+}
+
+async fn admit(c: &mut ValidationClient<Channel>) -> Result<String, Status> {
+    let call = c.admit(pb::AdmitRequest::default());
+    let r = CallContext::new("tenant-a", "jane", None)
+        .scope(call)
+        .await?;
+    Ok(String::from_utf8(r.into_inner().object.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn only_callers_with_a_certificate_of_the_ca_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = ca("services-ca");
+    let other = ca("other-ca");
+    let server = Mtls::load(&files(dir.path(), "server", &services, &services)).unwrap();
+    let addr = serve(server).await;
+    let url = format!("https://{addr}");
+
+    // A caller with a certificate of the CA: served, call metadata intact.
+    let good = Mtls::load(&files(dir.path(), "gateway", &services, &services)).unwrap();
+    let mut c = client(&url, Some(good));
+    assert_eq!(admit(&mut c).await.unwrap(), "tenant-a");
+
+    // Without a certificate: the health service answers, every other call is refused.
+    let ca_file = dir.path().join("server-ca.crt");
+    let anonymous = Mtls::anonymous(&ca_file).unwrap();
+    let opts = ChannelOptions {
+        tls: Some(anonymous.clone()),
+        ..Default::default()
+    };
+    let mut health = HealthClient::new(Channel::with_options(&url, opts).unwrap());
+    let r = health.check(HealthCheckRequest::default()).await.unwrap();
+    assert_eq!(r.into_inner().status, ServingStatus::Serving as i32);
+    let mut c = client(&url, Some(anonymous.clone()));
+    let e = admit(&mut c).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    assert_eq!(
+        e.message(),
+        CLIENT_CERT_REQUIRED,
+        "the refusal says what is missing"
+    );
+    // ... and it cannot serve.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let e = crdplane_transport::serve_one_with(
+        l,
+        ValidationServer::new(Echo),
+        ServeOptions {
+            tls: Some(anonymous),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("cannot serve"), "{e}");
+
+    // A certificate of another CA fails the handshake: no call gets through.
+    let foreign = Mtls::load(&files(dir.path(), "intruder", &other, &services)).unwrap();
+    let mut c = client(&url, Some(foreign));
+    let e = admit(&mut c).await.unwrap_err();
+    assert_ne!(e.code(), tonic::Code::Ok);
+    assert!(
+        !e.message().contains("tenant-a"),
+        "no answer from the service: {e:?}"
+    );
+
+    // A server the caller's CA did not sign is not trusted by the caller.
+    let trusting_other = Mtls::load(&files(dir.path(), "lost", &services, &other)).unwrap();
+    let mut c = client(&url, Some(trusting_other));
+    let e = admit(&mut c).await.unwrap_err();
+    assert!(
+        e.message().contains("TLS handshake") || e.to_string().contains("certificate"),
+        "{e:?}"
+    );
+
+    // Plaintext to a TLS listener: refused.
+    let mut c = client(&format!("http://{addr}"), None);
+    assert!(admit(&mut c).await.is_err());
+}
+
+#[tokio::test]
+async fn schemes_must_match_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = ca("services-ca");
+    let tls = Mtls::load(&files(dir.path(), "gw", &services, &services)).unwrap();
+    let e = crdplane_transport::client::Endpoint::new("https://127.0.0.1:1", None).unwrap_err();
+    assert!(e.to_string().contains("https:// needs mutual TLS"), "{e}");
+    let e =
+        crdplane_transport::client::Endpoint::new("http://127.0.0.1:1", Some(&tls)).unwrap_err();
+    assert!(e.to_string().contains("must be https://"), "{e}");
+    crdplane_transport::client::Endpoint::new("https://127.0.0.1:1", Some(&tls)).unwrap();
+    crdplane_transport::client::Endpoint::new("https://localhost:1", Some(&tls)).unwrap();
+}
