@@ -39,9 +39,16 @@
 //!    upstream then adds the warning [`BEARER_EXTRA_SPACE_WARNING`]
 //!    (see [`Authenticators::bearer_warning`]).
 //!
+//! 7. Bearer tokens go to the token authenticators in upstream's order: the token file, the
+//!    service-account verifier, then the JWT authenticators of `--authentication-config`
+//!    ([`crate::oidc`]). A JWT authenticator has an opinion only on tokens of its issuer
+//!    (the unverified `iss` claim), so any other token keeps rules 2–4: a token nobody has an
+//!    opinion on is `invalid bearer token`; one that an authenticator refused carries that
+//!    authenticator's reason instead.
+//!
 //! Not covered: upstream's front-proxy (request header) authenticator, the WebSocket
-//! `base64url.bearer.authorization.k8s.io.` sub-protocol, OIDC and webhook tokens, and
-//! per-path anonymous conditions.
+//! `base64url.bearer.authorization.k8s.io.` sub-protocol, webhook tokens, and per-path
+//! anonymous conditions.
 
 use std::fmt;
 
@@ -85,6 +92,10 @@ pub struct Authenticators {
     /// Service-account tokens (JWTs of our issuers), when keys are configured; tried for
     /// bearer tokens the token file does not know.
     pub service_accounts: Option<crate::service_account::Verifier>,
+    /// OIDC / JWT authenticators of `--authentication-config` (see [`crate::oidc`]); tried
+    /// for bearer tokens that neither the token file nor the service-account verifier
+    /// accepted.
+    pub oidc: Option<crate::oidc::Oidc>,
     /// Whether requests that no authenticator has an opinion on are let through as
     /// [`UserInfo::anonymous`] (upstream's default for kube-apiserver is `true`).
     pub anonymous: bool,
@@ -280,10 +291,12 @@ impl Authenticators {
             }
             None => None,
         };
-        // Bearer tokens: the token file, then service-account JWTs (upstream's union of token
-        // authenticators; a token none of them knows is `invalid bearer token`).
+        // Bearer tokens: the token file, then service-account JWTs, then the JWT
+        // authenticators (upstream's union of token authenticators: the first that accepts
+        // the token decides; the errors of those that refused it are the reasons; a token
+        // none of them has an opinion on is `invalid bearer token`).
         if accepted.is_none()
-            && (self.tokens.is_some() || self.service_accounts.is_some())
+            && (self.tokens.is_some() || self.service_accounts.is_some() || self.oidc.is_some())
             && let Bearer::Token(token) = parse_bearer(authorization)
         {
             if let Some(user) = self
@@ -293,18 +306,33 @@ impl Authenticators {
             {
                 accepted = Some(user);
             } else {
-                let jwt = self
-                    .service_accounts
-                    .as_ref()
-                    .zip(std::str::from_utf8(token).ok())
-                    .map(|(v, t)| v.verify(t));
-                match jwt {
-                    Some(Ok(Some(sa))) => {
-                        accepted = Some(sa.user.clone());
-                        service_account = Some(sa);
+                let text = std::str::from_utf8(token).ok();
+                let mut token_errors = Vec::new();
+                if let (Some(v), Some(t)) = (&self.service_accounts, text) {
+                    match v.verify(t) {
+                        Ok(Some(sa)) => {
+                            accepted = Some(sa.user.clone());
+                            service_account = Some(sa);
+                        }
+                        Ok(None) => {}
+                        Err(e) => token_errors.push(e),
                     }
-                    Some(Err(e)) => reasons.push(e),
-                    _ => reasons.push(INVALID_BEARER_TOKEN.to_owned()),
+                }
+                if accepted.is_none()
+                    && let (Some(o), Some(t)) = (&self.oidc, text)
+                {
+                    match o.authenticate(t) {
+                        Ok(Some(user)) => accepted = Some(user),
+                        Ok(None) => {}
+                        Err(e) => token_errors.push(e),
+                    }
+                }
+                if accepted.is_none() {
+                    if token_errors.is_empty() {
+                        reasons.push(INVALID_BEARER_TOKEN.to_owned());
+                    } else {
+                        reasons.extend(token_errors);
+                    }
                 }
             }
         }
@@ -498,6 +526,7 @@ mod tests {
             x509: x.then(|| x509.clone()),
             tokens: t.then(|| tokens.clone()),
             service_accounts: None,
+            oidc: None,
             anonymous,
         };
 
@@ -637,6 +666,7 @@ mod tests {
                     x509: None,
                     tokens: Some(TokenFile::default()),
                     service_accounts: None,
+                    oidc: None,
                     anonymous: true,
                 },
                 Some(b"Bearer good"),
@@ -773,6 +803,7 @@ mod tests {
             x509: Some(X509Authenticator::from_pem(ca.pem.as_bytes()).unwrap()),
             tokens: None,
             service_accounts: None,
+            oidc: None,
             anonymous: false,
         };
         let cert = ca.client("jane", &["dev"]);
@@ -791,6 +822,7 @@ mod tests {
             x509: None,
             tokens: Some(tokens),
             service_accounts: None,
+            oidc: None,
             anonymous: true,
         };
         let jane = || UserInfo {
@@ -856,10 +888,12 @@ mod tests {
             x509: None,
             tokens: Some(tokens),
             service_accounts: None,
+            oidc: None,
             anonymous: true,
         };
         let without_tokens = Authenticators {
             service_accounts: None,
+            oidc: None,
             anonymous: true,
             ..Authenticators::default()
         };

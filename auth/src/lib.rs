@@ -15,14 +15,18 @@
 //!   `authenticated_group_adder.go`).
 //! - [`service_account`]: service-account tokens, issued and verified
 //!   (`pkg/serviceaccount`).
+//! - [`oidc`]: OIDC / JWT bearer tokens of `--authentication-config` (upstream's structured
+//!   authentication configuration and `plugin/pkg/authenticator/token/oidc`); the key sets
+//!   are fetched by the gateway, not here.
 //! - [`rbac`]: the RBAC authorizer's decisions, escalation prevention and the bootstrap
 //!   roles (`plugin/pkg/auth/authorizer/rbac`, `pkg/registry/rbac/validation`).
 //!
 //! The crate is pure: no async runtime, no network; it reads files only when asked to load a
-//! token file or a CA bundle. Certificate verification is rustls's WebPKI verifier on the ring
+//! token file, a CA bundle, an authentication configuration or the JWKS file it names. Certificate verification is rustls's WebPKI verifier on the ring
 //! provider.
 
 pub mod chain;
+pub mod oidc;
 pub mod rbac;
 pub mod service_account;
 pub mod token_file;

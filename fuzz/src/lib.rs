@@ -38,6 +38,7 @@ pub const TARGETS: &[Target] = &[
     ("json_patch", json_patch),
     ("strategic_merge", strategic_merge),
     ("authn", authn),
+    ("authn_config", authn_config),
     ("impersonation", impersonation),
 ];
 
@@ -366,12 +367,47 @@ fn split_nul(data: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
+/// The issuer of the `authn` target's OIDC authenticator.
+pub const OIDC_ISSUER: &str = "https://oidc.fuzz.example";
+
+/// The `authn` target's JWT authenticator: tokens of [`OIDC_ISSUER`] for audience `fuzz`,
+/// `sub`/`groups` prefixed `oidc:`, a `uid` claim and a required `hd` claim, verified with
+/// the JWK of [`SA_PUBLIC_KEY`] (whose private half is nowhere: no input carries a valid
+/// signature, so every claim check before it is exercised and the token never passes).
+fn oidc_issuer() -> Option<crdplane_auth::oidc::Oidc> {
+    use base64::Engine;
+    let cfg = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n\
+         - issuer: {{url: \"{OIDC_ISSUER}\", audiences: [fuzz]}}\n  claimMappings:\n    \
+         username: {{claim: sub, prefix: \"oidc:\"}}\n    groups: {{claim: groups, prefix: \"oidc:\"}}\n    \
+         uid: {{claim: uid}}\n  claimValidationRules: [{{claim: hd, requiredValue: example.com}}]\n"
+    );
+    let oidc = crdplane_auth::oidc::parse(cfg.as_bytes(), std::path::Path::new("."), &[]).ok()?;
+    let body: String = SA_PUBLIC_KEY
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .ok()?;
+    // The SPKI of a P-256 key ends with the uncompressed point 0x04 || x || y.
+    let point = der.get(der.len().checked_sub(64)?..)?;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "x",
+        "x": b64.encode(&point[..32]), "y": b64.encode(&point[32..])}]});
+    let keys = crdplane_auth::oidc::KeySet::from_jwks(jwks.to_string().as_bytes()).ok()?;
+    oidc.authenticators().first()?.keys().set(keys);
+    Some(oidc)
+}
+
 /// The authenticator chain's own parsing (crate `crdplane-auth`): the input up to the
 /// first NUL is an `Authorization` header value (bearer parsing, token lookup, the union
-/// and anonymous rules), the rest a DER certificate whose subject is read as the x509
-/// authenticator reads a verified one (CN, O, the uid attribute, Go's string alphabets).
-/// Invariants: no panic; a user who is let in is anonymous exactly when no credential was
-/// accepted, and every non-anonymous user carries `system:authenticated`.
+/// and anonymous rules; JWTs of the service-account issuer and of [`OIDC_ISSUER`] go
+/// through the issuer peek, the claim checks and `jsonwebtoken`'s decoding), the rest a
+/// DER certificate whose subject is read as the x509 authenticator reads a verified one
+/// (CN, O, the uid attribute, Go's string alphabets). Invariants: no panic; a user who is
+/// let in is anonymous exactly when no credential was accepted, every non-anonymous user
+/// carries `system:authenticated`, and no JWT of the issuers gets in.
 pub fn authn(data: &[u8]) {
     use crdplane_auth::chain::Authenticators;
     use crdplane_auth::token_file::TokenFile;
@@ -391,6 +427,7 @@ pub fn authn(data: &[u8]) {
             &[crdplane_auth::service_account::DEFAULT_ISSUER.to_string()],
         )
         .ok(),
+        oidc: oidc_issuer(),
         anonymous: true,
     });
     let (header, der) = match data.iter().position(|&b| b == 0) {
@@ -410,6 +447,38 @@ pub fn authn(data: &[u8]) {
         );
         if !u.is_anonymous() {
             assert!(u.groups.iter().any(|g| g == ALL_AUTHENTICATED), "{u:?}");
+        }
+        assert!(!u.name.starts_with("oidc:"), "{header:?} -> {u:?}");
+    }
+}
+
+/// The structured authentication configuration (`--authentication-config`,
+/// `crdplane_auth::oidc::parse`): YAML or JSON, strict decoding, upstream's validation.
+/// Invariants: no panic; an accepted configuration has only https issuers with audiences,
+/// none of them the disallowed (service-account) issuer. Inputs naming a `jwksFile` are
+/// skipped: that field reads a file from disk, which a fuzzer must not choose.
+pub fn authn_config(data: &[u8]) {
+    const SA_ISSUER: &str = "https://kubernetes.default.svc";
+    if data.windows(8).any(|w| w == b"jwksFile") {
+        return;
+    }
+    match crdplane_auth::oidc::parse(
+        data,
+        std::path::Path::new("/nonexistent"),
+        &[SA_ISSUER.to_string()],
+    ) {
+        Ok(o) => {
+            for a in o.authenticators() {
+                assert!(
+                    a.issuer.to_ascii_lowercase().starts_with("https://"),
+                    "{a:?}"
+                );
+                assert!(!a.audiences.is_empty(), "{a:?}");
+                assert_ne!(a.issuer, SA_ISSUER);
+            }
+        }
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
         }
     }
 }
@@ -457,5 +526,24 @@ pub fn impersonation(data: &[u8]) {
             let all = ["system:authenticated", "system:unauthenticated"];
             assert!(u.groups.iter().any(|g| all.contains(&g.as_str())), "{u:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The `authn` target really drives the OIDC path: its authenticator loads, and the
+    /// OIDC seed is refused for its signature (every claim check before it passed).
+    #[test]
+    fn authn_target_reaches_the_oidc_signature_check() {
+        let oidc = super::oidc_issuer().expect("the target's OIDC authenticator loads");
+        let seed = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/authn/bearer-oidc"),
+        )
+        .unwrap();
+        let token = seed.strip_prefix("Bearer ").unwrap();
+        assert_eq!(
+            oidc.authenticate(token),
+            Err("oidc: verify token: failed to verify signature: failed to verify id token signature".into())
+        );
     }
 }

@@ -118,6 +118,11 @@ pub struct Args {
     /// Static bearer tokens, CSV `token,user,uid,"group1,group2"` (--token-auth-file).
     #[arg(long, env = "CRDPLANE_GATEWAY_TOKEN_AUTH_FILE")]
     pub token_auth_file: Option<PathBuf>,
+    /// Structured authentication configuration, YAML or JSON (kube-apiserver's
+    /// --authentication-config): `AuthenticationConfiguration` of
+    /// apiserver.config.k8s.io/v1beta1 or v1 with its `jwt:` list of OIDC issuers.
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUTHENTICATION_CONFIG")]
+    pub authentication_config: Option<PathBuf>,
     /// Requests without credentials run as system:anonymous (--anonymous-auth); false:
     /// they get 401.
     #[arg(
@@ -340,10 +345,19 @@ impl Args {
                 .map_err(|e| format!("--service-account-key-file: {e}"))?,
             )
         };
+        // The service-account issuers may not be JWT issuers (as kube-apiserver).
+        let oidc = match &self.authentication_config {
+            Some(p) => Some(
+                crdplane_auth::oidc::load(p, &self.service_account_issuer)
+                    .map_err(|e| format!("--authentication-config: {e}"))?,
+            ),
+            None => None,
+        };
         Ok(crdplane_auth::chain::Authenticators {
             x509,
             tokens,
             service_accounts,
+            oidc,
             anonymous: self.anonymous_auth,
         })
     }
@@ -453,6 +467,59 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn authentication_config_is_loaded_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("authn.yaml");
+        let f = file.to_str().unwrap();
+        let head = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\n";
+        let good = format!(
+            "{head}jwt:\n- issuer: {{url: https://issuer.example.com, audiences: [crdplane]}}\n  claimMappings:\n    username: {{claim: sub, prefix: \"oidc:\"}}\n"
+        );
+        std::fs::write(&file, &good).unwrap();
+        let c = parse(&["--authentication-config", f])
+            .config("127.0.0.1:6443".into())
+            .unwrap();
+        assert_eq!(c.authn.oidc.as_ref().unwrap().authenticators().len(), 1);
+        // A bad file stops the start, naming the flag and upstream's reason.
+        std::fs::write(&file, format!("{head}jwt:\n- issuer: {{audiences: [a]}}\n")).unwrap();
+        let e = parse(&["--authentication-config", f])
+            .config("127.0.0.1:6443".into())
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "--authentication-config: invalid authentication configuration: [jwt[0].issuer.url: Required value, jwt[0].claimMappings.username: Required value: claim or expression is required]"
+        );
+        // A service-account issuer may not be a JWT issuer.
+        std::fs::write(
+            &file,
+            good.replace("issuer.example.com", "kubernetes.default.svc"),
+        )
+        .unwrap();
+        let e = parse(&[
+            "--authentication-config",
+            f,
+            "--service-account-issuer",
+            "https://kubernetes.default.svc",
+        ])
+        .config("127.0.0.1:6443".into())
+        .unwrap_err();
+        assert!(
+            e.contains("URL must not overlap with disallowed issuers"),
+            "{e}"
+        );
+        let missing = dir.path().join("missing.yaml");
+        let e = parse(&["--authentication-config", missing.to_str().unwrap()])
+            .config("127.0.0.1:6443".into())
+            .unwrap_err();
+        assert!(
+            e.starts_with(
+                "--authentication-config: failed to load authentication configuration from file"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -104,6 +104,7 @@ impl Default for Config {
                 x509: None,
                 tokens: None,
                 service_accounts: None,
+                oidc: None,
                 anonymous: true,
             }),
             authorization: crate::authz::Mode::AlwaysAllow,
@@ -178,10 +179,9 @@ impl Ctx {
         let storage = StorageClient::new(channel(&cfg.storage_endpoint, &cfg)?)
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
-        let validation =
-            ValidationClient::new(channel(&cfg.validation_endpoint, &cfg)?)
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max);
+        let validation = ValidationClient::new(channel(&cfg.validation_endpoint, &cfg)?)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max);
         Ok(Arc::new(Self {
             gets: crate::batch::gets(storage.clone(), BATCHES_IN_FLIGHT),
             creates: crate::batch::creates(storage.clone(), BATCHES_IN_FLIGHT),
@@ -253,8 +253,13 @@ impl Ctx {
 
     /// Follows the storage change streams of CRDs, namespaces and (with RBAC) the RBAC
     /// objects to keep caches fresh; reconnects with backoff, dropping the caches whenever
-    /// the stream was interrupted.
+    /// the stream was interrupted. Also starts the refreshers of the OIDC issuers' key sets
+    /// ([`crate::oidc_keys`]).
     pub fn spawn_cache_followers(self: &Arc<Self>) {
+        // The OIDC issuers' key sets (`--authentication-config`), fetched beside requests.
+        if let Some(oidc) = &self.cfg.authn.oidc {
+            crate::oidc_keys::spawn(oidc);
+        }
         let mut followed = vec![
             ("apiextensions.k8s.io", "customresourcedefinitions"),
             ("", "namespaces"),

@@ -44,6 +44,7 @@ pub mod http;
 pub mod lifecycle;
 pub mod list;
 pub mod namespaces;
+pub mod oidc_keys;
 pub mod partial;
 pub mod policy;
 pub mod rbac_admission;

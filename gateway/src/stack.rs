@@ -128,6 +128,7 @@ mod tests {
                 x509: None,
                 tokens: None,
                 service_accounts: None,
+                oidc: None,
                 anonymous: true,
             }),
             authz: None,

@@ -8,6 +8,7 @@
 //!   through `/readyz`, never on sleeps. Every child gets a parent-death signal, so a test
 //!   process that dies leaves nothing running.
 //! - [`kubectls`]: every real kubectl found on the machine.
+//! - [`JwtKey`]: an ES256 key that signs OIDC test tokens, and the JWKS of such keys.
 
 use crdplane::spawn::spawn_tied;
 use crdplane::stack::{ChildSpec, Output};
@@ -966,4 +967,53 @@ pub fn exchange(
         body.to_string()
     };
     (code, head.to_string(), body)
+}
+
+// ---- OIDC test tokens ---------------------------------------------------------------------
+
+/// An ES256 (ECDSA P-256) signing key of a test OIDC issuer, with its JWK (`kid` as given).
+pub struct JwtKey {
+    enc: jsonwebtoken::EncodingKey,
+    /// The key id its tokens carry.
+    pub kid: String,
+    /// The public key as a JWK (`kty` EC, `alg` ES256, `use` sig).
+    pub jwk: serde_json::Value,
+}
+
+impl JwtKey {
+    /// A fresh key named `kid`.
+    pub fn new(kid: &str) -> Self {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let kp = rcgen::KeyPair::generate().expect("an ECDSA P-256 key");
+        // SEC1 uncompressed point: 0x04 || x || y.
+        let raw = kp.public_key_raw();
+        Self {
+            enc: jsonwebtoken::EncodingKey::from_ec_pem(kp.serialize_pem().as_bytes())
+                .expect("rcgen writes PKCS#8 PEM"),
+            kid: kid.into(),
+            jwk: serde_json::json!({"kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256",
+                "kid": kid, "x": b64.encode(&raw[1..33]), "y": b64.encode(&raw[33..])}),
+        }
+    }
+
+    /// A compact JWT of `claims`, signed with this key (header `alg` ES256 and `kid`).
+    pub fn sign(&self, claims: &serde_json::Value) -> String {
+        let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        h.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&h, claims, &self.enc).expect("signing a test token")
+    }
+}
+
+/// The JWKS document (`{"keys": [...]}`) of `keys`.
+pub fn jwks(keys: &[&JwtKey]) -> String {
+    serde_json::json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()}).to_string()
+}
+
+/// The current Unix time in seconds (for `iat`, `nbf`, `exp`).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
 }

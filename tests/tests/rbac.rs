@@ -3,12 +3,12 @@
 //! verb (watch included), `kubectl auth can-i` (and `--list`), aggregated roles picking up
 //! a CRD's ClusterRole, escalation prevention, prompt revocation, impersonation,
 //! service-account tokens, and the isolation matrix: identities of one tenant (token,
-//! client certificate, service-account token) × every verb × every path form of another
-//! tenant, 0 successes. Checked with raw HTTPS requests, real kubectl binaries, kube-rs and
+//! client certificate, service-account token, OIDC token of `--authentication-config`) ×
+//! every verb × every path form of another tenant, 0 successes. Checked with raw HTTPS requests, real kubectl binaries, kube-rs and
 //! the Python client.
 
 use crdplane::{Pki, Service, kubeconfig_yaml_tls};
-use crdplane_tests::{Stack, TlsClient, kubectls};
+use crdplane_tests::{JwtKey, Stack, TlsClient, jwks, kubectls, unix_now};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -16,11 +16,16 @@ use std::time::{Duration, Instant};
 const JANE: &str = "jane-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
 const CRD: &str = include_str!("../testdata/crontab-crd.yaml");
+/// The OIDC issuer of `--authentication-config` (keys from a JWKS file); its `sub` is the
+/// username, prefixed `oidc:`.
+const OIDC_ISSUER: &str = "https://oidc.example.com";
 
 struct Secure {
     stack: Stack,
     pki: Pki,
     dir: tempfile::TempDir,
+    /// The OIDC issuer's signing key.
+    oidc_key: JwtKey,
 }
 
 impl Secure {
@@ -34,9 +39,29 @@ impl Secure {
         )
         .unwrap();
         let tokens = tokens.to_string_lossy().to_string();
+        let oidc_key = JwtKey::new("rbac-1");
+        std::fs::write(dir.path().join("keys.json"), jwks(&[&oidc_key])).unwrap();
+        let authn = dir.path().join("authn.yaml");
+        std::fs::write(
+            &authn,
+            format!(
+                "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n\
+                 - issuer: {{url: \"{OIDC_ISSUER}\", audiences: [crdplane], jwksFile: keys.json}}\n  \
+                 claimMappings:\n    username: {{claim: sub, prefix: \"oidc:\"}}\n"
+            ),
+        )
+        .unwrap();
+        let authn = authn.to_string_lossy().to_string();
         let stack = Stack::start_with_redis_using(|b| {
-            b.tls(&pki)
-                .args(Service::Gateway, &["--token-auth-file", &tokens])
+            b.tls(&pki).args(
+                Service::Gateway,
+                &[
+                    "--token-auth-file",
+                    &tokens,
+                    "--authentication-config",
+                    &authn,
+                ],
+            )
         })
         .unwrap();
         std::fs::write(
@@ -58,7 +83,20 @@ impl Secure {
             .collect::<String>()
             .replace("  user:\n", "  user: {}\n");
         std::fs::write(dir.path().join("bare"), bare).unwrap();
-        Self { stack, pki, dir }
+        Self {
+            stack,
+            pki,
+            dir,
+            oidc_key,
+        }
+    }
+
+    /// An OIDC token of [`OIDC_ISSUER`] for `sub` (user `oidc:<sub>`), valid for 10 minutes.
+    fn oidc_token(&self, sub: &str) -> String {
+        let now = unix_now();
+        self.oidc_key
+            .sign(&serde_json::json!({"iss": OIDC_ISSUER, "aud": "crdplane",
+            "sub": sub, "iat": now, "nbf": now, "exp": now + 600}))
     }
 
     fn url(&self, path: &str) -> String {
@@ -1035,6 +1073,7 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
     grant["subjects"] = serde_json::json!([
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"},
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "oidc:dana"},
         {"kind": "ServiceAccount", "name": "builder", "namespace": "team"}
     ]);
     s.admin(
@@ -1053,6 +1092,8 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
     let (carol_cert, carol_key) = s.pki.issue_client("carol", &[]).unwrap();
     let carol = TlsClient::new(s.pki.ca_pem(), Some((&carol_cert, &carol_key))).unwrap();
     let nobody = TlsClient::new(s.pki.ca_pem(), None).unwrap();
+    // An OIDC user: authenticated everywhere (its issuer knows no tenants), bound in A only.
+    let oidc_token = s.oidc_token("dana");
     // Each identity works in tenant A (so a refusal below is the tenant boundary, not a
     // broken credential).
     let send = |who: &str, method: &str, url: &str, body: Option<&str>| {
@@ -1070,10 +1111,10 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
             _ => {
                 bearer = format!(
                     "Bearer {}",
-                    if who == "jane" {
-                        JANE.to_string()
-                    } else {
-                        sa_token.clone()
+                    match who {
+                        "jane" => JANE.to_string(),
+                        "oidc:dana" => oidc_token.clone(),
+                        _ => sa_token.clone(),
                     }
                 );
                 headers.push(("Authorization", &bearer));
@@ -1083,7 +1124,7 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
         let (code, _, body) = client.request(method, url, &headers, body).unwrap();
         (code, body)
     };
-    let who = ["jane", "carol", "builder"];
+    let who = ["jane", "carol", "builder", "oidc:dana"];
     for w in who {
         eventually(&format!("{w} works in tenant A"), || {
             send(

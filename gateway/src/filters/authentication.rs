@@ -3,8 +3,10 @@
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/authentication.go) sits.
 //!
 //! It decides who the request is, once: the authenticator chain of `crdplane-auth`
-//! (x509 client certificate, then a bearer token from `--token-auth-file`, then anonymous
-//! when `--anonymous-auth` allows it) turns the connection's client certificate and the
+//! (x509 client certificate, then a bearer token from `--token-auth-file`, a
+//! service-account token or an OIDC token of `--authentication-config` — whose issuers'
+//! keys `oidc_keys.rs` keeps fresh in the background, so no request waits on the network —
+//! then anonymous when `--anonymous-auth` allows it) turns the connection's client certificate and the
 //! `Authorization` header into a [`UserInfo`], which goes into the request's extensions
 //! for the layers after it (tenant access, authorization, the watch limits, the call
 //! context of every backend call). As upstream, the `Authorization` header is removed once
@@ -19,8 +21,7 @@
 //! ([`PeerCertificates`]); a connection that outlives its certificate's `notAfter` gets
 //! 401s from then on, as upstream, which verifies on every request.
 //!
-//! Impersonation is the next layer (`impersonation.rs`). Still to come here (the identity
-//! issue): OIDC and service-account tokens.
+//! Impersonation is the next layer (`impersonation.rs`).
 
 use crate::http::{Body, Payload};
 use crdplane_auth::chain::Authenticators;
@@ -279,6 +280,7 @@ mod tests {
                 x509: None,
                 tokens: Some(tokens),
                 service_accounts: None,
+                oidc: None,
                 anonymous,
             }),
             None,
