@@ -6,10 +6,11 @@
 //! Modules: [`rest`] (the `Store` and `Strategy` interfaces, shared metadata and deletion
 //! rules), [`handlers`] (one generic handler per verb), [`admission`] (plugin chain),
 //! [`patch`] (patch mechanisms over [`jsonpatch`] and [`strategic`]), [`retry`] (the one
-//! retry-on-conflict loop), [`render`] (list splicing, Table printing), [`watch`] (watch
+//! retry-on-conflict loop), [`encryption`] (encryption at rest of the listed resources), [`render`] (list splicing, Table printing), [`watch`] (watch
 //! options, event frames and one watcher's response), [`testkit`] (an in-memory store).
 
 pub mod admission;
+pub mod encryption;
 pub mod handlers;
 pub mod jsonpatch;
 pub mod patch;

@@ -40,6 +40,7 @@ pub const TARGETS: &[Target] = &[
     ("authn", authn),
     ("authn_config", authn_config),
     ("impersonation", impersonation),
+    ("encryption", encryption),
 ];
 
 fn limits(max_head: usize, max_headers: usize) -> Limits {
@@ -480,6 +481,43 @@ pub fn authn_config(data: &[u8]) {
         Err(e) => {
             assert!(!e.to_string().is_empty());
         }
+    }
+}
+
+/// Encryption at rest (apiserver/src/encryption.rs). First byte 0: the rest is an
+/// `--encryption-provider-config`, parsed (an accepted one names resources, each with
+/// providers); otherwise the rest is a stored object read back through a configuration of
+/// every provider: it opens (plaintext, identity listed) or fails, never panics, and an
+/// object sealed and opened again is itself, from another tenant it does not open.
+pub fn encryption(data: &[u8]) {
+    use crdplane_apiserver::encryption::{ENVELOPE_FIELD, EncryptionConfig};
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    if mode == 0 {
+        if let Ok(text) = std::str::from_utf8(rest)
+            && let Ok(c) = EncryptionConfig::parse(text)
+        {
+            assert!(c.resources().count() > 0);
+        }
+        return;
+    }
+    static CONFIG: std::sync::OnceLock<EncryptionConfig> = std::sync::OnceLock::new();
+    let c = CONFIG.get_or_init(|| {
+        EncryptionConfig::parse(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aesgcm: {keys: [{name: a, secret: MDEyMzQ1Njc4OWFiY2RlZg==}]}\n  - secretbox: {keys: [{name: b, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=}]}\n  - identity: {}\n",
+        )
+        .expect("the target's configuration")
+    });
+    let t = c.for_resource("", "secrets").expect("secrets");
+    let Ok(v) = serde_json::from_slice::<Value>(rest) else {
+        return;
+    };
+    let _ = t.open_checked(v.clone(), "t", "", "secrets");
+    if v.get("metadata").is_some_and(Value::is_object) && v.get(ENVELOPE_FIELD).is_none() {
+        let sealed = t.seal(v.clone(), "t", "", "secrets").expect("seal");
+        assert_eq!(t.open(sealed.clone(), "t", "", "secrets").expect("open"), v);
+        assert!(t.open(sealed, "u", "", "secrets").is_err());
     }
 }
 

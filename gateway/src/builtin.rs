@@ -323,17 +323,28 @@ async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Bod
     };
     let scope = [i.tenant.as_str(), r.storage.0, r.storage.1];
     let page = crate::list::page(ctx, req, &store, scope, &i.namespace, label, field).await?;
-    let converts = r.storage != (r.group, r.resource);
+    let sealing =
+        crate::encryption::Sealing::new(ctx.cfg.encryption.as_ref(), &i.tenant, r.storage);
+    let converts = r.storage != (r.group, r.resource) || sealing.active();
     match output {
-        Output::Json if !converts => Ok(json_response(
-            StatusCode::OK,
-            page.json(&r.api_version(), r.list_kind, &page.items),
-        )),
+        Output::Json if !converts => {
+            for b in &page.items {
+                sealing.check_plain(b)?;
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                page.json(&r.api_version(), r.list_kind, &page.items),
+            ))
+        }
         output => {
             let objs: Vec<Value> = page
                 .items
                 .iter()
-                .map(|b| crate::request::parse_object(b).map(|v| ty.served_form(v)))
+                .map(|b| {
+                    crate::request::parse_object(b)
+                        .and_then(|v| sealing.open(v))
+                        .map(|v| ty.served_form(v))
+                })
                 .collect::<Result<_, _>>()?;
             match output {
                 Output::Json => {
@@ -383,15 +394,24 @@ async fn watch(
             with_cols,
         )
     });
+    let sealing =
+        crate::encryption::Sealing::new(ctx.cfg.encryption.as_ref(), &i.tenant, r.storage);
+    // Events' objects: opened (encryption at rest), then in the served form. An object that
+    // does not open is logged and sent as stored (ciphertext, never plaintext).
     let transform: Option<crate::watch_mux::Transform> =
-        (r.storage != (r.group, r.resource)).then(|| {
-            let f: crate::watch_mux::Transform =
-                Arc::new(
-                    move |b: bytes::Bytes| match serde_json::from_slice::<Value>(&b) {
-                        Ok(v) => serde_json::to_vec(&ty.served_form(v)).expect("json").into(),
-                        Err(_) => b,
-                    },
-                );
+        (r.storage != (r.group, r.resource) || sealing.active()).then(|| {
+            let f: crate::watch_mux::Transform = Arc::new(move |b: bytes::Bytes| {
+                let Ok(v) = serde_json::from_slice::<Value>(&b) else {
+                    return b;
+                };
+                match sealing.open(v) {
+                    Ok(v) => serde_json::to_vec(&ty.served_form(v)).expect("json").into(),
+                    Err(e) => {
+                        tracing::error!(error = %e.message, "watch event not decrypted");
+                        b
+                    }
+                }
+            });
             f
         });
     let t = crate::watch::Target {
@@ -420,6 +440,10 @@ pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> ResourceRef {
 pub struct BuiltinStore<'a> {
     inner: StorageStore<'a>,
     ty: &'static dyn BuiltinType,
+    /// Encryption at rest of the stored objects (see [`crate::encryption`]).
+    sealing: crate::encryption::Sealing,
+    /// resourceVersions of the objects this store read in a stale form ([`Store::stale`]).
+    stale: std::sync::Mutex<Vec<String>>,
 }
 
 impl<'a> BuiltinStore<'a> {
@@ -439,6 +463,12 @@ impl<'a> BuiltinStore<'a> {
                 },
             },
             ty,
+            sealing: crate::encryption::Sealing::new(
+                ctx.cfg.encryption.as_ref(),
+                tenant,
+                r.storage,
+            ),
+            stale: Default::default(),
         }
     }
 }
@@ -446,7 +476,20 @@ impl<'a> BuiltinStore<'a> {
 impl Store for BuiltinStore<'_> {
     async fn get(&self, namespace: &str, name: &str) -> Result<Value, ApiError> {
         match self.inner.get(namespace, name).await {
-            Ok(v) => Ok(self.ty.served_form(v)),
+            Ok(v) => {
+                let (v, stale) = self.sealing.open_checked(v)?;
+                if stale
+                    && let Some(rv) = v
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                {
+                    self.stale
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(rv.to_string());
+                }
+                Ok(self.ty.served_form(v))
+            }
             // The stored triple may be shared (events): name the served resource.
             Err(e) if e.code == 404 => Err(ApiError::not_found(&gr(self.ty.resource()), name)),
             Err(e) => Err(e),
@@ -456,12 +499,16 @@ impl Store for BuiltinStore<'_> {
     /// `events.k8s.io` events, which are converted from the core form).
     async fn get_encoded(&self, namespace: &str, name: &str) -> Result<Bytes, ApiError> {
         let r = self.ty.resource();
-        if r.storage != (r.group, r.resource) {
+        if r.storage != (r.group, r.resource) || self.sealing.active() {
             let v = self.get(namespace, name).await?;
             return Ok(serde_json::to_vec(&v).expect("json").into());
         }
         match self.inner.get_encoded(namespace, name).await {
             Err(e) if e.code == 404 => Err(ApiError::not_found(&gr(r), name)),
+            Ok(b) => {
+                self.sealing.check_plain(&b)?;
+                Ok(b)
+            }
             other => other,
         }
     }
@@ -470,25 +517,38 @@ impl Store for BuiltinStore<'_> {
         l.items = l
             .items
             .into_iter()
-            .map(|v| self.ty.served_form(v))
-            .collect();
+            .map(|v| self.sealing.open(v).map(|v| self.ty.served_form(v)))
+            .collect::<Result<_, _>>()?;
         Ok(l)
     }
+    fn stale(&self, old: &Value) -> bool {
+        old.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| {
+                self.stale
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .any(|s| s == rv)
+            })
+    }
     async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
+        let stored = self.sealing.seal(self.ty.stored_form(obj))?;
         let v = self
             .inner
-            .create(self.ty.stored_form(obj), dry_run)
+            .create(stored, dry_run)
             .await
             .map_err(|e| rename_conflict(e, self.ty))?;
-        Ok(self.ty.served_form(v.object).into())
+        Ok(self.ty.served_form(self.sealing.open(v.object)?).into())
     }
     async fn update(&self, obj: Value, old: &Value, dry_run: bool) -> Result<Stored, ApiError> {
+        let stored = self.sealing.seal(self.ty.stored_form(obj))?;
         let v = self
             .inner
-            .update(self.ty.stored_form(obj), old, dry_run)
+            .update(stored, old, dry_run)
             .await
             .map_err(|e| rename_conflict(e, self.ty))?;
-        Ok(self.ty.served_form(v.object).into())
+        Ok(self.ty.served_form(self.sealing.open(v.object)?).into())
     }
     async fn before_delete(&self, obj: &Value, dry_run: bool) -> Result<(), ApiError> {
         self.inner
@@ -507,7 +567,7 @@ impl Store for BuiltinStore<'_> {
             .delete(namespace, name, expected_rv, dry_run)
             .await
             .map_err(|e| rename_conflict(e, self.ty))?;
-        Ok(self.ty.served_form(v))
+        Ok(self.ty.served_form(self.sealing.open(v)?))
     }
 }
 

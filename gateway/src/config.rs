@@ -167,6 +167,12 @@ pub struct Args {
         value_parser = crate::authz::Mode::parse
     )]
     pub authorization_mode: crate::authz::Mode,
+    /// Encryption at rest (kube-apiserver's --encryption-provider-config): an
+    /// `EncryptionConfiguration` (apiserver.config.k8s.io/v1) whose aesgcm / secretbox /
+    /// identity providers seal the listed resources (secrets, configmaps, events, leases)
+    /// before they are stored.
+    #[arg(long, env = "CRDPLANE_GATEWAY_ENCRYPTION_PROVIDER_CONFIG")]
+    pub encryption_provider_config: Option<PathBuf>,
     /// Serve plain HTTP (no TLS, so no client certificates). Required when no serving
     /// certificate is given.
     #[arg(long, env = "CRDPLANE_GATEWAY_INSECURE_HTTP")]
@@ -296,6 +302,13 @@ impl Args {
                 None => None,
             },
             api_audiences: self.audiences(),
+            encryption: match &self.encryption_provider_config {
+                Some(p) => Some(std::sync::Arc::new(
+                    crate::encryption::load(p)
+                        .map_err(|e| format!("--encryption-provider-config: {e}"))?,
+                )),
+                None => None,
+            },
         })
     }
 

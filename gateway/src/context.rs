@@ -69,6 +69,9 @@ pub struct Config {
     pub service_account_signer: Option<Arc<crdplane_auth::service_account::Signer>>,
     /// `--api-audiences`.
     pub api_audiences: Vec<String>,
+    /// `--encryption-provider-config`: encryption at rest of the listed built-in resources
+    /// (see [`crate::encryption`]).
+    pub encryption: Option<Arc<crdplane_apiserver::encryption::EncryptionConfig>>,
 }
 
 /// kube-apiserver's default `--request-timeout` (1m0s).
@@ -110,6 +113,7 @@ impl Default for Config {
             authorization: crate::authz::Mode::AlwaysAllow,
             service_account_signer: None,
             api_audiences: Vec::new(),
+            encryption: None,
         }
     }
 }

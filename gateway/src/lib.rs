@@ -38,6 +38,7 @@ pub mod crd;
 pub mod crds;
 pub mod crs;
 pub mod discovery;
+pub mod encryption;
 pub mod filters;
 pub mod gc;
 pub mod http;

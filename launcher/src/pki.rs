@@ -24,6 +24,11 @@
 //! serving and calling (EKU serverAuth and clientAuth), for the same names as the serving
 //! certificate, issued anew each time like it.
 //!
+//! Beside them, `encryption-config.yaml` (mode 0600, kept): the gateway's
+//! `--encryption-provider-config`, made once with a random 32-byte `secretbox` key `key1`
+//! for Secrets and `identity` second, so Secrets are written encrypted and those stored
+//! before the file existed still read (rotation: add a key first, rewrite, drop the old).
+//!
 //! Each certificate issued or kept is checked with webpki ([`crate::tls`]): the serving one
 //! must chain to `ca.crt` for every SAN, the admin one must verify as a client certificate.
 //! Not on the request path.
@@ -71,6 +76,10 @@ pub const SERVICES_CA_NAME: &str = "crdplane-services-ca";
 pub const SERVICES_GROUP: &str = "crdplane:services";
 /// The process kinds that get a certificate of the services CA.
 pub const SERVICE_KINDS: [&str; 4] = ["storage", "validation", "registry", "gateway"];
+
+/// The encryption-at-rest configuration's file name (the gateway's
+/// `--encryption-provider-config`).
+pub const ENCRYPTION_CONFIG: &str = "encryption-config.yaml";
 
 /// The admin user (CN of its client certificate).
 pub const ADMIN_USER: &str = "crdplane-admin";
@@ -232,6 +241,19 @@ impl Pki {
             write_public(&pki.service_cert_path(kind), &cert)?;
         }
 
+        // Encryption at rest: kept (its keys must outlive every object they sealed).
+        if read_opt(&pki.encryption_config_path())?.is_none() {
+            let mut key = [0u8; 32];
+            rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
+            let secret = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, key);
+            write_private(
+                &pki.encryption_config_path(),
+                &format!(
+                    "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - secretbox:\n      keys:\n      - name: key1\n        secret: {secret}\n  - identity: {{}}\n"
+                ),
+            )?;
+        }
+
         // The service-account key pair: kept across restarts (tokens stay valid), made once.
         if read_opt(&pki.sa_key_path())?.is_none() || read_opt(&pki.sa_pub_path())?.is_none() {
             let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
@@ -254,6 +276,11 @@ impl Pki {
     /// `<dir>/services/<kind>.key`: its `--grpc-tls-key-file`.
     pub fn service_key_path(&self, kind: &str) -> PathBuf {
         self.dir.join(SERVICES_DIR).join(format!("{kind}.key"))
+    }
+
+    /// `<dir>/encryption-config.yaml`: the gateway's `--encryption-provider-config`.
+    pub fn encryption_config_path(&self) -> PathBuf {
+        self.dir.join(ENCRYPTION_CONFIG)
     }
 
     /// Path of the service-account signing key.
@@ -608,7 +635,18 @@ mod tests {
     fn a_second_ensure_keeps_the_ca_and_the_admin_and_reissues_the_serving_cert() {
         let d = tempfile::tempdir().unwrap();
         let first = Pki::ensure(d.path(), &["10.1.2.3".to_string()]).unwrap();
+        let enc = std::fs::read_to_string(first.encryption_config_path()).unwrap();
         let second = Pki::ensure(d.path(), &["node-a.example".to_string()]).unwrap();
+        // The encryption keys are kept: they must outlive what they sealed.
+        assert_eq!(
+            std::fs::read_to_string(second.encryption_config_path()).unwrap(),
+            enc
+        );
+        assert_eq!(mode(&second.encryption_config_path()), 0o600);
+        assert!(
+            enc.contains("- secretbox:") && enc.contains("- identity: {}"),
+            "{enc}"
+        );
         assert_eq!(first.ca_pem(), second.ca_pem());
         assert_eq!(first.admin_cert_pem(), second.admin_cert_pem());
         assert_eq!(first.admin_key_pem(), second.admin_key_pem());

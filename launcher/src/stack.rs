@@ -318,6 +318,8 @@ pub struct GatewayTls {
     pub sa_key_file: PathBuf,
     /// `--service-account-key-file`.
     pub sa_pub_file: PathBuf,
+    /// `--encryption-provider-config`.
+    pub encryption_config_file: PathBuf,
     /// The CA the probe trusts (PEM).
     pub ca_pem: String,
     /// The client certificate the probe presents (PEM; the admin's).
@@ -355,6 +357,8 @@ impl GatewayTls {
             path(&self.sa_pub_file),
             "--service-account-signing-key-file".into(),
             path(&self.sa_key_file),
+            "--encryption-provider-config".into(),
+            path(&self.encryption_config_file),
         ]
     }
 }
@@ -500,6 +504,7 @@ impl StackBuilder {
             client_ca_file: pki.ca_cert_path(),
             sa_key_file: pki.sa_key_path(),
             sa_pub_file: pki.sa_pub_path(),
+            encryption_config_file: pki.encryption_config_path(),
             ca_pem: pki.ca_pem().to_string(),
             client_cert_pem: pki.admin_cert_pem().to_string(),
             client_key_pem: pki.admin_key_pem().to_string(),
@@ -1089,6 +1094,8 @@ mod tests {
                 p("sa.pub"),
                 "--service-account-signing-key-file".into(),
                 p("sa.key"),
+                "--encryption-provider-config".into(),
+                p("encryption-config.yaml"),
                 "--grpc-tls-ca-file".into(),
                 p("services-ca.crt"),
                 "--grpc-tls-cert-file".into(),

@@ -314,7 +314,7 @@ async fn write_existing<S: Store, T: Strategy>(
     {
         meta.insert("resourceVersion".into(), rv.clone());
     }
-    if unchanged(&obj, old) {
+    if unchanged(&obj, old) && !store.stale(old) {
         return Ok(Written {
             code: 200,
             object: old.clone(),

@@ -207,6 +207,15 @@ pub trait Store: Send + Sync {
         dry_run: bool,
     ) -> impl Future<Output = Result<Stored, ApiError>> + Send;
 
+    /// Whether `old`, read from this store, is stored in a stale form that an update must
+    /// rewrite even when nothing changed: encryption at rest opened it with a key that no
+    /// longer writes (etcd3 store.go `GuaranteedUpdate` writes when `origState.stale`,
+    /// which is how `kubectl replace` moves Secrets to a new key). By default never.
+    fn stale(&self, old: &Value) -> bool {
+        let _ = old;
+        false
+    }
+
     /// Replaces `old`, the stored state the write was prepared from, iff the stored
     /// resourceVersion is still `old`'s ([`stored_rv`], else a Conflict); returns the object
     /// as stored. `old` also lets a store compare the two states (the gateway records the
