@@ -1231,4 +1231,85 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
         None,
     );
     assert_eq!(v["metadata"]["generation"], 1, "{v}");
+
+    // Continue tokens and resourceVersions of A mean nothing in B, even to the platform's
+    // admin (who may read both): A's configmaps get ahead of B's in revisions, then A's
+    // token and revision are presented to B.
+    let cms = |t: &str| format!("{t}/api/v1/namespaces/team/configmaps");
+    for i in 0..20 {
+        s.admin(
+            "POST",
+            &cms(a),
+            serde_json::json!({"metadata": {"name": format!("filler-{i}")}}),
+        );
+    }
+    let (code, page) = s.call(None, "GET", &format!("{}?limit=1", cms(a)), None);
+    assert_eq!(code, 200, "{page}");
+    let token = page["metadata"]["continue"].as_str().unwrap().to_string();
+    let rv_a = page["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, v) = s.call(
+        None,
+        "GET",
+        &format!("{}?limit=1&continue={token}", cms(b)),
+        None,
+    );
+    assert_eq!(code, 400, "A's continue token in B: {v}");
+    assert_eq!(v["reason"], "BadRequest", "{v}");
+    let (code, v) = s.call(
+        None,
+        "GET",
+        &format!(
+            "{}?resourceVersion={rv_a}&resourceVersionMatch=NotOlderThan",
+            cms(b)
+        ),
+        None,
+    );
+    assert_eq!(code, 504, "A's resourceVersion is in B's future: {v}");
+    assert_eq!(v["reason"], "Timeout", "{v}");
+    assert!(v.to_string().contains("Too large resource version"), "{v}");
+    // The same token and revision serve A.
+    let (code, v) = s.call(
+        None,
+        "GET",
+        &format!("{}?limit=1&continue={token}", cms(a)),
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+
+    // A watch of A (jane, tenant A's cluster-admin) sees A's events and never B's, written
+    // in the same second.
+    let watch_url = s.url(&format!(
+        "{}?watch=true&resourceVersion={rv_a}&timeoutSeconds=2",
+        cms(a)
+    ));
+    let watcher = {
+        let ca = s.pki.ca_pem().to_string();
+        std::thread::spawn(move || {
+            let bearer = format!("Bearer {JANE}");
+            TlsClient::new(&ca, None)
+                .unwrap()
+                .request("GET", &watch_url, &[("Authorization", &bearer)], None)
+                .unwrap()
+        })
+    };
+    s.admin(
+        "POST",
+        &cms(b),
+        serde_json::json!({"metadata": {"name": "b-event"}}),
+    );
+    s.admin(
+        "POST",
+        &cms(a),
+        serde_json::json!({"metadata": {"name": "a-event"}}),
+    );
+    let (code, _, events) = watcher.join().unwrap();
+    assert_eq!(code, 200, "{events}");
+    assert!(events.contains("\"a-event\""), "{events}");
+    assert!(
+        !events.contains("b-event"),
+        "B's event reached A's watch: {events}"
+    );
 }
