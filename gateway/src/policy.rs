@@ -1,9 +1,17 @@
 //! Reading a tenant's RBAC policy: the storage side of the authorizer ([`crate::authz`]
-//! holds the mode, the cache and the texts). A tenant met for the first time gets its
-//! default namespaces and bootstrap roles first ([`crate::lifecycle::ensure_tenant`]); then
-//! its Roles, ClusterRoles, RoleBindings and ClusterRoleBindings are listed from storage (all
-//! four at once) and built into a `crdplane_auth::rbac::Policy`, cached per
-//! [`crate::authz::Authorizer::finish_read`]'s rule.
+//! holds the mode, the cache and the texts). The tenant's Roles, ClusterRoles, RoleBindings
+//! and ClusterRoleBindings are listed from storage (all four at once) and built into a
+//! `crdplane_auth::rbac::Policy`, cached per [`crate::authz::Authorizer::finish_read`]'s rule.
+//!
+//! Reading writes no object: a tenant never used before has no RBAC objects, and its
+//! policy is then the bootstrap one it will get (`crdplane_auth::rbac::bootstrap`: health
+//! and version for everyone, discovery for the authenticated, everything for
+//! `system:masters`), built in memory; the tenant-access gate still refuses non-members.
+//! Its default namespaces and bootstrap roles are stored by the first request that passed
+//! authorization (`api.rs`, [`crate::lifecycle::ensure_tenant`]), whose RBAC writes then
+//! invalidate the cached policy. So a user of one tenant who sends requests to made-up
+//! tenant names gets 403s and stores no object there (the storage service does keep the
+//! revision counters of the four RBAC resources it was asked to list).
 //!
 //! Where it sits: called by the authorization layer for an uncached tenant, by the RBAC
 //! escalation checks and by the access reviews.
@@ -70,9 +78,16 @@ pub async fn policy(ctx: &Ctx, tenant: &str) -> Result<Arc<Policy>, ApiError> {
         return Ok(p);
     }
     let epoch = ctx.authz.start_read();
-    // The bootstrap roles are created with the tenant's default namespaces.
-    crate::lifecycle::ensure_tenant(ctx, tenant).await?;
-    let objects = read_objects(ctx, tenant).await?;
+    let mut objects = read_objects(ctx, tenant).await?;
+    if objects.roles.is_empty()
+        && objects.cluster_roles.is_empty()
+        && objects.role_bindings.is_empty()
+        && objects.cluster_role_bindings.is_empty()
+    {
+        // Never used: the bootstrap policy, not stored yet (see the module docs).
+        objects.cluster_roles = rbac::bootstrap::cluster_roles();
+        objects.cluster_role_bindings = rbac::bootstrap::cluster_role_bindings();
+    }
     let p = Arc::new(Policy::from_objects(&objects));
     ctx.authz.finish_read(tenant, epoch, &p);
     write_back_aggregation(ctx, tenant, &objects.cluster_roles, &p);
