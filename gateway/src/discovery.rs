@@ -150,15 +150,23 @@ const CORE: [Core; 6] = [
 /// read-only, always empty core resources of category `all`, in name order (k8s.io/apiserver
 /// `pkg/endpoints/installer.go` registers paths sorted). Upstream's legacy `/api/v1` list
 /// has no `apiVersion` (unlike `/apis/<g>/<v>`), so neither has this one.
-pub fn core_v1_resources() -> Value {
-    let mut v = serde_json::to_value(core_v1_list()).expect("json");
+///
+/// With `token_request` (a service-account signing key is configured) the list has
+/// `serviceaccounts/token`, the TokenRequest subresource (`create`, kind `TokenRequest` of
+/// `authentication.k8s.io/v1`), as kube-apiserver registers it only with a signer
+/// (pkg/registry/core/rest/storage_core.go).
+pub fn core_v1_resources(token_request: bool) -> Value {
+    let mut v = serde_json::to_value(core_v1_list(token_request)).expect("json");
     if let Some(m) = v.as_object_mut() {
         m.remove("apiVersion");
     }
     v
 }
 
-fn core_v1_list() -> APIResourceList {
+/// The TokenRequest subresource's group, version and kind.
+const TOKEN_REQUEST: (&str, &str, &str) = ("authentication.k8s.io", "v1", "TokenRequest");
+
+fn core_v1_list(token_request: bool) -> APIResourceList {
     let mut resources: Vec<APIResource> = CORE
         .iter()
         .map(|c| APIResource {
@@ -174,13 +182,25 @@ fn core_v1_list() -> APIResourceList {
         })
         .collect();
     resources.extend(core_builtins().map(|b| b.discovery_resource()));
+    if token_request {
+        resources.push(APIResource {
+            name: "serviceaccounts/token".into(),
+            singular_name: String::new(),
+            namespaced: true,
+            group: Some(TOKEN_REQUEST.0.into()),
+            version: Some(TOKEN_REQUEST.1.into()),
+            kind: TOKEN_REQUEST.2.into(),
+            verbs: strings(&["create"]),
+            ..Default::default()
+        });
+    }
     resources.sort_by(|a, b| a.name.cmp(&b.name));
     resource_list("v1", resources)
 }
 
 /// The core group in aggregated discovery: the same resources, subresources folded into
 /// their resource.
-fn core_aggregated() -> APIGroupDiscoveryList {
+fn core_aggregated(token_request: bool) -> APIGroupDiscoveryList {
     let kind = |k: &str| Some(GroupVersionKind::new("", "v1", k));
     let mut resources: Vec<APIResourceDiscovery> = CORE
         .iter()
@@ -206,7 +226,21 @@ fn core_aggregated() -> APIGroupDiscoveryList {
                 .collect(),
         })
         .collect();
-    resources.extend(core_builtins().map(|b| b.aggregated_resource()));
+    resources.extend(core_builtins().map(|b| {
+        let mut r = b.aggregated_resource();
+        if token_request && b.resource == "serviceaccounts" {
+            r.subresources.push(APISubresourceDiscovery {
+                subresource: "token".into(),
+                response_kind: Some(GroupVersionKind::new(
+                    TOKEN_REQUEST.0,
+                    TOKEN_REQUEST.1,
+                    TOKEN_REQUEST.2,
+                )),
+                verbs: strings(&["create"]),
+            });
+        }
+        r
+    }));
     resources.sort_by(|a, b| a.resource.cmp(&b.resource));
     APIGroupDiscoveryList::new(vec![APIGroupDiscovery {
         metadata: GroupMeta::default(),
@@ -247,7 +281,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         "/api" => {
             if wants_aggregated(req) {
                 return Ok(aggregated_response(
-                    serde_json::to_vec(&core_aggregated()).expect("json"),
+                    serde_json::to_vec(&core_aggregated(ctx.cfg.service_account_signer.is_some()))
+                        .expect("json"),
                 ));
             }
             let v = json!({"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":ctx.cfg.advertise_address}]});
@@ -258,7 +293,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "/api/v1" => Ok(json_response(
             StatusCode::OK,
-            serde_json::to_vec(&core_v1_resources()).expect("json"),
+            serde_json::to_vec(&core_v1_resources(ctx.cfg.service_account_signer.is_some()))
+                .expect("json"),
         )),
         "/apis" => {
             let d = crate::backends::registry::discovery(&ctx.registry, &req.info.tenant).await?;
@@ -434,7 +470,7 @@ mod tests {
 
     #[test]
     fn core_v1_lists_the_builtin_types_in_name_order() {
-        let v = core_v1_resources();
+        let v = core_v1_resources(false);
         // Upstream's legacy /api/v1 list carries no apiVersion.
         assert!(v.get("apiVersion").is_none(), "{v}");
         let names: Vec<&str> = v["resources"]
@@ -464,7 +500,7 @@ mod tests {
                    "kind": "ConfigMap", "verbs": crdplane_core::builtin::ALL_VERBS,
                    "shortNames": ["cm"], "storageVersionHash": "qFsyl6wFWjQ="})
         );
-        let agg = serde_json::to_value(core_aggregated()).unwrap();
+        let agg = serde_json::to_value(core_aggregated(false)).unwrap();
         let res = &agg["items"][0]["versions"][0]["resources"];
         assert_eq!(res.as_array().unwrap().len(), 8);
         assert_eq!(
@@ -478,6 +514,45 @@ mod tests {
                    "responseKind": {"group": "", "version": "v1", "kind": "ServiceAccount"},
                    "scope": "Namespaced", "singularResource": "serviceaccount",
                    "verbs": crdplane_core::builtin::ALL_VERBS, "shortNames": ["sa"]})
+        );
+    }
+
+    /// With a signing key, `serviceaccounts/token` as upstream lists it (legacy: its own
+    /// entry naming authentication.k8s.io/v1 TokenRequest; aggregated: a subresource).
+    #[test]
+    fn token_request_is_listed_with_a_signer() {
+        let v = core_v1_resources(true);
+        let t = v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "serviceaccounts/token")
+            .expect("serviceaccounts/token");
+        assert_eq!(
+            *t,
+            json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+                   "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                   "verbs": ["create"]})
+        );
+        let agg = serde_json::to_value(core_aggregated(true)).unwrap();
+        let sa = agg["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "serviceaccounts")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            sa["subresources"],
+            json!([{"subresource": "token",
+                    "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+                    "verbs": ["create"]}])
+        );
+        assert!(
+            core_v1_resources(false)
+                .to_string()
+                .find("serviceaccounts/token")
+                .is_none()
         );
     }
 }

@@ -778,6 +778,19 @@ fn service_account_tokens_from_the_token_request_api() {
         let (ok, o, e) = k(None, args);
         assert!(ok, "{args:?}: {o}{e}");
     }
+    // Discovery lists the TokenRequest subresource (a signing key is configured).
+    let (ok, o, e) = k(None, &["api-resources", "--api-group="]);
+    assert!(ok, "{o}{e}");
+    let (code, v1) = s.call(None, "GET", "/api/v1", None);
+    assert_eq!(code, 200);
+    assert!(
+        v1["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "serviceaccounts/token" && r["kind"] == "TokenRequest"),
+        "{v1}"
+    );
     // `kubectl create token` (TokenRequest, sent as protobuf).
     let (ok, o, e) = k(None, &["create", "token", "builder", "-n", "team-a"]);
     assert!(ok, "{o}{e}");
