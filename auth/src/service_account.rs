@@ -51,6 +51,10 @@ pub struct KubernetesClaims {
     pub namespace: String,
     /// The service account.
     pub serviceaccount: Ref,
+    /// The Secret the token is bound to (TokenRequest `boundObjectRef`), if any: the token
+    /// is valid only while that Secret exists with this uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<Ref>,
 }
 
 /// crdplane's private claims.
@@ -96,6 +100,8 @@ pub struct ServiceAccountToken {
     pub name: String,
     /// Uid the token was issued for.
     pub uid: String,
+    /// The Secret (same namespace) the token is bound to, if any.
+    pub bound_secret: Option<Ref>,
     /// The user (`system:serviceaccount:…`, its groups, the token id as credential id).
     pub user: UserInfo,
 }
@@ -171,6 +177,25 @@ impl Signer {
         seconds: i64,
         jti: &str,
     ) -> Result<(String, i64), String> {
+        self.issue_bound(
+            tenant, namespace, name, uid, audiences, now, seconds, jti, None,
+        )
+    }
+
+    /// [`Signer::issue`] for a token bound to Secret `bound_secret` (its name and uid).
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_bound(
+        &self,
+        tenant: &str,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        audiences: &[String],
+        now: i64,
+        seconds: i64,
+        jti: &str,
+        bound_secret: Option<Ref>,
+    ) -> Result<(String, i64), String> {
         let claims = Claims {
             aud: audiences.to_vec(),
             exp: now + seconds,
@@ -185,6 +210,7 @@ impl Signer {
                     name: name.into(),
                     uid: uid.into(),
                 },
+                secret: bound_secret,
             },
             crdplane: CrdplaneClaims {
                 tenant: tenant.into(),
@@ -330,6 +356,7 @@ fn token_of(c: Claims) -> Result<ServiceAccountToken, String> {
         namespace: ns,
         name,
         uid: c.kubernetes.serviceaccount.uid,
+        bound_secret: c.kubernetes.secret,
     })
 }
 
@@ -371,6 +398,26 @@ mod tests {
             ["system:serviceaccounts", "system:serviceaccounts:ns1"]
         );
         assert_eq!(got.user.extra[CREDENTIAL_ID_KEY], ["JTI=j1"]);
+        assert_eq!(got.bound_secret, None);
+        // Bound to a Secret: the claim travels and comes back.
+        let secret = Ref {
+            name: "db".into(),
+            uid: "s-1".into(),
+        };
+        let (t, _) = s
+            .issue_bound(
+                "acme",
+                "ns1",
+                "builder",
+                "uid-1",
+                &aud,
+                now(),
+                3600,
+                "j2",
+                Some(secret.clone()),
+            )
+            .unwrap();
+        assert_eq!(v.verify(&t).unwrap().unwrap().bound_secret, Some(secret));
         // The private key stands for its public half.
         let v2 = Verifier::from_pems(std::slice::from_ref(&private), &aud, &aud).unwrap();
         assert!(v2.verify(&t).unwrap().is_some());

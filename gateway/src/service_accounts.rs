@@ -49,3 +49,26 @@ pub async fn uid(
     }
     Ok(Some(uid))
 }
+
+/// The uid of Secret `namespace/name` of `tenant` when it exists and is not being deleted,
+/// for tokens bound to it (upstream's validator refuses a bound Secret that is gone,
+/// terminating or recreated). Read from storage on every request with such a token: Secrets
+/// have no change stream the gateways follow, and bound tokens are rare.
+pub async fn secret_uid(
+    ctx: &Ctx,
+    tenant: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<String>, ApiError> {
+    let ty = crdplane_core::builtin::lookup("", "v1", "secrets").expect("secrets are built-in");
+    let store = crate::builtin::BuiltinStore::new(ctx, tenant, crate::stores::builtin::type_of(ty));
+    match store.get(namespace, name).await {
+        Ok(v) if v.pointer("/metadata/deletionTimestamp").is_none() => Ok(v
+            .pointer("/metadata/uid")
+            .and_then(|u| u.as_str())
+            .map(str::to_string)),
+        Ok(_) => Ok(None),
+        Err(e) if e.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}

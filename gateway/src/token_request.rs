@@ -10,6 +10,12 @@
 //! account's uid) and pkg/apis/authentication/validation (`ValidateTokenRequest`: at least
 //! 10 minutes, at most 2^32 seconds). Without `--service-account-signing-key-file` the
 //! subresource does not exist (404), as upstream without a signing key.
+//!
+//! `spec.boundObjectRef` as upstream: a Secret of the namespace binds the token to it (the
+//! token names the Secret's uid, and the authentication layer refuses it once that Secret
+//! is gone or recreated; a `uid` in the reference must be the Secret's, else 409); a Pod
+//! or Node reference is that object's 404 (crdplane serves neither, so there is nothing to
+//! bind to); any other kind is upstream's 400 `cannot bind token for object of type …`.
 
 use crate::context::{Ctx, Req};
 use crate::http::{Body, json_response};
@@ -88,6 +94,10 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    let bound_secret = match &tr.spec.bound_object_ref {
+        None => None,
+        Some(r) => Some(bound_secret(ctx, req, r).await?),
+    };
     let audiences = if tr.spec.audiences.is_empty() {
         ctx.cfg.api_audiences.clone()
     } else {
@@ -98,7 +108,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         .map_err(ApiError::internal)?
         .as_secs() as i64;
     let (token, exp) = signer
-        .issue(
+        .issue_bound(
             &i.tenant,
             &i.namespace,
             &i.name,
@@ -107,6 +117,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             now,
             seconds,
             &uuid::Uuid::new_v4().to_string(),
+            bound_secret,
         )
         .map_err(ApiError::internal)?;
     tr.spec.audiences = audiences;
@@ -126,4 +137,56 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         StatusCode::CREATED,
         serde_json::to_vec(&v).map_err(ApiError::internal)?,
     ))
+}
+
+/// The Secret a `boundObjectRef` names, as the token's claim (see the module docs;
+/// upstream: pkg/registry/core/serviceaccount/storage/token.go).
+async fn bound_secret(
+    ctx: &Ctx,
+    req: &Req,
+    r: &k8s_openapi::api::authentication::v1::BoundObjectReference,
+) -> Result<crdplane_auth::service_account::Ref, ApiError> {
+    let api_version = r.api_version.as_deref().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = r.kind.as_deref().unwrap_or_default();
+    let name = r.name.as_deref().unwrap_or_default();
+    let not_found = |resource: &str| ApiError::not_found(&GroupResource::new("", resource), name);
+    let uid = match (group, kind) {
+        ("", "Pod") => return Err(not_found("pods")),
+        ("", "Node") => return Err(not_found("nodes")),
+        ("", "Secret") => {
+            let ty =
+                crdplane_core::builtin::lookup("", "v1", "secrets").expect("secrets are built-in");
+            let store = crate::builtin::BuiltinStore::new(
+                ctx,
+                &req.info.tenant,
+                crate::stores::builtin::type_of(ty),
+            );
+            let s = store.get(&req.info.namespace, name).await?;
+            s.pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        }
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token for object of type {group}/{version}, Kind={kind}"
+            )));
+        }
+    };
+    if let Some(want) = r.uid.as_deref().filter(|u| !u.is_empty())
+        && want != uid
+    {
+        return Err(ApiError::conflict(
+            &GroupResource::new(group, kind),
+            name,
+            &format!(
+                "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
+            ),
+        ));
+    }
+    Ok(crdplane_auth::service_account::Ref {
+        name: name.to_string(),
+        uid,
+    })
 }

@@ -800,6 +800,98 @@ fn service_account_tokens_from_the_token_request_api() {
     eventually("the token works", || {
         s.call(Some(&token), "GET", cms, None).0 == 200
     });
+    // boundObjectRef: a token bound to a Secret works while that Secret exists.
+    let token_path = "/api/v1/namespaces/team-a/serviceaccounts/builder/token";
+    let request = |r: serde_json::Value| {
+        let body = serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest", "spec": {"boundObjectRef": r}});
+        s.call(None, "POST", token_path, Some(&body.to_string()))
+    };
+    let secret = s.admin(
+        "POST",
+        "/api/v1/namespaces/team-a/secrets",
+        serde_json::json!({"metadata": {"name": "bind-me"}}),
+    );
+    let (code, v) = request(serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "name": "bind-me", "uid": secret["metadata"]["uid"]}));
+    assert_eq!(code, 201, "{v}");
+    let bound = v["status"]["token"].as_str().unwrap().to_string();
+    assert_eq!(s.call(Some(&bound), "GET", cms, None).0, 200);
+    s.admin(
+        "DELETE",
+        "/api/v1/namespaces/team-a/secrets/bind-me",
+        serde_json::json!({}),
+    );
+    let (code, v) = s.call(Some(&bound), "GET", cms, None);
+    assert_eq!(code, 401, "the bound Secret is gone: {v}");
+    assert_eq!(
+        s.call(Some(&token), "GET", cms, None).0,
+        200,
+        "unbound tokens are unaffected"
+    );
+    for (r, want_code, want) in [
+        (
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "name": "bind-me"}),
+            404,
+            "secrets \"bind-me\" not found",
+        ),
+        (
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "name": "p"}),
+            404,
+            "pods \"p\" not found",
+        ),
+        (
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}),
+            400,
+            "cannot bind token for object of type apps/v1, Kind=Deployment",
+        ),
+    ] {
+        let (code, v) = request(r);
+        assert_eq!(code, want_code, "{v}");
+        assert_eq!(v["message"], want, "{v}");
+    }
+    s.admin(
+        "POST",
+        "/api/v1/namespaces/team-a/secrets",
+        serde_json::json!({"metadata": {"name": "bind-me"}}),
+    );
+    let (code, v) = request(serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "name": "bind-me", "uid": secret["metadata"]["uid"]}));
+    assert_eq!(code, 409, "a recreated Secret: {v}");
+    // kubectl's flags for it (the TokenRequest travels as protobuf).
+    let (ok, o, e) = k(
+        None,
+        &[
+            "create",
+            "token",
+            "builder",
+            "-n",
+            "team-a",
+            "--bound-object-kind",
+            "Secret",
+            "--bound-object-name",
+            "bind-me",
+        ],
+    );
+    assert!(ok, "{o}{e}");
+    assert_eq!(s.call(Some(o.trim()), "GET", cms, None).0, 200);
+    s.admin(
+        "DELETE",
+        "/api/v1/namespaces/team-a/secrets/bind-me",
+        serde_json::json!({}),
+    );
+    assert_eq!(
+        s.call(Some(o.trim()), "GET", cms, None).0,
+        401,
+        "kubectl's bound token ends with its Secret"
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Operation cannot be fulfilled on Secret \"bind-me\": the UID in the bound object reference"),
+        "{v}"
+    );
     // Every kubectl with the token; whoami names the service account.
     for kk in &ks {
         let (ok, o, e) = s.kubectl(kk, Some(&token), &["get", "configmaps", "-n", "team-a"]);

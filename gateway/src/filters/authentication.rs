@@ -233,8 +233,26 @@ where
                                 match crate::service_accounts::uid(ctx, &t, &sa.namespace, &sa.name)
                                     .await
                                 {
-                                    Ok(Some(uid)) => uid == sa.uid,
-                                    Ok(None) => false,
+                                    Ok(Some(uid)) if uid == sa.uid => {
+                                        // A token bound to a Secret lives as long as it.
+                                        match &sa.bound_secret {
+                                            None => true,
+                                            Some(s) => match crate::service_accounts::secret_uid(
+                                                ctx,
+                                                &t,
+                                                &sa.namespace,
+                                                &s.name,
+                                            )
+                                            .await
+                                            {
+                                                Ok(u) => u.as_deref() == Some(s.uid.as_str()),
+                                                Err(e) => {
+                                                    return Ok(crate::http::error_response(&e));
+                                                }
+                                            },
+                                        }
+                                    }
+                                    Ok(_) => false,
                                     Err(e) => return Ok(crate::http::error_response(&e)),
                                 }
                             }
