@@ -91,7 +91,7 @@ impl MtlsArgs {
     /// The loaded configuration, `None` when the flags are unset (see [`MtlsArgs::files`]
     /// and [`Mtls::load`]).
     pub fn load(&self) -> Result<Option<Mtls>, String> {
-        self.files()?.as_ref().map(Mtls::load).transpose()
+        Mtls::load_optional(self.files()?.as_ref())
     }
 }
 
@@ -169,6 +169,14 @@ impl Mtls {
             client: Arc::new(client),
             pair: Some(pair),
         })
+    }
+
+    /// [`Mtls::load`] of a service configuration's optional files; errors name the flags.
+    pub fn load_optional(files: Option<&Files>) -> Result<Option<Self>, String> {
+        files
+            .map(Self::load)
+            .transpose()
+            .map_err(|e| format!("--grpc-tls-*: {e}"))
     }
 
     /// A caller that verifies servers against the CA in `ca` but presents no certificate:

@@ -91,12 +91,8 @@ fn lazy_channel(
 
 /// Serves the registry on `listener` until the task is dropped or the server fails.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-    let tls = config
-        .tls
-        .as_ref()
-        .map(crdplane_transport::mtls::Mtls::load)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--grpc-tls-*: {e}"))?;
+    let tls = crdplane_transport::mtls::Mtls::load_optional(config.tls.as_ref())
+        .map_err(anyhow::Error::msg)?;
     let storage = lazy_channel(&config.storage_endpoint, config.call_timeout, tls.as_ref())?;
     let validation = if config.validation_endpoint.trim().is_empty() {
         None

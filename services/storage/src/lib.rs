@@ -106,12 +106,8 @@ pub fn parse_period(s: &str) -> Result<std::time::Duration, String> {
 /// not stop the stack. Persistence settings that refuse the chosen durability
 /// ([`store::Refused`]) end the process at once: that is a configuration error.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-    let tls = config
-        .tls
-        .as_ref()
-        .map(crdplane_transport::mtls::Mtls::load)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--grpc-tls-*: {e}"))?;
+    let tls = crdplane_transport::mtls::Mtls::load_optional(config.tls.as_ref())
+        .map_err(anyhow::Error::msg)?;
     let mut delay = std::time::Duration::from_millis(100);
     let (store, hub) = loop {
         match connect(&config).await {

@@ -519,23 +519,14 @@ impl Validation for ValidationService {
     }
 }
 
-/// The mutual-TLS configuration of `files`, if any.
-fn load_tls(
-    files: Option<&crdplane_transport::mtls::Files>,
-) -> anyhow::Result<Option<crdplane_transport::mtls::Mtls>> {
-    files
-        .map(crdplane_transport::mtls::Mtls::load)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--grpc-tls-*: {e}"))
-}
-
 /// Serves the `Validation` gRPC service on `listener` until the process ends.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
     let svc = ValidationServer::new(ValidationService::new(&config))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let opts = crdplane_transport::ServeOptions {
-        tls: load_tls(config.tls.as_ref())?,
+        tls: crdplane_transport::mtls::Mtls::load_optional(config.tls.as_ref())
+            .map_err(anyhow::Error::msg)?,
         ..Default::default()
     };
     crdplane_transport::serve_one_with(listener, svc, opts).await?;
