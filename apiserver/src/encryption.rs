@@ -3,8 +3,9 @@
 //! `secretbox` and `identity` providers, applied to the objects of the listed resources
 //! before they reach the storage service, and undone after they come back.
 //!
-//! Where it sits: in the gateway's store of built-in types (`gateway/src/builtin.rs`
-//! `BuiltinStore`, its list and watch paths): [`Transformer::seal`] after the strategy made
+//! Where it sits: in the gateway's store of built-in types
+//! (`gateway/src/stores/builtin/store.rs` `BuiltinStore`, and the list and watch paths of
+//! `gateway/src/builtin.rs`): [`Transformer::seal`] after the strategy made
 //! the object to store, [`Transformer::open`] on every object read back (get, list, watch
 //! events, the answers of create/update/delete). No IO here.
 //!

@@ -1,6 +1,6 @@
 //! Encryption at rest in the gateway: which resources `--encryption-provider-config` may
 //! name, and [`Sealing`], the one resource of one tenant's view of it that the built-in
-//! store (`builtin.rs`: `BuiltinStore`, its list and watch paths) runs every stored object
+//! store (`stores/builtin/store.rs`: `BuiltinStore`; the list and watch paths of `builtin.rs`) runs every stored object
 //! through. The providers and the envelope are `crdplane_apiserver::encryption`.
 //!
 //! Where it sits: between the strategies of the built-in types and the storage service,

@@ -61,7 +61,8 @@ pub async fn secret_uid(
     name: &str,
 ) -> Result<Option<String>, ApiError> {
     let ty = crdplane_core::builtin::lookup("", "v1", "secrets").expect("secrets are built-in");
-    let store = crate::builtin::BuiltinStore::new(ctx, tenant, crate::stores::builtin::type_of(ty));
+    let store =
+        crate::stores::builtin::BuiltinStore::new(ctx, tenant, crate::stores::builtin::type_of(ty));
     match store.get(namespace, name).await {
         Ok(v) if v.pointer("/metadata/deletionTimestamp").is_none() => Ok(v
             .pointer("/metadata/uid")

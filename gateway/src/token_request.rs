@@ -157,7 +157,7 @@ async fn bound_secret(
         ("", "Secret") => {
             let ty =
                 crdplane_core::builtin::lookup("", "v1", "secrets").expect("secrets are built-in");
-            let store = crate::builtin::BuiltinStore::new(
+            let store = crate::stores::builtin::BuiltinStore::new(
                 ctx,
                 &req.info.tenant,
                 crate::stores::builtin::type_of(ty),

@@ -1,7 +1,8 @@
 //! The strategies of the built-in types (ConfigMap, Secret, ServiceAccount, the two Event
 //! APIs, Lease, the four RBAC types): one module per type (one for the RBAC group)
 //! implementing [`BuiltinType`], adapted to the generic
-//! machinery's `Strategy` by [`BuiltinStrategy`]. Adding a type takes one such module, its
+//! machinery's `Strategy` by [`BuiltinStrategy`], and their store ([`store::BuiltinStore`]).
+//! Adding a type takes one such module, its
 //! entry in `crdplane_core::builtin::BUILTIN` and its OpenAPI schema.
 //!
 //! Where it sits: the built-in resource handler (`builtin.rs`) runs the generic handlers
@@ -22,6 +23,9 @@ pub mod protobuf;
 pub mod rbac;
 pub mod secrets;
 pub mod serviceaccounts;
+pub mod store;
+
+pub use store::BuiltinStore;
 
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::render::table::{ColumnDefinition, TableConvertor};
@@ -438,6 +442,11 @@ pub fn immutable(new: &Value, old: &Value, ptr: &str, path: &str) -> Option<Fiel
             "field is immutable",
         )
     })
+}
+
+/// The served group and resource of a built-in type (what its errors name).
+pub(crate) fn gr(r: &crdplane_core::builtin::BuiltinResource) -> crdplane_core::GroupResource {
+    crdplane_core::GroupResource::new(r.group, r.resource)
 }
 
 #[cfg(test)]
