@@ -1034,18 +1034,6 @@ pub fn untrusted_issuer(token: &str) -> Result<String, String> {
     })
 }
 
-/// The kind of a JSON value as Go's decoder names it in `cannot unmarshal <kind>`.
-fn go_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// `claims.unmarshalClaim(name, &string)`.
 fn string_claim(c: &Map<String, Value>, name: &str) -> Result<String, String> {
     match c.get(name) {
@@ -1054,7 +1042,7 @@ fn string_claim(c: &Map<String, Value>, name: &str) -> Result<String, String> {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(v) => Err(format!(
             "json: cannot unmarshal {} into Go value of type string",
-            go_kind(v)
+            crdplane_core::gofmt::go_json_kind(v)
         )),
     }
 }
@@ -1076,7 +1064,7 @@ fn string_or_array(v: &Value) -> Result<Vec<String>, String> {
         }
         other => Err(format!(
             "json: cannot unmarshal {} into Go value of type string",
-            go_kind(other)
+            crdplane_core::gofmt::go_json_kind(other)
         )),
     }
 }
@@ -1129,7 +1117,7 @@ impl JwtAuthenticator {
             Some(v) => {
                 return Err(format!(
                     "oidc: failed to unmarshal claims: json: cannot unmarshal {} into Go struct field idToken.aud of type string",
-                    go_kind(v)
+                    crdplane_core::gofmt::go_json_kind(v)
                 ));
             }
         };
@@ -1217,7 +1205,7 @@ impl JwtAuthenticator {
                 other => {
                     return Err(format!(
                         "oidc: parse 'email_verified' claim: json: cannot unmarshal {} into Go value of type bool",
-                        go_kind(other)
+                        crdplane_core::gofmt::go_json_kind(other)
                     ));
                 }
             }
@@ -1257,7 +1245,7 @@ impl JwtAuthenticator {
                 other => {
                     return Err(format!(
                         "oidc: parse claim {claim}: json: cannot unmarshal {} into Go value of type string",
-                        go_kind(other)
+                        crdplane_core::gofmt::go_json_kind(other)
                     ));
                 }
             };

@@ -179,6 +179,19 @@ pub fn go_type(v: &Value) -> &'static str {
     }
 }
 
+/// `encoding/json`'s name of a JSON value's kind in its unmarshal errors (`json: cannot
+/// unmarshal <kind> into Go value of type …`).
+pub fn go_json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Go's `encoding/json.Marshal` of decoded unstructured JSON, as a string (see
 /// [`go_json_into`]).
 pub fn go_json(v: &Value) -> String {

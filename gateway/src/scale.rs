@@ -310,7 +310,7 @@ pub fn decode_scale(v: &Value) -> Result<ScaleWrite, ApiError> {
             Some(Value::String(s)) => Ok(s.clone()),
             Some(other) => Err(cannot_handle(&format!(
                 "json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{k} of type string",
-                json_kind(other)
+                crdplane_core::gofmt::go_json_kind(other)
             ))),
         }
     };
@@ -327,7 +327,7 @@ pub fn decode_scale(v: &Value) -> Result<ScaleWrite, ApiError> {
         Some(other) => {
             return Err(cannot_handle(&format!(
                 "json: cannot unmarshal {} into Go struct field ScaleSpec.spec.replicas of type int32",
-                json_kind(other)
+                crdplane_core::gofmt::go_json_kind(other)
             )));
         }
     };
@@ -337,18 +337,6 @@ pub fn decode_scale(v: &Value) -> Result<ScaleWrite, ApiError> {
         replicas,
         resource_version: mstr("resourceVersion")?,
     })
-}
-
-/// encoding/json's name of a JSON value kind in unmarshal errors.
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// `scaleUpdatedObjectInfo.UpdatedObject` after the Scale is known: the object with the

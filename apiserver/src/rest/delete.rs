@@ -24,14 +24,7 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 pub use crdplane_core::options::{DeleteOptions, dry_run_not_supported, validate_delete_options};
 
 fn cannot_unmarshal(v: &Value, field: &str, go_type: &str) -> ApiError {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
+    let kind = crdplane_core::gofmt::go_json_kind(v);
     ApiError::bad_request(format!(
         "json: cannot unmarshal {kind} into Go struct field DeleteOptions.{field} of type {go_type}"
     ))
