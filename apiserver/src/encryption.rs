@@ -223,8 +223,7 @@ pub fn is_envelope(v: &Value) -> bool {
 /// Whether the stored bytes `b` hold an envelope (a cheap look for paths that pass
 /// stored bytes through without parsing them).
 pub fn looks_sealed(b: &[u8]) -> bool {
-    let needle = ENVELOPE_FIELD.as_bytes();
-    b.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(b, ENVELOPE_FIELD.as_bytes()).is_some()
 }
 
 /// The error of an envelope read without any configuration for its resource.

@@ -51,6 +51,9 @@ pub fn load(path: &Path) -> Result<EncryptionConfig, String> {
 #[derive(Clone)]
 pub struct Sealing {
     transformer: Option<Arc<Transformer>>,
+    /// The resource is one a configuration may name ([`ENCRYPTABLE`]): only then can a
+    /// stored object be sealed at all.
+    encryptable: bool,
     tenant: String,
     group: &'static str,
     resource: &'static str,
@@ -67,6 +70,7 @@ impl Sealing {
             transformer: config
                 .and_then(|c| c.for_resource(storage.0, storage.1))
                 .cloned(),
+            encryptable: ENCRYPTABLE.contains(&storage),
             tenant: tenant.to_string(),
             group: storage.0,
             resource: storage.1,
@@ -110,7 +114,8 @@ impl Sealing {
     /// For paths that pass stored bytes through without parsing them (only taken while the
     /// resource is not [`Sealing::active`]): refuses bytes that hold a sealed object.
     pub fn check_plain(&self, stored: &[u8]) -> Result<(), ApiError> {
-        if looks_sealed(stored)
+        if self.encryptable
+            && looks_sealed(stored)
             && let Ok(v) = serde_json::from_slice::<Value>(stored)
             && crdplane_apiserver::encryption::is_envelope(&v)
         {
