@@ -118,9 +118,10 @@ pub fn validate_secret(obj: &Value) -> Vec<FieldError> {
             required(&mut errs, "password");
         }
         "kubernetes.io/ssh-auth" => required(&mut errs, "ssh-privatekey"),
+        // validation.go `ValidateSecret`: the certificate first, then the key.
         "kubernetes.io/tls" => {
-            required(&mut errs, "tls.key");
             required(&mut errs, "tls.crt");
+            required(&mut errs, "tls.key");
         }
         _ => {}
     }
@@ -213,6 +214,13 @@ mod tests {
         assert_eq!(
             texts(json!({"type": "kubernetes.io/tls", "data": {"tls.crt": ""}})),
             vec!["data[tls.key]: Required value"]
+        );
+        assert_eq!(
+            texts(json!({"type": "kubernetes.io/tls", "data": {}})),
+            vec![
+                "data[tls.crt]: Required value",
+                "data[tls.key]: Required value"
+            ]
         );
         assert_eq!(
             texts(json!({"type": "kubernetes.io/service-account-token"})),
