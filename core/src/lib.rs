@@ -37,6 +37,7 @@ pub mod ports;
 pub mod rvslot;
 pub mod selector;
 pub mod status;
+pub mod tenancy;
 pub mod validation;
 
 pub use field::{FieldError, FieldErrorType};

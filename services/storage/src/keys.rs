@@ -23,6 +23,9 @@
 //!
 //! Cache-invalidation notifications for a whole group/resource across tenants (CRDs,
 //! namespaces) go to `cp:changes:<group>/<resource>` and carry only keys.
+//!
+//! Every key of a tenant starts with `cp:{<tenant>|` ([`tenant_pattern`]): purging a tenant
+//! (`PurgeTenant`, server.rs) SCANs for them and parses each with [`parse_tenant_key`].
 
 use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1::ResourceRef;
@@ -100,11 +103,13 @@ impl Keyspace {
 
 /// Resources whose every write is announced on the cross-tenant change channel (for caches):
 /// CRDs and namespaces (the gateway's CRD and namespace caches), service accounts (its
-/// check of service-account tokens) and the RBAC objects (its per-tenant authorization
-/// policies).
+/// check of service-account tokens), the RBAC objects (its per-tenant authorization
+/// policies) and Tenants (`crdplane.io/tenants`, stored in tenant `root`: its tenant
+/// lifecycle and purge controller).
 pub fn notifies(group: &str, resource: &str) -> bool {
     match group {
         "apiextensions.k8s.io" => resource == "customresourcedefinitions",
+        crdplane_core::tenancy::GROUP => resource == crdplane_core::tenancy::RESOURCE,
         "" => resource == "namespaces" || resource == "serviceaccounts",
         "rbac.authorization.k8s.io" => matches!(
             resource,
@@ -162,6 +167,27 @@ pub fn parse_idx_key(key: &str) -> Option<(String, String, String)> {
 /// as [`parse_idx_key`].
 pub fn parse_ttl_key(key: &str) -> Option<(String, String, String)> {
     parse_triple_key(key, "ttl")
+}
+
+/// The kinds of key of a triple (`cp:{tag}:<kind>`, see the module doc; the pub/sub channel
+/// is not a key).
+pub const KEY_KINDS: [&str; 7] = ["rev", "obj", "idx", "ev", "evt", "own", "ttl"];
+
+/// SCAN pattern of every key of `tenant`: `cp:{<tenant>|*`. The tenant must hold no glob
+/// characters (`*?[]\`), as a DNS label does; and it is followed by `|`, so tenant `acme`
+/// does not match the keys of `acme2`.
+pub fn tenant_pattern(tenant: &str) -> String {
+    format!("cp:{{{tenant}|*")
+}
+
+/// The (tenant, group, resource) of any key of a triple ([`KEY_KINDS`]) of `tenant`, as
+/// [`parse_idx_key`]; `None` for another tenant's key, another kind or anything else.
+pub fn parse_tenant_key(key: &str, tenant: &str) -> Option<(String, String, String)> {
+    let (_, kind) = key.rsplit_once("}:")?;
+    if !KEY_KINDS.contains(&kind) {
+        return None;
+    }
+    parse_triple_key(key, kind).filter(|(t, _, _)| t == tenant)
 }
 
 fn parse_triple_key(key: &str, what: &str) -> Option<(String, String, String)> {
@@ -268,6 +294,62 @@ mod tests {
             "other",
         ] {
             assert_eq!(parse_idx_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn any_key_of_a_tenant_names_its_triple() {
+        let k = Keyspace::new(&r("acme", "stable.example.com", "crontabs")).unwrap();
+        let want = Some((
+            "acme".to_string(),
+            "stable.example.com".to_string(),
+            "crontabs".to_string(),
+        ));
+        for key in [&k.rev, &k.obj, &k.idx, &k.ev, &k.evt, &k.own, &k.ttl] {
+            assert_eq!(parse_tenant_key(key, "acme"), want, "{key}");
+            assert_eq!(parse_tenant_key(key, "acme2"), None, "{key}");
+            assert_eq!(parse_tenant_key(key, "acm"), None, "{key}");
+        }
+        let core = Keyspace::new(&r("acme", "", "namespaces")).unwrap();
+        assert_eq!(
+            parse_tenant_key(&core.evt, "acme"),
+            Some(("acme".into(), "".into(), "namespaces".into()))
+        );
+        let other = Keyspace::new(&r("acme2", "", "namespaces")).unwrap();
+        assert_eq!(parse_tenant_key(&other.obj, "acme"), None);
+        for bad in [
+            &k.channel,
+            "cp:{acme|crontabs.x}:other",
+            "cp:{acme|crontabs.x}",
+            "cp:{acme|}:obj",
+            "cp:{|crontabs}:obj",
+            "cp:{acmecrontabs}:obj",
+            "cp:changes:/namespaces",
+            "cp:epoch",
+            "other",
+        ] {
+            assert_eq!(parse_tenant_key(bad, "acme"), None, "{bad}");
+        }
+        assert_eq!(tenant_pattern("acme"), "cp:{acme|*");
+    }
+
+    #[test]
+    fn tenants_and_cache_resources_notify() {
+        for (g, res) in [
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+            ("", "namespaces"),
+            ("", "serviceaccounts"),
+            ("rbac.authorization.k8s.io", "clusterrolebindings"),
+            ("crdplane.io", "tenants"),
+        ] {
+            assert!(notifies(g, res), "{g}/{res}");
+        }
+        for (g, res) in [
+            ("", "configmaps"),
+            ("crdplane.io", "pendingdeletions"),
+            ("stable.example.com", "tenants"),
+        ] {
+            assert!(!notifies(g, res), "{g}/{res}");
         }
     }
 

@@ -6,6 +6,8 @@
 //! `CreateMany` run as one script call) → Redis; live events come back through Redis
 //! pub/sub into [`watch::Hub`] and out to gRPC watch streams. Key layout: [`keys`]. Objects
 //! written with a time to live are deleted when it ends by [`expiry`] (every replica).
+//! The gateway's tenant purge controller empties a Tenant being deleted with `PurgeTenant`
+//! ([`server`]): normal deletes of its objects, then its keys but the revision counters.
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 
 pub mod config;

@@ -1,4 +1,9 @@
 //! The tonic `Storage` service: gRPC requests → `Store` (Redis) and `Hub` (live events).
+//!
+//! `PurgeTenant` (the gateway's tenant purge controller, for a Tenant being deleted) empties
+//! a tenant one SCAN step at a time: each (group, resource) found loses its objects through
+//! the normal delete ([`Store::delete`]: DELETED events, change notifications), then its keys
+//! but the revision counter ([`Store::drop_keyspace`]).
 
 use crate::filter::{Filter, Transition};
 use crate::keys::{Keyspace, changes_channel};
@@ -18,6 +23,11 @@ use tonic::{Request, Response, Status};
 
 /// Largest page one List call reads from Redis at a time when filtering.
 const SCAN_CHUNK: usize = 1000;
+
+/// Rounds of deleting a purged resource's objects and dropping its keys before a
+/// `PurgeTenant` call gives up on a resource that is still being written to (409 Conflict;
+/// the caller retries the step).
+const PURGE_ROUNDS: usize = 3;
 
 /// The `crdplane.v1.Storage` gRPC service: requests go to the Redis store, watches to the hub.
 pub struct StorageService {
@@ -209,6 +219,54 @@ enum Inconsistent {
 }
 
 impl StorageService {
+    /// Deletes every object of `ks` (all namespaces) one by one through [`Store::delete`], as
+    /// `DeleteCollection` does, so each gets its DELETED event and change notification; an
+    /// object deleted meanwhile (404) is skipped. The number deleted.
+    async fn delete_all(&self, ks: &Keyspace) -> Result<u64, ApiError> {
+        let mut deleted = 0;
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .store
+                .list_page(ks, "", &cursor, Some(SCAN_CHUNK))
+                .await?;
+            let n = page.items.len();
+            for (k, _) in page.items {
+                let (ns, name) = k.split_once('/').unwrap_or(("", &k));
+                match self.store.delete(ks, ns, name, 0).await {
+                    Ok(_) => deleted += 1,
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+                cursor = k;
+            }
+            if n == 0 || page.remaining == 0 {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    /// Purges one resource of a tenant: every object deleted ([`Self::delete_all`]), then
+    /// every key but the revision counter dropped ([`Store::drop_keyspace`], refused while an
+    /// object exists: one written meanwhile is deleted by the next round). (objects
+    /// deleted, keys dropped); harmless to repeat.
+    async fn purge_keyspace(&self, ks: &Keyspace) -> Result<(u64, u64), ApiError> {
+        let mut deleted = 0;
+        for _ in 0..PURGE_ROUNDS {
+            deleted += self.delete_all(ks).await?;
+            if let Some(dropped) = self.store.drop_keyspace(ks).await? {
+                return Ok((deleted, dropped));
+            }
+        }
+        Err(ApiError::new(
+            crdplane_core::Reason::Conflict,
+            format!(
+                "tenant {:?}: {} are still being written; try again",
+                ks.tenant, ks.gr
+            ),
+        ))
+    }
+
     /// Waits (up to [`BLOCK_TIMEOUT`]) until the resource's revision reaches `target`.
     async fn wait_fresh(&self, ks: &Keyspace, target: u64) -> Result<(), ApiError> {
         let start = std::time::Instant::now();
@@ -864,6 +922,54 @@ impl Storage for StorageService {
             next_start_after: next,
             repaired,
             examined: examined as u32,
+        }))
+    }
+
+    async fn purge_tenant(
+        &self,
+        req: Request<pb::PurgeTenantRequest>,
+    ) -> Result<Response<pb::PurgeTenantResponse>, Status> {
+        let r = req.get_ref();
+        // A DNS label holds no glob characters for the SCAN pattern, nor `|` / `}`.
+        let invalid = crdplane_core::validation::is_dns1123_label(&r.tenant);
+        if !invalid.is_empty() {
+            return Err(crdplane_proto::status::to_grpc(ApiError::bad_request(
+                format!("invalid tenant {:?}: {}", r.tenant, invalid.join(", ")),
+            )));
+        }
+        let count = match r.count {
+            0 => 100,
+            n => n.min(10_000) as usize,
+        };
+        let (found, cursor) = self
+            .store
+            .scan_tenant(&r.tenant, r.cursor, count)
+            .await
+            .map_err(crdplane_proto::status::to_grpc)?;
+        let (mut deleted, mut dropped) = (0, 0);
+        for (tenant, group, resource) in found {
+            // Every stored key was named by a valid reference; anything else is not ours.
+            let Ok(ks) = Keyspace::new(&pb::ResourceRef {
+                tenant,
+                group,
+                resource,
+            }) else {
+                continue;
+            };
+            let (d, k) = self
+                .purge_keyspace(&ks)
+                .await
+                .map_err(crdplane_proto::status::to_grpc)?;
+            deleted += d;
+            dropped += k;
+        }
+        if deleted > 0 || dropped > 0 {
+            tracing::info!(tenant = %r.tenant, deleted, dropped, cursor, "tenant purge step");
+        }
+        Ok(Response::new(pb::PurgeTenantResponse {
+            cursor,
+            deleted,
+            dropped,
         }))
     }
 

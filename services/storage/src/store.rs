@@ -101,6 +101,8 @@ pub struct Store {
     list: std::sync::Arc<Script>,
     /// lua/owners.lua + lua/scan_owned.lua: one page of the collector's resync.
     scan_owned: std::sync::Arc<Script>,
+    /// lua/drop_keyspace.lua: a purged triple's keys but its revision counter.
+    drop_keyspace: std::sync::Arc<Script>,
     epoch_script: std::sync::Arc<Script>,
     raise_script: std::sync::Arc<Script>,
     /// The write scripts of the current recovery epoch.
@@ -262,6 +264,7 @@ impl Store {
                 include_str!("lua/owners.lua"),
                 include_str!("lua/scan_owned.lua")
             ))),
+            drop_keyspace: std::sync::Arc::new(Script::new(include_str!("lua/drop_keyspace.lua"))),
             epoch_script: std::sync::Arc::new(Script::new(EPOCH_LUA)),
             raise_script: std::sync::Arc::new(Script::new(RAISE_LUA)),
             writes: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(
@@ -585,13 +588,55 @@ impl Store {
         .await
     }
 
+    /// One step of a Redis `SCAN` over every key of `tenant` (`keys::tenant_pattern`; the
+    /// tenant must be a DNS label): the distinct (tenant, group, resource) triples found, in
+    /// order, and the next cursor (0 = done).
+    pub async fn scan_tenant(
+        &self,
+        tenant: &str,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
+        let (mut found, next) = self
+            .scan_triples(
+                &crate::keys::tenant_pattern(tenant),
+                |k| crate::keys::parse_tenant_key(k, tenant),
+                cursor,
+                count,
+            )
+            .await?;
+        found.sort_unstable();
+        found.dedup();
+        Ok((found, next))
+    }
+
+    /// Drops the keys of `ks` but its revision counter (obj, idx, ev, evt, own, ttl: UNLINK),
+    /// atomically and only while it holds no object: `Some(keys removed)`, or `None` when an
+    /// object exists (written since the caller deleted them all; nothing is removed).
+    pub async fn drop_keyspace(&self, ks: &Keyspace) -> Result<Option<u64>, ApiError> {
+        self.writable()?;
+        let mut c = self.conn.clone();
+        let r: i64 = self
+            .drop_keyspace
+            .key(&ks.obj)
+            .key(&ks.idx)
+            .key(&ks.ev)
+            .key(&ks.evt)
+            .key(&ks.own)
+            .key(&ks.ttl)
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_err)?;
+        Ok(u64::try_from(r).ok())
+    }
+
     /// One step of a Redis `SCAN` (never KEYS) over the keys matching `pattern`, each
     /// turned into its (tenant, group, resource) triple by `parse`; the next cursor (0 =
     /// done).
     async fn scan_triples(
         &self,
         pattern: &str,
-        parse: fn(&str) -> Option<(String, String, String)>,
+        parse: impl Fn(&str) -> Option<(String, String, String)>,
         cursor: u64,
         count: usize,
     ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {

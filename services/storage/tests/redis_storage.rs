@@ -905,3 +905,229 @@ async fn bytes_that_are_not_a_json_object_are_refused() {
     // The update wrote nothing either.
     assert_eq!(list.items[0], good.json);
 }
+
+/// `PurgeTenant` walks one tenant's keys with SCAN, a few keys per call: every object of
+/// every resource of the tenant is deleted the normal way (DELETED watch events, change
+/// notifications), then every key but the revision counters is dropped. Tenants whose name
+/// starts with the purged one's (`acme2`) and other tenants are untouched; a second walk
+/// finds nothing to delete; a tenant name that is not a DNS label is refused.
+#[tokio::test]
+async fn purge_tenant_deletes_every_object_and_keeps_only_revision_counters() {
+    let (redis, c) = start(100).await;
+    let res = |tenant: &str, group: &str, resource: &str| pb::ResourceRef {
+        tenant: tenant.into(),
+        group: group.into(),
+        resource: resource.into(),
+    };
+    let crontabs = |t: &str| res(t, "stable.example.com", "crontabs");
+    let widgets = |t: &str| res(t, "example.io", "widgets");
+    let namespaces = |t: &str| res(t, "", "namespaces");
+    let put = |r: pb::ResourceRef, ns: &str, name: &str| {
+        let mut c = c.clone();
+        let obj = json!({"apiVersion":"v1","kind":"X","metadata":{"name":name,"namespace":ns}});
+        let (ns, name) = (ns.to_string(), name.to_string());
+        async move {
+            c.create(pb::CreateRequest {
+                key: Some(pb::ObjectKey {
+                    resource: Some(r),
+                    namespace: ns,
+                    name,
+                }),
+                object: Some(write(&obj)),
+                dry_run: false,
+                ttl_seconds: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+        }
+    };
+    let mut created = 0u64;
+    let mut last_crontab_rv = 0;
+    for (ns, name) in [("a", "x"), ("a", "y"), ("b", "x"), ("b", "y"), ("b", "z")] {
+        last_crontab_rv = put(crontabs("acme"), ns, name).await.resource_version;
+        created += 1;
+    }
+    for name in ["w1", "w2", "w3"] {
+        put(widgets("acme"), "a", name).await;
+        created += 1;
+    }
+    for name in ["a", "b"] {
+        put(namespaces("acme"), "", name).await;
+        created += 1;
+    }
+    assert_eq!(created, 10);
+    put(crontabs("acme2"), "a", "x").await;
+    put(namespaces("acme2"), "", "a").await;
+    put(crontabs("other"), "a", "x").await;
+
+    let mut watch = c
+        .clone()
+        .watch(pb::WatchRequest {
+            resource: Some(crontabs("acme")),
+            from_resource_version: last_crontab_rv,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut changes = c
+        .clone()
+        .changes(pb::ChangesRequest {
+            group: String::new(),
+            resource: "namespaces".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let walk = || {
+        let mut c = c.clone();
+        async move {
+            let (mut cursor, mut calls, mut deleted, mut dropped) = (0, 0, 0, 0);
+            loop {
+                let r = c
+                    .purge_tenant(pb::PurgeTenantRequest {
+                        tenant: "acme".into(),
+                        cursor,
+                        count: 2,
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                calls += 1;
+                deleted += r.deleted;
+                dropped += r.dropped;
+                cursor = r.cursor;
+                if cursor == 0 {
+                    return (calls, deleted, dropped);
+                }
+            }
+        }
+    };
+    let (calls, deleted, dropped) = walk().await;
+    assert!(calls > 1, "a walk of several SCAN steps ({calls})");
+    assert_eq!(deleted, created);
+    // Each resource's event stream and checkpoints (obj, idx, own, ttl are gone with the
+    // last object).
+    assert_eq!(dropped, 6, "ev and evt of three resources");
+
+    let list = |r: pb::ResourceRef| {
+        let mut c = c.clone();
+        async move {
+            c.list(pb::ListRequest {
+                resource: Some(r),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .items
+            .iter()
+            .map(|i| {
+                let v: Value = serde_json::from_slice(i).unwrap();
+                format!(
+                    "{}/{}",
+                    v["metadata"]["namespace"].as_str().unwrap_or(""),
+                    v["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect::<Vec<_>>()
+        }
+    };
+    for r in [crontabs("acme"), widgets("acme"), namespaces("acme")] {
+        assert_eq!(list(r.clone()).await, Vec::<String>::new(), "{r:?}");
+    }
+    assert_eq!(list(crontabs("acme2")).await, ["a/x"]);
+    assert_eq!(list(namespaces("acme2")).await, ["/a"]);
+    assert_eq!(list(crontabs("other")).await, ["a/x"]);
+
+    // Watchers saw the deletions.
+    let mut gone = Vec::new();
+    while gone.len() < 5 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(5), watch.message())
+            .await
+            .expect("DELETED event")
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.r#type, pb::watch_event::Type::Deleted as i32);
+        let v: Value = serde_json::from_slice(&e.object).unwrap();
+        gone.push(format!(
+            "{}/{}",
+            v["metadata"]["namespace"].as_str().unwrap(),
+            v["metadata"]["name"].as_str().unwrap()
+        ));
+    }
+    gone.sort();
+    assert_eq!(gone, ["a/x", "a/y", "b/x", "b/y", "b/z"]);
+    // Caches following namespaces were told.
+    let mut told = Vec::new();
+    while told.len() < 2 {
+        let ch = tokio::time::timeout(std::time::Duration::from_secs(5), changes.message())
+            .await
+            .expect("change notification")
+            .unwrap()
+            .unwrap();
+        told.push((ch.tenant, ch.name));
+    }
+    told.sort();
+    assert_eq!(
+        told,
+        [("acme".into(), "a".into()), ("acme".into(), "b".into())]
+    );
+
+    // In Redis, only acme's revision counters are left; acme2's keys are all there.
+    let scan = |pattern: &str| {
+        let out = std::process::Command::new("redis-cli")
+            .arg("-s")
+            .arg(&redis.socket)
+            .args(["--scan", "--pattern", pattern])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let mut keys: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        scan("cp:{acme|*"),
+        [
+            "cp:{acme|crontabs.stable.example.com}:rev",
+            "cp:{acme|namespaces}:rev",
+            "cp:{acme|widgets.example.io}:rev",
+        ]
+    );
+    let acme2 = scan("cp:{acme2|*");
+    for k in [
+        "cp:{acme2|crontabs.stable.example.com}:obj",
+        "cp:{acme2|crontabs.stable.example.com}:idx",
+        "cp:{acme2|crontabs.stable.example.com}:ev",
+        "cp:{acme2|namespaces}:obj",
+    ] {
+        assert!(acme2.iter().any(|a| a == k), "{k} in {acme2:?}");
+    }
+
+    // A second walk finds only the counters: nothing to delete or drop.
+    let (_, deleted, dropped) = walk().await;
+    assert_eq!((deleted, dropped), (0, 0));
+    // A tenant of the same name created again continues the revisions.
+    let again = put(crontabs("acme"), "a", "x").await;
+    assert!(again.resource_version > last_crontab_rv + 5);
+
+    for bad in ["Acme", "a|b", "", "a*", "-acme", &"a".repeat(64)] {
+        let s = c
+            .clone()
+            .purge_tenant(pb::PurgeTenantRequest {
+                tenant: bad.into(),
+                cursor: 0,
+                count: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(s.code(), tonic::Code::InvalidArgument, "{bad:?}");
+        assert_eq!(api_error(s).code, 400, "{bad:?}");
+    }
+}
