@@ -7,8 +7,12 @@
 /// What a request addresses.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestInfo {
-    /// Tenant from the path prefix; the default tenant when there is none.
+    /// Tenant from the path prefix; the default tenant when there is none (the
+    /// configured one, until the authentication layer points the request at its
+    /// identity's own: [`identity_tenant`]).
     pub tenant: String,
+    /// Whether the path named the tenant (`/clusters/<tenant>/…`).
+    pub tenant_from_path: bool,
     /// Path with the tenant prefix removed, e.g. `/apis/stable.example.com/v1/...`.
     pub path: String,
     /// True for `/api/...` and `/apis/...` paths that name a resource (upstream
@@ -46,6 +50,20 @@ pub fn valid_tenant(t: &str) -> bool {
         && !t.ends_with('-')
 }
 
+/// Groups named `crdplane:tenant:<tenant>` give an identity its default tenant: the
+/// tenant of its requests on plain paths (from a client certificate's Organization, a
+/// token file's groups, an OIDC groups claim).
+pub const TENANT_GROUP_PREFIX: &str = "crdplane:tenant:";
+
+/// The default tenant of an identity with `groups`: the first valid tenant named by a
+/// [`TENANT_GROUP_PREFIX`] group.
+pub fn identity_tenant(groups: &[String]) -> Option<&str> {
+    groups
+        .iter()
+        .filter_map(|g| g.strip_prefix(TENANT_GROUP_PREFIX))
+        .find(|t| valid_tenant(t))
+}
+
 /// Parses `method` + `path` (+ whether the query's `watch` parameter is true, by
 /// `crate::http::query_bool`). Returns `Err` with a message for paths that can never be valid (bad tenant).
 pub fn parse(
@@ -65,6 +83,7 @@ pub fn parse(
             return Err(format!("invalid tenant name {t:?}"));
         }
         info.tenant = t.to_string();
+        info.tenant_from_path = true;
         rest = if after.is_empty() {
             "/"
         } else {
@@ -275,6 +294,22 @@ mod tests {
             (f.resource.as_str(), f.name.as_str(), f.subresource.as_str()),
             ("namespaces", "x", "finalize")
         );
+    }
+
+    #[test]
+    fn identity_tenants() {
+        let g = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(identity_tenant(&g(&["system:authenticated"])), None);
+        assert_eq!(
+            identity_tenant(&g(&[
+                "crdplane:tenant:Bad",
+                "crdplane:tenant:acme",
+                "crdplane:tenant:b"
+            ])),
+            Some("acme")
+        );
+        assert!(!p("GET", "/api/v1/pods", false).tenant_from_path);
+        assert!(p("GET", "/clusters/acme/api/v1/pods", false).tenant_from_path);
     }
 
     #[test]

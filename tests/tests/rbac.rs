@@ -1255,9 +1255,12 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
         })
         .collect();
     let mut refusals = 0;
+    // A plain path goes to the identity's own tenant: the configured default for users,
+    // tenant A for A's service account, whose plain paths are checked to reach A below.
+    let victims = |w: &str| if w == "builder" { vec![b] } else { vec![b, ""] };
     for w in who {
         for (method, path, body) in probes() {
-            for t in [b, ""] {
+            for t in victims(w) {
                 let url = s.url(&format!("{t}{path}"));
                 let (code, text) = send(w, method, &url, body.as_deref());
                 assert!(
@@ -1283,6 +1286,21 @@ fn isolation_matrix_identities_of_one_tenant_get_nothing_from_another() {
         }
     }
     eprintln!("isolation matrix: {refusals} requests, 0 successes");
+    let own = |t: &str| {
+        let (code, text) = send(
+            "builder",
+            "GET",
+            &s.url(&format!("{t}/api/v1/namespaces/team")),
+            None,
+        );
+        assert_eq!(code, 200, "{text}");
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["metadata"]["uid"].clone()
+    };
+    assert_eq!(
+        own(""),
+        own(a),
+        "the service account's plain paths reach its tenant"
+    );
     // Requests refused in a tenant nobody used yet store nothing there (no default
     // namespaces, no bootstrap roles): made-up tenant names cost no storage.
     for w in who {

@@ -24,6 +24,7 @@
 //! Impersonation is the next layer (`impersonation.rs`).
 
 use crate::http::{Body, Payload};
+use crate::request_info::RequestInfo;
 use crdplane_auth::chain::Authenticators;
 use crdplane_auth::user::UserInfo;
 use http::{Request, Response, StatusCode, header};
@@ -212,6 +213,19 @@ where
         match Authentication::identify(&self.authn, &req) {
             Ok(a) => {
                 req.headers_mut().remove(header::AUTHORIZATION);
+                // A plain path goes to the identity's own tenant: a service account's,
+                // else the one its groups name, else the configured default.
+                let own = a
+                    .service_account
+                    .as_ref()
+                    .map(|sa| sa.tenant.as_str())
+                    .or_else(|| crate::request_info::identity_tenant(&a.user.groups))
+                    .map(str::to_string);
+                if let (Some(t), Some(info)) = (own, req.extensions_mut().get_mut::<RequestInfo>())
+                    && !info.tenant_from_path
+                {
+                    info.tenant = t;
+                }
                 req.extensions_mut().insert::<User>(Arc::new(a.user));
                 let Some(sa) = a.service_account else {
                     return Answer::Inner {

@@ -318,6 +318,23 @@ where
             for n in names {
                 h.remove(n);
             }
+            // A plain path goes to the impersonated identity's own tenant when its groups
+            // name one (the requestor was authorized in the tenant it reached).
+            if let Some(t) = crate::request_info::identity_tenant(&user.groups)
+                && let Some(i) = req
+                    .extensions_mut()
+                    .get_mut::<crate::request_info::RequestInfo>()
+                && !i.tenant_from_path
+                && i.tenant != t
+            {
+                return Ok(error_response(&forbidden(
+                    &requestor.name,
+                    &crate::authz::attributes(i),
+                    &format!(
+                        "the impersonated identity belongs to tenant {t}; name it in the path (/clusters/{t}/...)"
+                    ),
+                )));
+            }
             req.extensions_mut().insert::<User>(Arc::new(user));
             inner.call(req).await
         }))
