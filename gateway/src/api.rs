@@ -196,6 +196,11 @@ async fn resource(ctx: &Arc<Ctx>, req: &Req) -> Result<Response<Body>, ApiError>
         // Families' futures are boxed each (see `crs::serve`): the request's future stays
         // small and only the family taken is allocated.
         ("api", "", "v1", "namespaces") => Box::pin(crate::namespaces::serve(ctx, req)).await,
+        ("apis", crate::stores::tenants::GROUP, crate::stores::tenants::VERSION, "tenants")
+            if i.tenant == crate::stores::tenants::ADMIN_SCOPE =>
+        {
+            Box::pin(crate::tenants::serve(ctx, req)).await
+        }
         ("api" | "apis", g, v, r) if crdplane_core::builtin::lookup(g, v, r).is_some() => {
             let b = crdplane_core::builtin::lookup(g, v, r).expect("just found");
             Box::pin(crate::builtin::serve(ctx, req, b)).await

@@ -34,6 +34,16 @@ pub struct Args {
         help = "Tenant of requests without a /clusters/<tenant> prefix."
     )]
     pub default_tenant: String,
+    /// How tenants come to exist: `explicit` (a platform admin creates each Tenant in the
+    /// admin scope, `/clusters/root`; unknown tenants get 404) or `on-first-use` (the first
+    /// request for a tenant creates it: a single team's development server only).
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_TENANT_CREATION",
+        value_enum,
+        default_value = "explicit"
+    )]
+    pub tenant_creation: crate::context::TenantCreation,
     /// Most client connections open at once; more are closed at once (0 = the descriptor
     /// limit less a reserve).
     #[arg(long, env = "CRDPLANE_GATEWAY_MAX_CONNECTIONS", default_value_t = 0)]
@@ -212,8 +222,14 @@ impl Args {
         ports::check_endpoint("--registry", &self.registry)?;
         ports::check_endpoint("--validation", &self.validation)?;
         ports::check_endpoint("--storage", &self.storage)?;
-        if self.default_tenant.is_empty() {
-            return Err("--default-tenant must not be empty".into());
+        if !crate::request_info::valid_tenant(&self.default_tenant)
+            || crate::stores::tenants::reserved(&self.default_tenant)
+        {
+            return Err(format!(
+                "--default-tenant {:?} is not a tenant name (a DNS-1123 label other than {:?})",
+                self.default_tenant,
+                crate::stores::tenants::ADMIN_SCOPE
+            ));
         }
         seconds("--request-header-timeout", self.request_header_timeout)?;
         seconds("--idle-timeout", self.idle_timeout)?;
@@ -261,6 +277,7 @@ impl Args {
             validation_endpoint: self.validation.clone(),
             storage_endpoint: self.storage.clone(),
             default_tenant: self.default_tenant.clone(),
+            tenant_creation: self.tenant_creation,
             advertise_address,
             connections: crdplane_transport::accept::ConnLimits {
                 max_total: self.max_connections,
@@ -553,7 +570,15 @@ mod tests {
             ),
             (
                 &["--default-tenant", ""],
-                Some("--default-tenant must not be empty"),
+                Some(
+                    "--default-tenant \"\" is not a tenant name (a DNS-1123 label other than \"root\")",
+                ),
+            ),
+            (
+                &["--default-tenant", "root"],
+                Some(
+                    "--default-tenant \"root\" is not a tenant name (a DNS-1123 label other than \"root\")",
+                ),
             ),
             (
                 &["--idle-timeout", "0"],

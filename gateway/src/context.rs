@@ -72,6 +72,23 @@ pub struct Config {
     /// `--encryption-provider-config`: encryption at rest of the listed built-in resources
     /// (see [`crate::encryption`]).
     pub encryption: Option<Arc<crdplane_apiserver::encryption::EncryptionConfig>>,
+    /// `--tenant-creation`: whether a tenant exists only once a platform admin created
+    /// its Tenant (see [`TenantCreation`]).
+    pub tenant_creation: TenantCreation,
+}
+
+/// How tenants come to exist (`--tenant-creation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TenantCreation {
+    /// A tenant exists once a platform admin created its Tenant in the admin scope
+    /// (`/clusters/root/apis/crdplane.io/v1alpha1/tenants`); requests for any other
+    /// tenant get 404 and write nothing. The `--default-tenant` is created on its first
+    /// request.
+    #[default]
+    Explicit,
+    /// The first request for an unknown tenant creates its Tenant, whoever sends it: for
+    /// a single team's development server, never for a platform.
+    OnFirstUse,
 }
 
 /// kube-apiserver's default `--request-timeout` (1m0s).
@@ -114,6 +131,7 @@ impl Default for Config {
             service_account_signer: None,
             api_audiences: Vec::new(),
             encryption: None,
+            tenant_creation: TenantCreation::Explicit,
         }
     }
 }
@@ -154,6 +172,10 @@ pub struct Ctx {
     pub sa_epoch: std::sync::atomic::AtomicU64,
     /// Whether the change stream of service accounts is followed (else nothing is cached).
     pub sa_following: std::sync::atomic::AtomicBool,
+    /// The phases of the tenants seen (see [`crate::tenant_directory`]).
+    pub tenant_dir: crate::tenant_directory::Directory,
+    /// Wakes the purge controller of deleted tenants (the `tenant_purge` module).
+    pub tenant_purge: tokio::sync::Notify,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -204,6 +226,8 @@ impl Ctx {
             sa_uids: Default::default(),
             sa_epoch: Default::default(),
             sa_following: Default::default(),
+            tenant_dir: Default::default(),
+            tenant_purge: tokio::sync::Notify::new(),
             cfg,
         }))
     }
@@ -267,6 +291,10 @@ impl Ctx {
         let mut followed = vec![
             ("apiextensions.k8s.io", "customresourcedefinitions"),
             ("", "namespaces"),
+            (
+                crdplane_core::tenancy::GROUP,
+                crdplane_core::tenancy::RESOURCE,
+            ),
         ];
         if self.cfg.authn.service_accounts.is_some() {
             followed.push(("", "serviceaccounts"));
@@ -282,6 +310,7 @@ impl Ctx {
             let ctx = Arc::downgrade(self);
             let rbac = group == crdplane_auth::rbac::GROUP;
             let accounts = resource == "serviceaccounts";
+            let tenants = group == crdplane_core::tenancy::GROUP;
             tokio::spawn(async move {
                 let mut backoff = std::time::Duration::from_millis(100);
                 loop {
@@ -305,6 +334,8 @@ impl Ctx {
                                 c.forget_service_accounts();
                                 c.sa_following
                                     .store(true, std::sync::atomic::Ordering::SeqCst);
+                            } else if tenants {
+                                c.tenant_dir.following(true);
                             } else {
                                 c.drop_caches(resource);
                             }
@@ -313,6 +344,10 @@ impl Ctx {
                             let Some(c) = ctx.upgrade() else { return };
                             if rbac {
                                 c.authz.invalidate(&ch.tenant);
+                            } else if tenants {
+                                // A Tenant (of the admin scope) changed: its tenant's
+                                // phase, and whether this process seeded it, are re-read.
+                                c.forget_tenant(&ch.name);
                             } else if accounts {
                                 c.sa_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                                 c.sa_uids.write().expect("lock").remove(&(
@@ -336,6 +371,8 @@ impl Ctx {
                             c.sa_following
                                 .store(false, std::sync::atomic::Ordering::SeqCst);
                             c.forget_service_accounts();
+                        } else if tenants {
+                            c.tenant_dir.following(false);
                         } else if !rbac {
                             c.drop_caches(resource);
                         } else if up {
@@ -379,6 +416,12 @@ impl Ctx {
             };
             let _ = tx.send(Arc::new(CrdNow { tenant, name, now }));
         });
+    }
+
+    /// Forgets what this process knows of `tenant`: its phase, and that it seeded it.
+    pub fn forget_tenant(&self, tenant: &str) {
+        self.tenant_dir.forget(tenant);
+        self.tenants.write().expect("lock").remove(tenant);
     }
 
     fn forget_service_accounts(&self) {

@@ -297,7 +297,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 .expect("json"),
         )),
         "/apis" => {
-            let d = crate::backends::registry::discovery(&ctx.registry, &req.info.tenant).await?;
+            let d = discovery(ctx, &req.info.tenant).await?;
             if wants_aggregated(req) {
                 Ok(aggregated_response(d.aggregated))
             } else {
@@ -311,7 +311,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         p if p.starts_with("/apis/") => {
             let rest = &p["/apis/".len()..];
-            let d = crate::backends::registry::discovery(&ctx.registry, &req.info.tenant).await?;
+            let d = discovery(ctx, &req.info.tenant).await?;
             match rest.split_once('/') {
                 None => {
                     let groups: Value =
@@ -350,6 +350,19 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         _ => Ok(crate::http::not_found_for(path)),
     }
+}
+
+/// The discovery documents of `tenant` (the registry's: its CRDs and the built-in types),
+/// with the Tenants' group in the admin scope.
+async fn discovery(
+    ctx: &Ctx,
+    tenant: &str,
+) -> Result<crate::backends::registry::Discovery, ApiError> {
+    let mut d = crate::backends::registry::discovery(&ctx.registry, tenant).await?;
+    if tenant == crate::stores::tenants::ADMIN_SCOPE {
+        crate::tenants::add_discovery(&mut d);
+    }
+    Ok(d)
 }
 
 /// Upstream health output: `ok`, or with `?verbose` one `[+]name ok` line per check and

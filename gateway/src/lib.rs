@@ -4,11 +4,13 @@
 //! Request path: TCP connection → [`server`] (accept loop; HTTP/1.1 framing by the
 //! crdplane-http1 crate, HTTP/2 by hyper) → the one edge `tower::Service` of [`stack`], one
 //! layer per file in [`filters`] in upstream's order (panic → trace → request info + tenant →
-//! metrics → limits and timeouts → authentication → tenant access → fairness →
-//! authorization) → the router, [`api::Router`] → non-resource endpoints ([`discovery`]:
+//! metrics → limits and timeouts → authentication → impersonation → tenant lifecycle → tenant
+//! access → fairness → authorization) → the router, [`api::Router`] → non-resource endpoints ([`discovery`]:
 //! health, version, discovery, OpenAPI) or resource handlers: namespaces ([`namespaces`]),
 //! built-in types ([`builtin`]: ConfigMap, Secret, ServiceAccount, Events, Lease → the
-//! generic machinery over storage), CRDs ([`crds`] → registry), custom resources ([`crs`]:
+//! generic machinery over storage), Tenants of the admin scope ([`tenants`]; the purge
+//! controller of deleted ones is [`tenant_purge`], which tenants exist [`tenant_directory`]),
+//! CRDs ([`crds`] → registry), custom resources ([`crs`]:
 //! writes through the generic machinery of [`cr_rest`] over [`stores`], reads over
 //! [`cr_store`] → validation + storage; `/scale` in [`scale_rest`]; [`watch`] for streams
 //! over [`watch_mux`], [`batch`] coalescing concurrent GETs into storage GetMany calls).
@@ -60,6 +62,9 @@ pub mod service_accounts;
 pub mod stack;
 pub mod stores;
 pub mod strategy;
+pub mod tenant_directory;
+pub mod tenant_purge;
+pub mod tenants;
 pub mod token_request;
 pub mod watch;
 pub mod watch_limit;

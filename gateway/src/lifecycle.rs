@@ -114,6 +114,29 @@ pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The storage of one RBAC resource of `tenant` (RBAC objects are stored as served) and
+/// the built-in strategy of its type.
+fn rbac_store<'a>(
+    ctx: &'a Ctx,
+    tenant: &'a str,
+    resource: &'static str,
+) -> (
+    crate::stores::storage::StorageStore<'a>,
+    crate::stores::builtin::BuiltinStrategy,
+) {
+    let r = crdplane_core::builtin::lookup(crdplane_auth::rbac::GROUP, "v1", resource)
+        .expect("RBAC types are built-in");
+    let ty = crate::stores::builtin::type_of(r);
+    let store = crate::stores::storage::StorageStore {
+        storage: &ctx.storage,
+        tenant,
+        group: r.storage.0,
+        resource: r.storage.1,
+        ttl_seconds: 0,
+    };
+    (store, crate::stores::builtin::BuiltinStrategy::new(ty))
+}
+
 /// Creates upstream's bootstrap ClusterRoles and ClusterRoleBindings
 /// (`crdplane_auth::rbac::bootstrap`) that the tenant lacks, through the generic create
 /// handler (so they carry uid, creationTimestamp and resourceVersion like any object). One
@@ -121,28 +144,8 @@ pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
 async fn ensure_bootstrap_rbac(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
     use crdplane_auth::rbac::bootstrap;
     let create = |resource: &'static str, obj: serde_json::Value| async move {
-        let r = crdplane_core::builtin::lookup(crdplane_auth::rbac::GROUP, "v1", resource)
-            .expect("RBAC types are built-in");
-        let ty = crate::stores::builtin::type_of(r);
-        // RBAC objects are stored as served: the storage service is their store.
-        let store = crate::stores::storage::StorageStore {
-            storage: &ctx.storage,
-            tenant,
-            group: r.storage.0,
-            resource: r.storage.1,
-            ttl_seconds: 0,
-        };
-        let strategy = crate::stores::builtin::BuiltinStrategy::new(ty);
-        match crdplane_apiserver::handlers::create(
-            &store,
-            &strategy,
-            &crdplane_apiserver::admission::Chain::none(),
-            "",
-            obj,
-            false,
-        )
-        .await
-        {
+        let (store, strategy) = rbac_store(ctx, tenant, resource);
+        match handlers::create(&store, &strategy, &Chain::none(), "", obj, false).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == 409 => Ok(()),
             Err(e) => Err(e),
@@ -157,6 +160,72 @@ async fn ensure_bootstrap_rbac(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> 
         .map(|o| create("clusterrolebindings", o));
     futures::future::try_join_all(bindings).await?;
     Ok(())
+}
+
+/// Makes the ClusterRoleBinding `crdplane:tenant-owners` of `tenant` bind `owners` (a
+/// Tenant's `spec.owners`, RBAC subjects) to `cluster-admin`: created, updated to the
+/// list, or deleted when the list is empty. Through the generic handlers, so RBAC
+/// validation and the change stream see it like any binding.
+pub async fn sync_owners(ctx: &Ctx, tenant: &str, owners: &[Value]) -> Result<(), ApiError> {
+    use crate::stores::tenants::OWNERS_BINDING;
+    let (store, strategy) = rbac_store(ctx, tenant, "clusterrolebindings");
+    let want = |rv: Option<&Value>| {
+        let mut b = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": OWNERS_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": owners,
+        });
+        if let Some(rv) = rv {
+            b["metadata"]["resourceVersion"] = rv.clone();
+        }
+        b
+    };
+    match store.get("", OWNERS_BINDING).await {
+        Ok(old) if owners.is_empty() => {
+            let o = crdplane_apiserver::rest::delete::DeleteOptions {
+                precondition_rv: old
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                ..Default::default()
+            };
+            match handlers::delete(&store, &strategy, &Chain::none(), "", OWNERS_BINDING, &o).await
+            {
+                Ok(_) => Ok(()),
+                Err(e) if e.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Ok(old) => {
+            if old.get("subjects").map(|s| s.as_array().map(Vec::as_slice)) == Some(Some(owners)) {
+                return Ok(());
+            }
+            let rv = old.pointer("/metadata/resourceVersion");
+            handlers::update(
+                &store,
+                &strategy,
+                &Chain::none(),
+                "",
+                "",
+                OWNERS_BINDING,
+                want(rv),
+                false,
+            )
+            .await
+            .map(|_| ())
+        }
+        Err(e) if e.code == 404 && owners.is_empty() => Ok(()),
+        Err(e) if e.code == 404 => {
+            match handlers::create(&store, &strategy, &Chain::none(), "", want(None), false).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.code == 409 => Box::pin(sync_owners(ctx, tenant, owners)).await,
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The NamespaceLifecycle admission plugin over [`require_namespace_for`]: a create in a

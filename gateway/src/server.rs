@@ -40,6 +40,7 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     }
     let ctx = Ctx::new(cfg)?;
     ctx.spawn_cache_followers();
+    crate::tenant_purge::spawn(&ctx);
     settings.authz = Some(ctx.clone());
     let edge = stack::build(&settings, Router::new(ctx));
     let tls = tls.map(|t| {

@@ -16,10 +16,12 @@
 //!    non-long-running requests (`WithRequestDeadline`, `WithTimeoutForNonLongRunningRequests`)
 //! 6. [`authentication`](crate::filters::authentication) (`WithAuthentication`)
 //! 7. [`impersonation`](crate::filters::impersonation) (`WithImpersonation`)
-//! 8. [`tenant_access`](crate::filters::tenant_access): may this identity use this tenant
-//! 9. [`fairness`](crate::filters::fairness) (`WithPriorityAndFairness`)
-//! 10. [`authorization`](crate::filters::authorization) (`WithAuthorization`)
-//! 11. the router.
+//! 8. [`tenant_lifecycle`](crate::filters::tenant_lifecycle): does this tenant exist and
+//!    serve (404 for unknown tenants, 403 for Terminating ones)
+//! 9. [`tenant_access`](crate::filters::tenant_access): may this identity use this tenant
+//! 10. [`fairness`](crate::filters::fairness) (`WithPriorityAndFairness`)
+//! 11. [`authorization`](crate::filters::authorization) (`WithAuthorization`)
+//! 12. the router.
 //!
 //! Upstream builds the chain innermost first; [`tower::ServiceBuilder`] reads outermost
 //! first, so the list above is also the order of the `.layer` calls in [`build`].
@@ -32,7 +34,8 @@ use crate::filters::{
     authentication::AuthenticationLayer, authorization::AuthorizationLayer,
     fairness::FairnessLayer, impersonation::ImpersonationLayer, limits::LimitsLayer,
     metrics::MetricsLayer, metrics::RequestMetrics, panic::PanicLayer,
-    request_info::RequestInfoLayer, tenant_access::TenantAccessLayer, trace::TraceLayer,
+    request_info::RequestInfoLayer, tenant_access::TenantAccessLayer,
+    tenant_lifecycle::TenantLifecycleLayer, trace::TraceLayer,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,8 +54,8 @@ pub struct Settings {
     pub metrics: Arc<RequestMetrics>,
     /// The authenticator chain of the authentication layer.
     pub authn: Arc<crdplane_auth::chain::Authenticators>,
-    /// The gateway whose authorizer the tenant-access and authorization layers ask (None:
-    /// allow all).
+    /// The gateway whose tenants, and whose authorizer, the tenant-lifecycle,
+    /// tenant-access and authorization layers ask (None: allow all).
     pub authz: Option<Arc<crate::context::Ctx>>,
 }
 
@@ -77,9 +80,11 @@ pub type Edge<R> = crate::filters::panic::PanicRecovery<
                 crate::filters::limits::Limits<
                     crate::filters::authentication::Authentication<
                         crate::filters::impersonation::Impersonation<
-                            crate::filters::tenant_access::TenantAccess<
-                                crate::filters::fairness::Fairness<
-                                    crate::filters::authorization::Authorization<R>,
+                            crate::filters::tenant_lifecycle::TenantLifecycle<
+                                crate::filters::tenant_access::TenantAccess<
+                                    crate::filters::fairness::Fairness<
+                                        crate::filters::authorization::Authorization<R>,
+                                    >,
                                 >,
                             >,
                         >,
@@ -100,6 +105,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(LimitsLayer::new(s.request_timeout))
         .layer(AuthenticationLayer::new(s.authn.clone(), s.authz.clone()))
         .layer(ImpersonationLayer::new(s.authz.clone()))
+        .layer(TenantLifecycleLayer::checking(s.authz.clone()))
         .layer(TenantAccessLayer::checking(s.authz.clone()))
         .layer(FairnessLayer)
         .layer(AuthorizationLayer::authorizing(s.authz.clone()))

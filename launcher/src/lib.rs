@@ -73,8 +73,9 @@ pub fn sibling(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-/// A kubeconfig YAML for kubectl and clients: one cluster at `server`, no credentials, namespace
-/// `default` (for a gateway serving plain HTTP).
+/// A kubeconfig YAML for kubectl and clients: the cluster at `server` (current context
+/// `crdplane`, namespace `default`) and its admin scope (context `crdplane-admin`, where
+/// Tenants are managed), no credentials (for a gateway serving plain HTTP).
 pub fn kubeconfig_yaml(server: &str) -> String {
     kubeconfig_with(server, "", " {}")
 }
@@ -103,9 +104,14 @@ pub fn kubeconfig_yaml_tls(
     )
 }
 
+/// The admin scope's path prefix: platform admins manage Tenants there
+/// (`kubectl --context crdplane-admin get tenants`).
+pub const ADMIN_SCOPE_PATH: &str = "/clusters/root";
+
 fn kubeconfig_with(server: &str, cluster_extra: &str, user: &str) -> String {
+    let admin = format!("{}{ADMIN_SCOPE_PATH}", server.trim_end_matches('/'));
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: crdplane\n  cluster:\n    server: {server}\n{cluster_extra}contexts:\n- name: crdplane\n  context:\n    cluster: crdplane\n    user: crdplane\n    namespace: default\ncurrent-context: crdplane\nusers:\n- name: crdplane\n  user:{user}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: crdplane\n  cluster:\n    server: {server}\n{cluster_extra}- name: crdplane-admin\n  cluster:\n    server: {admin}\n{cluster_extra}contexts:\n- name: crdplane\n  context:\n    cluster: crdplane\n    user: crdplane\n    namespace: default\n- name: crdplane-admin\n  context:\n    cluster: crdplane-admin\n    user: crdplane\ncurrent-context: crdplane\nusers:\n- name: crdplane\n  user:{user}\n"
     )
 }
 
@@ -318,6 +324,15 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     println!("Point kubectl at it:");
     println!("  export KUBECONFIG={}", kubeconfig.display());
     println!("  kubectl get namespaces");
+    println!(
+        "Tenants (each a logical cluster at {}/clusters/<tenant>) are created and deleted in the \
+         admin scope:",
+        client_url(&server)
+    );
+    println!("  kubectl --context crdplane-admin get tenants");
+    println!(
+        "  kubectl --context crdplane-admin create -f tenant.yaml   # kind: Tenant, apiVersion: crdplane.io/v1alpha1"
+    );
     println!();
     println!("Press Ctrl-C to stop.");
 
@@ -344,6 +359,12 @@ mod tests {
         assert!(k.contains("server: http://127.0.0.1:6443"));
         assert!(k.contains("current-context: crdplane"));
         let v: serde_json::Value = serde_saphyr::from_str(&k).unwrap();
+        assert_eq!(
+            v["clusters"][1]["cluster"]["server"],
+            "http://127.0.0.1:6443/clusters/root"
+        );
+        assert_eq!(v["contexts"][1]["name"], "crdplane-admin");
+        assert_eq!(v["contexts"][1]["context"]["cluster"], "crdplane-admin");
         assert_eq!(v["users"][0]["user"], serde_json::json!({}));
         assert!(
             v["clusters"][0]["cluster"]
@@ -373,6 +394,10 @@ mod tests {
         assert_eq!(cluster["name"], "crdplane");
         assert_eq!(cluster["cluster"]["server"], "https://127.0.0.1:6443");
         assert_eq!(unb64(&cluster["cluster"]["certificate-authority-data"]), ca);
+        assert_eq!(
+            unb64(&v["clusters"][1]["cluster"]["certificate-authority-data"]),
+            ca
+        );
         let ctx = &v["contexts"][0];
         assert_eq!(ctx["name"], "crdplane");
         assert_eq!(ctx["context"]["cluster"], "crdplane");

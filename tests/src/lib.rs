@@ -146,7 +146,8 @@ pub fn free_port() -> u16 {
 
 /// Starts a service binary and returns the URL it announced (`listening on http://ADDR`).
 /// The child is pushed to `children` once it announced (one that fails is stopped). A
-/// gateway gets `--insecure-http` unless its flags choose TLS or plain HTTP themselves.
+/// gateway gets `--insecure-http` unless its flags choose TLS or plain HTTP themselves, and
+/// `--tenant-creation=on-first-use` unless they choose.
 pub fn spawn_service(
     children: &mut Vec<Child>,
     name: &str,
@@ -160,6 +161,10 @@ pub fn spawn_service(
             .any(|a| a == "--insecure-http" || a == "--tls-cert-file")
     {
         args.push("--insecure-http".into());
+    }
+    // As [`Stack::builder`]: the suites address tenants by made-up names.
+    if name == "crdplane-gateway" && !args.iter().any(|a| a.starts_with("--tenant-creation")) {
+        args.push("--tenant-creation=on-first-use".into());
     }
     let spec = ChildSpec {
         name: name.to_string(),
@@ -204,6 +209,14 @@ pub struct Stack {
 impl Stack {
     /// A [`StackBuilder`] for the binaries in [`bin_dir`] on `redis_url`.
     pub fn builder(redis_url: &str) -> StackBuilder {
+        Self::explicit_tenants_builder(redis_url)
+            .args(Service::Gateway, &["--tenant-creation=on-first-use"])
+    }
+
+    /// A builder of the stack as an operator runs it: tenants exist only once created in
+    /// the admin scope (the suites' usual [`Stack::builder`] creates a tenant on its first
+    /// request, as they address tenants by made-up names).
+    pub fn explicit_tenants_builder(redis_url: &str) -> StackBuilder {
         StackBuilder::new(bin_dir(), redis_url)
     }
 

@@ -69,3 +69,24 @@ pub async fn list_page(
         remaining: r.has_remaining_item_count.then_some(r.remaining_item_count),
     })
 }
+
+/// One step of the storage service's `PurgeTenant` walk over the keys of `tenant` from
+/// `cursor`: the next cursor (0: the walk is done) and the objects deleted.
+pub async fn purge_tenant(
+    storage: &StorageClient<Channel>,
+    tenant: &str,
+    cursor: u64,
+    count: u32,
+) -> Result<(u64, u64), ApiError> {
+    let r = storage
+        .clone()
+        .purge_tenant(pb::PurgeTenantRequest {
+            tenant: tenant.into(),
+            cursor,
+            count,
+        })
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
+        .into_inner();
+    Ok((r.cursor, r.deleted))
+}

@@ -2,7 +2,7 @@
 //! (outermost first, as upstream's `DefaultBuildHandlerChain` in
 //! staging/src/k8s.io/apiserver/pkg/server/config.go): [`panic`](mod@panic), [`trace`],
 //! [`request_info`], [`metrics`], [`limits`], [`authentication`], [`impersonation`],
-//! [`tenant_access`], [`fairness`], [`authorization`] ([`gate`] is the service the last two
+//! [`tenant_lifecycle`], [`tenant_access`], [`fairness`], [`authorization`] ([`gate`] is the service the last two
 //! policy-gated layers share). Each is a `tower::Layer` and its `tower::Service`, with
 //! an in-process test against a stub inner service.
 
@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod panic;
 pub mod request_info;
 pub mod tenant_access;
+pub mod tenant_lifecycle;
 pub mod trace;
 
 /// A pass-through seam: a layer whose service hands every request to the inner service

@@ -1,4 +1,4 @@
-//! Tenant access: seventh layer of the edge stack (`stack.rs`), after authentication (it
+//! Tenant access: ninth layer of the edge stack (`stack.rs`), after authentication (it
 //! needs the identity) and before fairness (a request refused here costs no fairness seat).
 //! Upstream has no tenants; this is crdplane's own filter (DESIGN.md, "Identity and
 //! tenancy").
@@ -17,8 +17,8 @@
 //! (`crate::authz`), so it costs a set lookup; an uncached tenant costs one policy read,
 //! which the authorization layer then finds cached.
 //!
-//! Still to come here (the tenancy issue): unknown tenants answer 404 and write nothing
-//! once tenants are created explicitly.
+//! Whether the tenant exists at all is decided by the layer before this one
+//! ([`tenant_lifecycle`](super::tenant_lifecycle)).
 
 use super::gate::{Gate, GateLayer, Gated, Verdict};
 use crate::context::Ctx;
@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub struct Membership;
 
 /// The process-level paths that belong to no tenant.
-fn process_path(i: &RequestInfo) -> bool {
+pub(crate) fn process_path(i: &RequestInfo) -> bool {
     !i.is_resource_request
         && ["/healthz", "/livez", "/readyz", "/version"]
             .iter()

@@ -10,4 +10,5 @@ pub mod crds;
 pub mod crs;
 pub mod namespaces;
 pub mod storage;
+pub mod tenants;
 pub mod typed;
