@@ -40,6 +40,9 @@ pub struct HttpTarget {
     conns: Vec<tokio::sync::Mutex<Option<Conn>>>,
     /// `http://host:port[/clusters/<tenant>]`
     base: String,
+    /// The Tenant to create before anything else (`--tenant`): `(admin scope's Tenants URL,
+    /// tenant name)`.
+    tenant: Option<(String, String)>,
     /// `<base>/apis/stable.example.com/v1/namespaces/<ns>/crontabs`
     collection: String,
     namespace: String,
@@ -194,6 +197,14 @@ impl HttpTarget {
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
             base,
+            tenant: cfg.tenant.as_ref().map(|t| {
+                use crdplane_core::tenancy::{ADMIN_SCOPE, GROUP, RESOURCE, VERSION};
+                let url = format!(
+                    "{}/clusters/{ADMIN_SCOPE}/apis/{GROUP}/{VERSION}/{RESOURCE}",
+                    cfg.endpoint
+                );
+                (url, t.clone())
+            }),
             collection,
             namespace: cfg.namespace.clone(),
             object_size: cfg.object_size,
@@ -421,8 +432,29 @@ impl HttpTarget {
         }
     }
 
-    /// Creates the CRD (if missing) and the namespace, and waits until the resource is served.
+    /// Creates the tenant (`--tenant`, if missing; a server that creates tenants on first use
+    /// or refuses the admin scope gets a warning), the CRD (if missing) and the namespace,
+    /// and waits until the resource is served.
     pub async fn setup(&self) -> anyhow::Result<()> {
+        if let Some((url, name)) = &self.tenant {
+            let t = serde_json::to_vec(&json!({
+                "apiVersion": crdplane_core::tenancy::API_VERSION,
+                "kind": crdplane_core::tenancy::KIND,
+                "metadata": {"name": name}
+            }))?;
+            match self.send(Method::POST, url, Some(t)).await {
+                Ok((s, _)) if s.is_success() => eprintln!("setup: created tenant {name}"),
+                Ok((StatusCode::CONFLICT, _)) => eprintln!("setup: tenant {name} already exists"),
+                Ok((s, body)) => eprintln!(
+                    "setup: warning: creating tenant {name} answered {s}: {}",
+                    crate::stats::truncate_body(&body)
+                ),
+                Err(f) => eprintln!(
+                    "setup: warning: creating tenant {name}: {}: {}",
+                    f.key, f.body
+                ),
+            }
+        }
         let crd_url = format!(
             "{}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
             self.base

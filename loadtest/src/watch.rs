@@ -290,8 +290,32 @@ pub async fn run(a: WatchArgs) -> anyhow::Result<Value> {
         None => find_pids(),
     };
 
-    // Setup: CRD, namespaces.
+    // Setup: the tenant (when named; its creation is the platform admin's, in the admin
+    // scope), the CRD, the namespaces.
     let mut c = Conn::open(&t.host).await?;
+    if !a.tenant.is_empty() {
+        use crdplane_core::tenancy::{ADMIN_SCOPE, API_VERSION, GROUP, KIND, RESOURCE, VERSION};
+        let admin = Target {
+            base: format!("http://{}/clusters/{ADMIN_SCOPE}", t.host),
+            host: t.host.clone(),
+        };
+        let body = serde_json::json!({"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": a.tenant}});
+        let (s, b) = c
+            .call(
+                &admin,
+                Method::POST,
+                &format!("/apis/{GROUP}/{VERSION}/{RESOURCE}"),
+                Some(body),
+            )
+            .await?;
+        if !(s.is_success() || s == StatusCode::CONFLICT) {
+            eprintln!(
+                "setup: warning: creating tenant {}: {s}: {}",
+                a.tenant,
+                String::from_utf8_lossy(&b)
+            );
+        }
+    }
     let (s, b) = c
         .call(
             &t,

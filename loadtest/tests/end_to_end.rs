@@ -25,6 +25,8 @@ struct Fake {
     rv: AtomicU64,
     conflicts: AtomicU64,
     tenants: Mutex<Vec<String>>,
+    /// Tenants created through the admin scope's Tenants.
+    created_tenants: Mutex<Vec<String>>,
     posts: AtomicU64,
     puts: AtomicU64,
     lists: AtomicU64,
@@ -61,6 +63,13 @@ async fn handle(fake: Arc<Fake>, req: Request<hyper::body::Incoming>) -> Respons
     let mut path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
+    if method == hyper::Method::POST && path == "/clusters/root/apis/crdplane.io/v1alpha1/tenants" {
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["kind"], "Tenant");
+        let name = v["metadata"]["name"].as_str().unwrap().to_string();
+        fake.created_tenants.lock().unwrap().push(name);
+        return ok(StatusCode::CREATED, body);
+    }
     if let Some(rest) = path.strip_prefix("/clusters/") {
         let (tenant, rest) = rest.split_once('/').unwrap();
         fake.tenants.lock().unwrap().push(tenant.to_string());
@@ -222,6 +231,7 @@ async fn http_create_sets_up_and_writes_sized_unique_objects() {
     assert!(objs.values().all(|(b, _)| b.len() == 2048));
     assert!(objs.keys().all(|k| k.starts_with("lt-")));
     assert!(fake.tenants.lock().unwrap().is_empty());
+    assert!(fake.created_tenants.lock().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,6 +275,7 @@ async fn http_mixed_uses_working_set_and_tenant_prefix() {
     let tenants = fake.tenants.lock().unwrap();
     assert!(tenants.len() >= 440);
     assert!(tenants.iter().all(|t| t == "acme"));
+    assert_eq!(*fake.created_tenants.lock().unwrap(), ["acme"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
