@@ -114,6 +114,35 @@ fn backend_ports_answer_only_crdplane_processes() {
         assert_ne!(e.code(), tonic::Code::Ok);
         assert_ne!(e.code(), tonic::Code::AlreadyExists);
 
+        // The validation service's certificate is a service's, but validation never calls
+        // storage: verified, and refused on every call (the registry is the gateway's only).
+        let validation = Mtls::load(&Files {
+            ca: pki.services_ca_path(),
+            cert: pki.service_cert_path("validation"),
+            key: pki.service_key_path("validation"),
+        })
+        .unwrap();
+        let e = StorageClient::new(channel(&storage, Some(validation.clone())))
+            .create(configmap("by-validation"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert_eq!(
+            e.message(),
+            crdplane_transport::mtls::caller_refused("crdplane-validation")
+        );
+        let e = crdplane_proto::v1::registry_client::RegistryClient::new(channel(
+            &procs.registry,
+            Some(validation),
+        ))
+        .list_crds(pb::CrdListRequest {
+            tenant: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+
         // The gateway's certificate is served, and storage still refuses bytes that are not
         // one JSON object.
         let gateway = Mtls::load(&Files {

@@ -56,6 +56,9 @@ pub struct ServeOptions {
     pub limits: accept::ConnLimits,
     /// Mutual TLS (see [`mtls`]); `None`: plaintext HTTP/2.
     pub tls: Option<mtls::Mtls>,
+    /// With mutual TLS, the common names of the callers served ([`mtls::callers`]); empty:
+    /// any certificate of the services CA.
+    pub callers: &'static [&'static str],
 }
 
 /// How long an accepted socket may take to finish its TLS handshake.
@@ -128,6 +131,7 @@ where
     S::Future: Send + 'static,
 {
     let acceptor = accept::Acceptor::new(listener, opts.limits);
+    let callers = opts.callers;
     let tls = match opts.tls {
         None => None,
         Some(t) => {
@@ -148,12 +152,9 @@ where
                 Some(tls) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
                         Ok(Ok(stream)) => {
-                            let verified = stream
-                                .get_ref()
-                                .1
-                                .peer_certificates()
-                                .is_some_and(|c| !c.is_empty());
-                            let svc = mtls::RequireClientCert::new(svc, verified);
+                            let access =
+                                mtls::Access::of(stream.get_ref().1.peer_certificates(), callers);
+                            let svc = mtls::RequireClientCert::new(svc, access);
                             serve_connection(TokioIo::new(stream), svc).await
                         }
                         Ok(Err(e)) => {

@@ -26,7 +26,14 @@
 //!   not the CA of the users' client certificates (`crdplane up` creates a separate services
 //!   CA). The tenant and user a call names (`crate::context`) are trusted because only the
 //!   gateway, which decided them at its edge, and the registry, which passes on the gateway's,
-//!   hold such a certificate.
+//!   may call with them.
+//! - Which service may call which is decided by the certificate's subject common name,
+//!   `crdplane-<kind>` ([`callers`]): a server lists the callers it serves
+//!   (`ServeOptions::callers`: storage and validation the gateway and the registry, the
+//!   registry the gateway); a verified certificate of another name gets `PERMISSION_DENIED`
+//!   ([`caller_refused`]) on every call but health. So a validation process, or any other
+//!   holder of a services certificate, cannot read or write a tenant's objects. Certificates
+//!   an operator issues must follow the naming.
 //!
 //! Follows etcd's client-port security (`--client-cert-auth` with `--trusted-ca-file`, and
 //! kube-apiserver's `--etcd-cafile/--etcd-certfile/--etcd-keyfile` on the caller's side),
@@ -49,6 +56,61 @@ use crate::tls::{RELOAD_EVERY, Reloading, provider, spawn_reloader};
 /// The message of the `UNAUTHENTICATED` answer to a call without a client certificate.
 pub const CLIENT_CERT_REQUIRED: &str =
     "a client certificate of the crdplane services CA is required";
+
+/// The subject common names of crdplane's own certificates (`crdplane up` issues
+/// `crdplane-<kind>`), as servers list the callers they serve.
+pub mod callers {
+    /// The gateway: calls storage, validation and the registry.
+    pub const GATEWAY: &str = "crdplane-gateway";
+    /// The registry: calls storage and validation.
+    pub const REGISTRY: &str = "crdplane-registry";
+}
+
+/// The message of the `PERMISSION_DENIED` answer to a verified caller whose certificate's
+/// common name the server does not serve.
+pub fn caller_refused(common_name: &str) -> String {
+    format!("a client certificate with common name {common_name:?} may not call this service")
+}
+
+/// What a TLS connection's client certificate allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Every call: a verified certificate of a caller the server serves.
+    Allowed,
+    /// The health service only: no certificate.
+    NoCertificate,
+    /// The health service only: a verified certificate of this common name, which the
+    /// server does not serve.
+    Refused(String),
+}
+
+impl Access {
+    /// The access of a connection whose verified client certificates are `certs` (leaf
+    /// first) to a server that serves `callers` (empty: any certificate of the CA).
+    pub fn of(certs: Option<&[CertificateDer<'_>]>, callers: &[&str]) -> Access {
+        let Some(leaf) = certs.and_then(|c| c.first()) else {
+            return Access::NoCertificate;
+        };
+        if callers.is_empty() {
+            return Access::Allowed;
+        }
+        let cn = x509_parser::parse_x509_certificate(leaf.as_ref())
+            .ok()
+            .and_then(|(_, c)| {
+                c.subject()
+                    .iter_common_name()
+                    .next()
+                    .and_then(|a| a.as_str().ok())
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        if callers.contains(&cn.as_str()) {
+            Access::Allowed
+        } else {
+            Access::Refused(cn)
+        }
+    }
+}
 
 /// The mutual-TLS flags every crdplane process shares (all three or none).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -233,17 +295,18 @@ impl rustls::client::ResolvesClientCert for Reloading {
 }
 
 /// The service of one TLS connection: calls pass when the connection presented a verified
-/// client certificate; without one only the health service answers (see the module docs).
+/// client certificate of a caller the server serves; otherwise only the health service
+/// answers (see the module docs).
 #[derive(Clone, Debug)]
 pub struct RequireClientCert<S> {
     inner: S,
-    verified: bool,
+    access: Access,
 }
 
 impl<S> RequireClientCert<S> {
-    /// `inner` behind the check; `verified`: the connection's client certificate verified.
-    pub fn new(inner: S, verified: bool) -> Self {
-        Self { inner, verified }
+    /// `inner` behind the check, for a connection with `access`.
+    pub fn new(inner: S, access: Access) -> Self {
+        Self { inner, access }
     }
 }
 
@@ -260,13 +323,15 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if self.verified || req.uri().path().starts_with(crate::health::PATH_PREFIX) {
-            Either::Left(self.inner.call(req))
-        } else {
-            Either::Right(ready(Ok(tonic::Status::unauthenticated(
-                CLIENT_CERT_REQUIRED,
-            )
-            .into_http())))
+        let refusal = match &self.access {
+            Access::Allowed => None,
+            _ if req.uri().path().starts_with(crate::health::PATH_PREFIX) => None,
+            Access::NoCertificate => Some(tonic::Status::unauthenticated(CLIENT_CERT_REQUIRED)),
+            Access::Refused(cn) => Some(tonic::Status::permission_denied(caller_refused(cn))),
+        };
+        match refusal {
+            None => Either::Left(self.inner.call(req)),
+            Some(s) => Either::Right(ready(Ok(s.into_http()))),
         }
     }
 }

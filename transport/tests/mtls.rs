@@ -1,7 +1,8 @@
 //! Mutual TLS between the transport's own server and client on 127.0.0.1:0, with
 //! certificates made here by rcgen: a verified caller is served (call metadata intact); a
 //! caller without a certificate reaches the health service only; a certificate of another
-//! CA, a server of another CA and a plaintext caller are refused; the configuration errors
+//! CA, a server of another CA and a plaintext caller are refused; a verified caller whose
+//! common name the server does not list gets PERMISSION_DENIED; the configuration errors
 //! of mismatched schemes.
 
 use std::path::Path;
@@ -62,6 +63,11 @@ fn files(dir: &Path, name: &str, signer: &Ca, trusted: &Ca) -> Files {
 }
 
 async fn serve(tls: Mtls) -> std::net::SocketAddr {
+    serve_for(tls, &[]).await
+}
+
+/// A server of `tls` that serves only the `callers` common names (empty: any).
+async fn serve_for(tls: Mtls, callers: &'static [&'static str]) -> std::net::SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(crdplane_transport::serve_one_with(
@@ -71,10 +77,48 @@ async fn serve(tls: Mtls) -> std::net::SocketAddr {
         }),
         ServeOptions {
             tls: Some(tls),
+            callers,
             ..Default::default()
         },
     ));
     addr
+}
+
+#[tokio::test]
+async fn a_service_serves_only_the_callers_it_lists() {
+    use crdplane_transport::mtls::{caller_refused, callers};
+    let dir = tempfile::tempdir().unwrap();
+    let services = ca("services-ca");
+    let server = Mtls::load(&files(dir.path(), "crdplane-storage", &services, &services)).unwrap();
+    let addr = serve_for(server, &[callers::GATEWAY, callers::REGISTRY]).await;
+    let url = format!("https://{addr}");
+    for name in [callers::GATEWAY, callers::REGISTRY] {
+        let ok = Mtls::load(&files(dir.path(), name, &services, &services)).unwrap();
+        assert_eq!(
+            admit(&mut client(&url, Some(ok))).await.unwrap(),
+            "tenant-a",
+            "{name}"
+        );
+    }
+    // Another service of the same CA: verified, but refused on every call but health.
+    let other = Mtls::load(&files(
+        dir.path(),
+        "crdplane-validation",
+        &services,
+        &services,
+    ))
+    .unwrap();
+    let mut c = client(&url, Some(other.clone()));
+    let e = admit(&mut c).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied);
+    assert_eq!(e.message(), caller_refused("crdplane-validation"));
+    let opts = ChannelOptions {
+        tls: Some(other),
+        ..Default::default()
+    };
+    let mut health = HealthClient::new(Channel::with_options(&url, opts).unwrap());
+    let r = health.check(HealthCheckRequest::default()).await.unwrap();
+    assert_eq!(r.into_inner().status, ServingStatus::Serving as i32);
 }
 
 fn client(url: &str, tls: Option<Mtls>) -> ValidationClient<Channel> {

@@ -122,6 +122,8 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     );
     let opts = crdplane_transport::ServeOptions {
         tls,
+        // Only the gateway asks the registry.
+        callers: &[crdplane_transport::mtls::callers::GATEWAY],
         ..Default::default()
     };
     let result = crdplane_transport::serve_with_health(listener, svc, &health, opts)

@@ -142,6 +142,11 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         &health,
         crdplane_transport::ServeOptions {
             tls,
+            // The gateway and the registry read and write objects; no other service may.
+            callers: &[
+                crdplane_transport::mtls::callers::GATEWAY,
+                crdplane_transport::mtls::callers::REGISTRY,
+            ],
             ..Default::default()
         },
     )

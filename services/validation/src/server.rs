@@ -527,6 +527,11 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     let opts = crdplane_transport::ServeOptions {
         tls: crdplane_transport::mtls::Mtls::load_optional(config.tls.as_ref())
             .map_err(anyhow::Error::msg)?,
+        // The gateway admits objects, the registry checks CRDs and loads schemas.
+        callers: &[
+            crdplane_transport::mtls::callers::GATEWAY,
+            crdplane_transport::mtls::callers::REGISTRY,
+        ],
         ..Default::default()
     };
     crdplane_transport::serve_one_with(listener, svc, opts).await?;
