@@ -45,7 +45,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::future::{Either, Ready, ready};
+use futures::future::{BoxFuture, Either};
 use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -310,13 +310,18 @@ impl<S> RequireClientCert<S> {
     }
 }
 
+/// Most request bytes a refused call's body is read for before its answer goes out.
+const DRAIN_LIMIT: usize = 64 << 10;
+
 impl<S, B> tower::Service<http::Request<B>> for RequireClientCert<S>
 where
     S: tower::Service<http::Request<B>, Response = http::Response<Body>, Error = Infallible>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
-    type Future = Either<S::Future, Ready<Result<http::Response<Body>, Infallible>>>;
+    type Future = Either<S::Future, BoxFuture<'static, Result<http::Response<Body>, Infallible>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -331,7 +336,22 @@ where
         };
         match refusal {
             None => Either::Left(self.inner.call(req)),
-            Some(s) => Either::Right(ready(Ok(s.into_http()))),
+            // The request is read (up to a bound) before the answer: an answer that ends the
+            // stream while the caller still sends makes HTTP/2 reset it, and the caller then
+            // sees "stream closed while sending" instead of the refusal.
+            Some(s) => Either::Right(Box::pin(async move {
+                use bytes::Buf;
+                use http_body_util::BodyExt;
+                let mut body = Box::pin(req.into_body());
+                let mut read = 0;
+                while read <= DRAIN_LIMIT {
+                    match body.frame().await {
+                        Some(Ok(f)) => read += f.data_ref().map_or(0, Buf::remaining),
+                        _ => break,
+                    }
+                }
+                Ok(s.into_http())
+            })),
         }
     }
 }

@@ -170,6 +170,22 @@ async fn only_callers_with_a_certificate_of_the_ca_are_served() {
         CLIENT_CERT_REQUIRED,
         "the refusal says what is missing"
     );
+    // Whatever the request's size (one frame, several, beyond what the server reads of a
+    // refused call), the caller gets the refusal.
+    for size in [1 << 10, 48 << 10, 200 << 10] {
+        for _ in 0..20 {
+            let req = pb::AdmitRequest {
+                object: vec![b'x'; size].into(),
+                ..Default::default()
+            };
+            let e = c.admit(req).await.unwrap_err();
+            assert_eq!(
+                e.code(),
+                tonic::Code::Unauthenticated,
+                "{size} bytes: {e:?}"
+            );
+        }
+    }
     // ... and it cannot serve.
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let e = crdplane_transport::serve_one_with(
