@@ -15,3 +15,12 @@ pub const RESOURCE: &str = "tenants";
 pub const KIND: &str = "Tenant";
 /// `apiVersion` of a Tenant.
 pub const API_VERSION: &str = "crdplane.io/v1alpha1";
+/// List kind of Tenants.
+pub const LIST_KIND: &str = "TenantList";
+/// Singular resource name of Tenants (discovery's `singularName`).
+pub const SINGULAR: &str = "tenant";
+/// The verbs served on Tenants, in discovery's order (no `deletecollection`: tenants are
+/// deleted one by one).
+pub const VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];

@@ -217,7 +217,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             match negotiate_output(req.header("accept"))? {
                 Output::Json => Ok(json_response(
                     StatusCode::OK,
-                    page.json(API_VERSION, "TenantList", &page.items),
+                    page.json(API_VERSION, crdplane_core::tenancy::LIST_KIND, &page.items),
                 )),
                 Output::Table(_) => {
                     let objs: Vec<Value> = page
@@ -322,20 +322,15 @@ fn selectors(req: &Req) -> Result<(String, String), ApiError> {
     crate::list::checked_selectors(req, |f| matches!(f, "metadata.name" | "status.phase"))
 }
 
-/// The verbs of Tenants, in discovery's order.
-const VERBS: &[&str] = &[
-    "create", "delete", "get", "list", "patch", "update", "watch",
-];
-
 /// The legacy `APIResourceList` of `crdplane.io/v1alpha1`.
 fn resource_list() -> Vec<u8> {
     use crdplane_core::discovery::{APIResource, non_empty, resource_list, strings};
     let r = APIResource {
         name: RESOURCE.into(),
-        singular_name: "tenant".into(),
+        singular_name: crdplane_core::tenancy::SINGULAR.into(),
         namespaced: false,
         kind: KIND.into(),
-        verbs: strings(VERBS),
+        verbs: strings(crdplane_core::tenancy::VERBS),
         short_names: non_empty(&[]),
         ..Default::default()
     };
@@ -368,8 +363,8 @@ pub fn add_discovery(d: &mut crate::backends::registry::Discovery) {
                 resource: RESOURCE.into(),
                 response_kind: Some(GroupVersionKind::new(GROUP, VERSION, KIND)),
                 scope: scope(false),
-                singular_resource: "tenant".into(),
-                verbs: strings(VERBS),
+                singular_resource: crdplane_core::tenancy::SINGULAR.into(),
+                verbs: strings(crdplane_core::tenancy::VERBS),
                 ..Default::default()
             }],
             freshness: "Current".into(),

@@ -182,6 +182,16 @@ fn tenants_are_created_used_and_purged_by_platform_admins() {
         assert!(ok, "{}: {err}", k.display());
         assert!(out.contains("tenants") && out.contains("Tenant"), "{out}");
     }
+    // ... and kubectl explain through the admin scope's OpenAPI.
+    for k in &ks {
+        let (ok, out, err) = s.kubectl(
+            k,
+            &["--context", "crdplane-admin", "explain", "tenants.spec"],
+            None,
+        );
+        assert!(ok, "{}: {err}", k.display());
+        assert!(out.contains("owners"), "{}: {out}", k.display());
+    }
     let tenant = "apiVersion: crdplane.io/v1alpha1\nkind: Tenant\nmetadata:\n  name: acme\nspec:\n  owners:\n  - kind: User\n    name: jane\n";
     let (ok, out, err) = s.kubectl(
         &ks[0],

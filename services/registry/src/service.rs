@@ -842,7 +842,7 @@ impl RegistryService {
         let doc = snap
             .openapi_v2
             .get_or_init(|| {
-                let doc = openapi::build_v2(&snap.established_raw());
+                let doc = openapi::build_v2(&req.tenant, &snap.established_raw());
                 let json = doc.to_string().into_bytes();
                 let protobuf = openapi::encode_v2_protobuf(&doc);
                 let etag = openapi::compute_etag(&json);
@@ -865,7 +865,12 @@ impl RegistryService {
         let snap = self.snapshot(&req.tenant).await?;
         let docs = snap
             .openapi_v3
-            .get_or_init(|| Arc::new(openapi::build_v3_documents(&snap.established_raw())))
+            .get_or_init(|| {
+                Arc::new(openapi::build_v3_documents(
+                    &req.tenant,
+                    &snap.established_raw(),
+                ))
+            })
             .clone();
         let path = req.path.trim_matches('/');
         if path.is_empty() {

@@ -1180,3 +1180,51 @@ async fn removing_the_last_finalizer_of_a_terminating_crd_deletes_it() {
         .unwrap_err());
     assert_eq!(e.code, 404);
 }
+
+#[tokio::test]
+async fn openapi_of_the_admin_scope_has_the_tenant_type() {
+    use crdplane_core::tenancy::ADMIN_SCOPE;
+    let mut s = stack().await;
+    let req = |tenant: &str, path: &str| pb::OpenApiRequest {
+        tenant: tenant.into(),
+        path: path.into(),
+    };
+    let root = s
+        .registry
+        .open_api_v2(req(ADMIN_SCOPE, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    let doc: Value = serde_json::from_slice(&root.json).unwrap();
+    assert_eq!(
+        doc["definitions"]["io.crdplane.v1alpha1.Tenant"]["x-kubernetes-group-version-kind"][0]["kind"],
+        "Tenant"
+    );
+    assert!(doc["paths"]["/apis/crdplane.io/v1alpha1/tenants/{name}"].is_object());
+    let gv = s
+        .registry
+        .open_api_v3(req(ADMIN_SCOPE, "apis/crdplane.io/v1alpha1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(gv.found);
+    let gv_doc: Value = serde_json::from_slice(&gv.json).unwrap();
+    assert!(gv_doc["components"]["schemas"]["io.crdplane.v1alpha1.TenantList"].is_object());
+
+    // Other tenants' documents do not have it.
+    let t1 = s
+        .registry
+        .open_api_v2(req("t1", ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!String::from_utf8_lossy(&t1.json).contains("crdplane.io"));
+    assert_ne!(t1.etag, root.etag);
+    let missing = s
+        .registry
+        .open_api_v3(req("t1", "apis/crdplane.io/v1alpha1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!missing.found);
+}

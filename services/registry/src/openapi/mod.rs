@@ -34,7 +34,8 @@
 //! (`/api/v1/...` for the core group), and their group-versions get v3 documents
 //! (`api/v1`, `apis/coordination.k8s.io/v1`, `apis/events.k8s.io/v1`,
 //! `apis/rbac.authorization.k8s.io/v1`). Both are built once
-//! per process and are part of every tenant's documents. Every `$ref` in the produced
+//! per process and are part of every tenant's documents; the admin scope's documents also
+//! carry the `crdplane.io/v1alpha1` Tenant type (`tenants`). Every `$ref` in the produced
 //! documents resolves inside the same document (kubectl fails with `unknown model in
 //! reference` otherwise).
 //!
@@ -47,6 +48,7 @@ mod convert_v3;
 mod paths;
 mod proto;
 mod schema;
+mod tenants;
 #[cfg(test)]
 mod tests;
 
@@ -56,7 +58,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha512};
 
-use crdplane_core::builtin::{BUILTIN, BuiltinResource};
+use crdplane_core::builtin::{ALL_VERBS, BUILTIN, BuiltinResource};
 use paths::KindInfo;
 use schema::Flavor;
 
@@ -96,21 +98,24 @@ pub(crate) fn builtin_definition_name(b: &BuiltinResource, kind: &str) -> String
     format!("io.k8s.api.{package}.{}.{kind}", b.version)
 }
 
-/// The built-in types' definitions and endpoints: the same in every tenant's documents,
-/// built once.
-struct BuiltinTypes {
+/// The types a tenant serves beside its CRDs, with their definitions and endpoints: the
+/// built-in types (`BUILTIN`) and the CRD API in every tenant, plus the Tenants
+/// ([`tenants`]) in the admin scope. Built once per kind of tenant.
+struct ServedTypes {
     definitions: Map<String, Value>,
     paths: Map<String, Value>,
+    /// Their group-versions, each with a v3 document (also when no CRD is served).
+    group_versions: BTreeSet<(&'static str, &'static str)>,
 }
 
-fn builtin_types() -> &'static BuiltinTypes {
-    static CELL: OnceLock<BuiltinTypes> = OnceLock::new();
-    CELL.get_or_init(|| {
+impl ServedTypes {
+    fn builtin() -> Self {
         let definitions = serde_json::from_str::<Value>(BUILTIN_TYPES_JSON)
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
         let mut paths = Map::new();
+        let mut group_versions = BTreeSet::from([APIEXTENSIONS_GV]);
         for b in BUILTIN {
             let def = builtin_definition_name(b, b.kind);
             let list_def = builtin_definition_name(b, b.list_kind);
@@ -122,22 +127,52 @@ fn builtin_types() -> &'static BuiltinTypes {
                 namespaced: b.namespaced,
                 status: false,
                 scale: false,
+                verbs: b.verbs,
                 def: &def,
                 list_def: &list_def,
             };
             for (p, item) in info.paths() {
                 paths.entry(p).or_insert(item);
             }
+            group_versions.insert((b.group, b.version));
         }
-        BuiltinTypes { definitions, paths }
-    })
+        ServedTypes {
+            definitions,
+            paths,
+            group_versions,
+        }
+    }
+
+    /// The built-in types and the Tenants.
+    fn admin() -> Self {
+        let mut t = Self::builtin();
+        for (name, d) in tenants::definitions() {
+            t.definitions.entry(name).or_insert(d);
+        }
+        for (p, item) in tenants::paths() {
+            t.paths.entry(p).or_insert(item);
+        }
+        t.group_versions.insert(tenants::GROUP_VERSION);
+        t
+    }
+
+    /// Whether (group, version) is one of these types' group-versions.
+    fn serves_gv(&self, group: &str, version: &str) -> bool {
+        self.group_versions
+            .iter()
+            .any(|(g, v)| *g == group && *v == version)
+    }
 }
 
-/// Whether (group, version) is served by a built-in type.
-fn is_builtin_gv(group: &str, version: &str) -> bool {
-    BUILTIN
-        .iter()
-        .any(|b| b.group == group && b.version == version)
+/// The [`ServedTypes`] of `tenant`.
+fn served_types(tenant: &str) -> &'static ServedTypes {
+    static BUILTIN_ONLY: OnceLock<ServedTypes> = OnceLock::new();
+    static ADMIN: OnceLock<ServedTypes> = OnceLock::new();
+    if tenant == tenants::ADMIN_SCOPE {
+        ADMIN.get_or_init(ServedTypes::admin)
+    } else {
+        BUILTIN_ONLY.get_or_init(ServedTypes::builtin)
+    }
 }
 
 /// URL prefix of a group-version's endpoints (`/api/v1/`, `/apis/<g>/<v>/`).
@@ -277,6 +312,7 @@ fn contribution(crd: &CrdInfo<'_>, v: &ServedVersion<'_>, flavor: Flavor) -> Con
         namespaced: crd.namespaced,
         status: v.status,
         scale: v.scale,
+        verbs: ALL_VERBS,
         def: &def,
         list_def: &list_def,
     };
@@ -287,11 +323,12 @@ fn contribution(crd: &CrdInfo<'_>, v: &ServedVersion<'_>, flavor: Flavor) -> Con
     }
 }
 
-/// The complete Swagger 2.0 document for `/openapi/v2`.
-pub fn build_v2(crds: &[Value]) -> Value {
+/// The complete Swagger 2.0 document for `/openapi/v2` of `tenant`, whose Established
+/// CRDs are `crds`.
+pub fn build_v2(tenant: &str, crds: &[Value]) -> Value {
     let mut definitions = builtin_map("definitions");
     let mut paths = builtin_map("paths");
-    let types = builtin_types();
+    let types = served_types(tenant);
     for (name, d) in &types.definitions {
         definitions.entry(name.clone()).or_insert_with(|| d.clone());
     }
@@ -327,16 +364,13 @@ pub fn encode_v2_protobuf(doc: &Value) -> Vec<u8> {
 }
 
 /// The group-versions with a v3 document: `apiextensions.k8s.io/v1`, those of the
-/// built-in types, and every served CR group-version.
-fn group_versions(crds: &[CrdInfo<'_>]) -> BTreeSet<(String, String)> {
-    let mut gvs = BTreeSet::new();
-    gvs.insert((
-        APIEXTENSIONS_GV.0.to_string(),
-        APIEXTENSIONS_GV.1.to_string(),
-    ));
-    for b in BUILTIN {
-        gvs.insert((b.group.to_string(), b.version.to_string()));
-    }
+/// other [`ServedTypes`], and every served CR group-version.
+fn group_versions(types: &ServedTypes, crds: &[CrdInfo<'_>]) -> BTreeSet<(String, String)> {
+    let mut gvs: BTreeSet<(String, String)> = types
+        .group_versions
+        .iter()
+        .map(|(g, v)| (g.to_string(), v.to_string()))
+        .collect();
     for crd in crds {
         for v in &crd.versions {
             gvs.insert((crd.group.to_string(), v.name.to_string()));
@@ -384,12 +418,13 @@ pub struct V3GroupVersion {
 
 /// Builds the index and every group-version document in one pass (each document is
 /// built once; [`build_v3_index`] alone has to build them all to hash them anyway).
-pub fn build_v3_documents(crds: &[Value]) -> V3Documents {
+pub fn build_v3_documents(tenant: &str, crds: &[Value]) -> V3Documents {
+    let types = served_types(tenant);
     let parsed = parse_all(crds);
     let mut paths = Map::new();
     let mut docs = BTreeMap::new();
-    for (g, v) in group_versions(&parsed) {
-        if let Some(doc) = build_gv(&parsed, &g, &v) {
+    for (g, v) in group_versions(types, &parsed) {
+        if let Some(doc) = build_gv(types, &parsed, &g, &v) {
             // kube-openapi handler3 names the core group `api/v1`.
             let key = if g.is_empty() {
                 format!("api/{v}")
@@ -411,28 +446,38 @@ pub fn build_v3_documents(crds: &[Value]) -> V3Documents {
 
 /// `/openapi/v3`: `{"paths": {"apis/<g>/<v>": {"serverRelativeURL":
 /// "/openapi/v3/apis/<g>/<v>?hash=<HASH>"}}}`.
-pub fn build_v3_index(crds: &[Value]) -> Value {
-    build_v3_documents(crds).index
+pub fn build_v3_index(tenant: &str, crds: &[Value]) -> Value {
+    build_v3_documents(tenant, crds).index
 }
 
 /// `/openapi/v3/apis/<group>/<version>` (`/openapi/v3/api/v1` for group ""); `None` if
 /// nothing is served there.
-pub fn build_v3_group_version(crds: &[Value], group: &str, version: &str) -> Option<Value> {
-    build_gv(&parse_all(crds), group, version)
+pub fn build_v3_group_version(
+    tenant: &str,
+    crds: &[Value],
+    group: &str,
+    version: &str,
+) -> Option<Value> {
+    build_gv(served_types(tenant), &parse_all(crds), group, version)
 }
 
-fn build_gv(crds: &[CrdInfo<'_>], group: &str, version: &str) -> Option<Value> {
+fn build_gv(
+    types: &ServedTypes,
+    crds: &[CrdInfo<'_>],
+    group: &str,
+    version: &str,
+) -> Option<Value> {
     let mut schemas: BTreeMap<String, Value> = BTreeMap::new();
     let mut paths = Map::new();
     let builtin_defs = builtin().get("definitions");
-    let builtin_gv = (group, version) == APIEXTENSIONS_GV || is_builtin_gv(group, version);
+    let builtin_gv = types.serves_gv(group, version);
     if builtin_gv {
         let prefix = gv_prefix(group, version);
         let fixture_paths = builtin().get("paths").and_then(Value::as_object);
         for (p, item) in fixture_paths
             .into_iter()
             .flatten()
-            .chain(builtin_types().paths.iter())
+            .chain(types.paths.iter())
         {
             if p.starts_with(&prefix) {
                 paths.insert(p.clone(), convert_v3::path_item(item));
@@ -467,7 +512,7 @@ fn build_gv(crds: &[CrdInfo<'_>], group: &str, version: &str) -> Option<Value> {
         }
         if let Some(d) = builtin_defs
             .and_then(|b| b.get(&name))
-            .or_else(|| builtin_types().definitions.get(&name))
+            .or_else(|| types.definitions.get(&name))
         {
             let d = convert_v3::v3_definition(d);
             convert_v3::collect_refs(&d, &mut pending);

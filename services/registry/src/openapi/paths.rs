@@ -29,6 +29,9 @@ pub(crate) struct KindInfo<'a> {
     pub(crate) namespaced: bool,
     pub(crate) status: bool,
     pub(crate) scale: bool,
+    /// Verbs served on the main resource (discovery's); routes of other verbs are left
+    /// out (the status and scale subresources are governed by `status`/`scale`).
+    pub(crate) verbs: &'a [&'a str],
     /// Definition name of the kind (`com.example.stable.v1.CronTab`).
     pub(crate) def: &'a str,
     /// Definition name of the list kind.
@@ -299,6 +302,16 @@ impl KindInfo<'_> {
         (op, params)
     }
 
+    /// The routes of `routes` (each with the discovery verb that serves it) whose verb
+    /// is served.
+    fn served<'r>(&self, routes: Vec<(&str, Route<'r>)>) -> Vec<Route<'r>> {
+        routes
+            .into_iter()
+            .filter(|(verb, _)| self.verbs.contains(verb))
+            .map(|(_, r)| r)
+            .collect()
+    }
+
     /// All path items of this kind/version, keyed by path.
     pub(crate) fn paths(&self) -> Vec<(String, Value)> {
         let mut groups: Vec<(String, Vec<Route<'_>>)> = Vec::new();
@@ -310,14 +323,17 @@ impl KindInfo<'_> {
         let root = if self.namespaced {
             groups.push((
                 format!("{base}/{}", self.plural),
-                vec![Route {
-                    method: "get",
-                    action: "list",
-                    verb: "list",
-                    sub: "",
-                    sample: self.list_def,
-                    op_name: Some(format!("list{}ForAllNamespaces", self.kind)),
-                }],
+                self.served(vec![(
+                    "list",
+                    Route {
+                        method: "get",
+                        action: "list",
+                        verb: "list",
+                        sub: "",
+                        sample: self.list_def,
+                        op_name: Some(format!("list{}ForAllNamespaces", self.kind)),
+                    },
+                )]),
             ));
             format!("{base}/namespaces/{{namespace}}/{}", self.plural)
         } else {
@@ -333,26 +349,32 @@ impl KindInfo<'_> {
         };
         groups.push((
             root.clone(),
-            vec![
-                route("get", "list", "list", "", self.list_def),
-                route("post", "post", "create", "", self.def),
-                route(
-                    "delete",
+            self.served(vec![
+                ("list", route("get", "list", "list", "", self.list_def)),
+                ("create", route("post", "post", "create", "", self.def)),
+                (
                     "deletecollection",
-                    "deletecollection",
-                    "",
-                    STATUS_DEF,
+                    route(
+                        "delete",
+                        "deletecollection",
+                        "deletecollection",
+                        "",
+                        STATUS_DEF,
+                    ),
                 ),
-            ],
+            ]),
         ));
         groups.push((
             format!("{root}/{{name}}"),
-            vec![
-                route("get", "get", "read", "", self.def),
-                route("put", "put", "replace", "", self.def),
-                route("delete", "delete", "delete", "", STATUS_DEF),
-                route("patch", "patch", "patch", "", self.def),
-            ],
+            self.served(vec![
+                ("get", route("get", "get", "read", "", self.def)),
+                ("update", route("put", "put", "replace", "", self.def)),
+                (
+                    "delete",
+                    route("delete", "delete", "delete", "", STATUS_DEF),
+                ),
+                ("patch", route("patch", "patch", "patch", "", self.def)),
+            ]),
         ));
         if self.status {
             groups.push((
@@ -376,6 +398,7 @@ impl KindInfo<'_> {
         }
         groups
             .into_iter()
+            .filter(|(_, routes)| !routes.is_empty())
             .map(|(path, routes)| {
                 let ops: Vec<(&str, Value, Vec<Value>)> = routes
                     .iter()

@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 use super::*;
 use crdplane_proto::openapi_v2::{self as v2, non_body_parameter, parameter, parameters_item};
 
+/// An ordinary tenant (not the admin scope).
+const TENANT: &str = "t1";
 const CRONTAB: &str = "com.example.stable.v1.CronTab";
 const CRONTAB_LIST: &str = "com.example.stable.v1.CronTabList";
 
@@ -147,7 +149,7 @@ fn definition_names_follow_upstream_namer() {
 
 #[test]
 fn v2_has_crontab_definitions_with_gvk() {
-    let doc = build_v2(&[crontab_crd()]);
+    let doc = build_v2(TENANT, &[crontab_crd()]);
     assert_eq!(doc["swagger"], "2.0");
     assert_eq!(
         doc["info"],
@@ -216,7 +218,7 @@ fn v2_has_crontab_definitions_with_gvk() {
 
 #[test]
 fn v2_conversion_follows_to_structural_openapi_v2() {
-    let doc = build_v2(&[crontab_crd()]);
+    let doc = build_v2(TENANT, &[crontab_crd()]);
     let spec = &doc["definitions"][CRONTAB]["properties"]["spec"];
     let p = &spec["properties"];
     // Junctors dropped.
@@ -247,7 +249,7 @@ fn nullable_property_is_no_longer_required_in_v2() {
     let mut crd = crontab_crd();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"] =
         json!(["note", "image"]);
-    let doc = build_v2(&[crd]);
+    let doc = build_v2(TENANT, &[crd]);
     assert_eq!(
         doc["definitions"][CRONTAB]["properties"]["spec"]["required"],
         json!(["image"])
@@ -256,14 +258,14 @@ fn nullable_property_is_no_longer_required_in_v2() {
 
 #[test]
 fn root_preserve_unknown_fields_publishes_bare_object_in_v2_only() {
-    let doc = build_v2(&[cluster_crd()]);
+    let doc = build_v2(TENANT, &[cluster_crd()]);
     let d = &doc["definitions"]["io.example.v1alpha1.Widget"];
     assert_eq!(
         d,
         &json!({"type": "object", "x-kubernetes-group-version-kind":
             [{"group": "example.io", "kind": "Widget", "version": "v1alpha1"}]})
     );
-    let v3 = build_v3_group_version(&[cluster_crd()], "example.io", "v1alpha1").unwrap();
+    let v3 = build_v3_group_version(TENANT, &[cluster_crd()], "example.io", "v1alpha1").unwrap();
     let d3 = &v3["components"]["schemas"]["io.example.v1alpha1.Widget"];
     assert_eq!(d3["x-kubernetes-preserve-unknown-fields"], true);
     assert_eq!(
@@ -274,13 +276,13 @@ fn root_preserve_unknown_fields_publishes_bare_object_in_v2_only() {
 
 #[test]
 fn v2_every_ref_resolves() {
-    let doc = build_v2(&[crontab_crd(), cluster_crd()]);
+    let doc = build_v2(TENANT, &[crontab_crd(), cluster_crd()]);
     assert_eq!(dangling_refs(&doc), Vec::<String>::new());
 }
 
 #[test]
 fn v2_paths_namespaced() {
-    let doc = build_v2(&[crontab_crd()]);
+    let doc = build_v2(TENANT, &[crontab_crd()]);
     let paths = &doc["paths"];
     let all = &paths["/apis/stable.example.com/v1/crontabs"];
     assert_eq!(
@@ -361,7 +363,7 @@ fn v2_paths_namespaced() {
 
 #[test]
 fn v2_paths_cluster_scoped() {
-    let doc = build_v2(&[cluster_crd()]);
+    let doc = build_v2(TENANT, &[cluster_crd()]);
     let item = &doc["paths"]["/apis/example.io/v1alpha1/widgets/{name}"];
     assert_eq!(item["get"]["operationId"], "readExampleIoV1alpha1Widget");
     assert!(
@@ -391,11 +393,11 @@ fn malformed_crds_are_skipped_without_panic() {
                         "versions": [{"name": "v1", "served": true,
                                       "schema": {"openAPIV3Schema": {"properties": 5}}}]}}),
     ];
-    let doc = build_v2(&junk);
+    let doc = build_v2(TENANT, &junk);
     assert!(doc["definitions"].get("b.a.v1.K").is_some());
     assert_eq!(dangling_refs(&doc), Vec::<String>::new());
     let _ = encode_v2_protobuf(&doc);
-    let _ = build_v3_index(&junk);
+    let _ = build_v3_index(TENANT, &junk);
 }
 
 #[test]
@@ -408,10 +410,10 @@ fn deep_schema_is_bounded() {
     }
     let mut crd = crontab_crd();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = s;
-    let doc = build_v2(&[crd.clone()]);
+    let doc = build_v2(TENANT, &[crd.clone()]);
     let bytes = encode_v2_protobuf(&doc);
     assert!(!bytes.is_empty());
-    let v3 = build_v3_group_version(&[crd], "stable.example.com", "v1").unwrap();
+    let v3 = build_v3_group_version(TENANT, &[crd], "stable.example.com", "v1").unwrap();
     // The published schema is cut off at MAX_DEPTH.
     let mut node = &v3["components"]["schemas"][CRONTAB];
     let mut depth = 0;
@@ -425,7 +427,7 @@ fn deep_schema_is_bounded() {
 
 #[test]
 fn protobuf_roundtrip_keeps_definitions_and_extensions() {
-    let doc = build_v2(&[crontab_crd()]);
+    let doc = build_v2(TENANT, &[crontab_crd()]);
     let bytes = encode_v2_protobuf(&doc);
     let decoded = v2::Document::decode(bytes.as_slice()).expect("decodes");
     assert_eq!(decoded.swagger, "2.0");
@@ -565,7 +567,7 @@ fn protobuf_roundtrip_keeps_definitions_and_extensions() {
 #[test]
 fn v3_index_lists_group_versions_with_sha512_hash() {
     let crds = [crontab_crd(), cluster_crd()];
-    let idx = build_v3_index(&crds);
+    let idx = build_v3_index(TENANT, &crds);
     let paths = idx["paths"].as_object().unwrap();
     let keys: Vec<&String> = paths.keys().collect();
     assert_eq!(
@@ -580,7 +582,7 @@ fn v3_index_lists_group_versions_with_sha512_hash() {
             "apis/stable.example.com/v1"
         ]
     );
-    let doc = build_v3_group_version(&crds, "stable.example.com", "v1").unwrap();
+    let doc = build_v3_group_version(TENANT, &crds, "stable.example.com", "v1").unwrap();
     let hash = v3_etag(&doc);
     assert_eq!(hash.len(), 128);
     assert!(
@@ -594,16 +596,16 @@ fn v3_index_lists_group_versions_with_sha512_hash() {
     // Hash changes when the schema changes.
     let mut changed = crontab_crd();
     changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!("x");
-    let doc2 = build_v3_group_version(&[changed], "stable.example.com", "v1").unwrap();
+    let doc2 = build_v3_group_version(TENANT, &[changed], "stable.example.com", "v1").unwrap();
     assert_ne!(v3_etag(&doc2), hash);
 }
 
 #[test]
 fn v3_group_version_document() {
     let crds = [crontab_crd()];
-    assert!(build_v3_group_version(&crds, "stable.example.com", "v1beta1").is_none());
-    assert!(build_v3_group_version(&crds, "nope.example.com", "v1").is_none());
-    let doc = build_v3_group_version(&crds, "stable.example.com", "v1").unwrap();
+    assert!(build_v3_group_version(TENANT, &crds, "stable.example.com", "v1beta1").is_none());
+    assert!(build_v3_group_version(TENANT, &crds, "nope.example.com", "v1").is_none());
+    let doc = build_v3_group_version(TENANT, &crds, "stable.example.com", "v1").unwrap();
     assert_eq!(doc["openapi"], "3.0.0");
     assert_eq!(dangling_refs(&doc), Vec::<String>::new());
     let schemas = doc["components"]["schemas"].as_object().unwrap();
@@ -670,7 +672,7 @@ fn v3_group_version_document() {
 
 #[test]
 fn v3_apiextensions_document() {
-    let doc = build_v3_group_version(&[], "apiextensions.k8s.io", "v1").unwrap();
+    let doc = build_v3_group_version(TENANT, &[], "apiextensions.k8s.io", "v1").unwrap();
     assert_eq!(doc["info"]["title"], "Kubernetes");
     assert_eq!(dangling_refs(&doc), Vec::<String>::new());
     let crd = &doc["components"]["schemas"]["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"];
@@ -692,10 +694,10 @@ fn v3_apiextensions_document() {
 #[test]
 fn v3_documents_match_individual_builders() {
     let crds = [crontab_crd(), cluster_crd()];
-    let all = build_v3_documents(&crds);
-    assert_eq!(all.index, build_v3_index(&crds));
+    let all = build_v3_documents(TENANT, &crds);
+    assert_eq!(all.index, build_v3_index(TENANT, &crds));
     let gv = &all.group_versions["apis/stable.example.com/v1"];
-    let doc = build_v3_group_version(&crds, "stable.example.com", "v1").unwrap();
+    let doc = build_v3_group_version(TENANT, &crds, "stable.example.com", "v1").unwrap();
     assert_eq!(gv.json, doc.to_string().into_bytes());
     assert_eq!(gv.hash, v3_etag(&doc));
     assert_eq!(gv.hash, compute_etag(&gv.json));
@@ -708,7 +710,7 @@ fn v3_documents_match_individual_builders() {
 
 #[test]
 fn v2_has_the_builtin_types_with_upstream_descriptions() {
-    let doc = build_v2(&[]);
+    let doc = build_v2(TENANT, &[]);
     let defs = &doc["definitions"];
     for (name, kind, group) in [
         ("io.k8s.api.core.v1.ConfigMap", "ConfigMap", ""),
@@ -856,8 +858,8 @@ fn v2_has_the_builtin_types_with_upstream_descriptions() {
 
 #[test]
 fn v3_builtin_group_versions() {
-    let docs = build_v3_documents(&[]);
-    let core = build_v3_group_version(&[], "", "v1").unwrap();
+    let docs = build_v3_documents(TENANT, &[]);
+    let core = build_v3_group_version(TENANT, &[], "", "v1").unwrap();
     assert_eq!(
         docs.group_versions["api/v1"].json,
         serde_json::to_vec(&core).unwrap()
@@ -880,7 +882,7 @@ fn v3_builtin_group_versions() {
             .keys()
             .all(|p| p.starts_with("/api/v1/"))
     );
-    let leases = build_v3_group_version(&[], "coordination.k8s.io", "v1").unwrap();
+    let leases = build_v3_group_version(TENANT, &[], "coordination.k8s.io", "v1").unwrap();
     assert!(
         leases["components"]["schemas"]["io.k8s.api.coordination.v1.LeaseSpec"]["properties"]
             ["holderIdentity"]["description"]
@@ -888,11 +890,11 @@ fn v3_builtin_group_versions() {
             .unwrap()
             .starts_with("holderIdentity contains the identity")
     );
-    let events = build_v3_group_version(&[], "events.k8s.io", "v1").unwrap();
+    let events = build_v3_group_version(TENANT, &[], "events.k8s.io", "v1").unwrap();
     let ev = &events["components"]["schemas"];
     assert!(ev["io.k8s.api.events.v1.EventSeries"].is_object());
     assert!(ev["io.k8s.api.core.v1.ObjectReference"].is_object());
-    let rbac = build_v3_group_version(&[], "rbac.authorization.k8s.io", "v1").unwrap();
+    let rbac = build_v3_group_version(TENANT, &[], "rbac.authorization.k8s.io", "v1").unwrap();
     let rs = &rbac["components"]["schemas"];
     assert_eq!(
         rs["io.k8s.api.rbac.v1.PolicyRule"]["properties"]["verbs"]["x-kubernetes-list-type"],
@@ -917,15 +919,298 @@ fn v3_builtin_group_versions() {
 
 #[test]
 fn etags_change_with_the_tenants_crds_beside_the_builtin_types() {
-    let bare = build_v2(&[]);
-    let with = build_v2(&[crontab_crd()]);
+    let bare = build_v2(TENANT, &[]);
+    let with = build_v2(TENANT, &[crontab_crd()]);
     assert_ne!(
         compute_etag(bare.to_string().as_bytes()),
         compute_etag(with.to_string().as_bytes())
     );
     assert!(with["definitions"]["io.k8s.api.core.v1.ConfigMap"].is_object());
-    let (a, b) = (build_v3_index(&[]), build_v3_index(&[crontab_crd()]));
+    let (a, b) = (
+        build_v3_index(TENANT, &[]),
+        build_v3_index(TENANT, &[crontab_crd()]),
+    );
     assert_ne!(a, b);
     // The built-in group-versions' documents do not depend on the CRDs.
     assert_eq!(a["paths"]["api/v1"], b["paths"]["api/v1"]);
+}
+
+const TENANT_DEF: &str = "io.crdplane.v1alpha1.Tenant";
+const TENANT_LIST_DEF: &str = "io.crdplane.v1alpha1.TenantList";
+const TENANTS: &str = "/apis/crdplane.io/v1alpha1/tenants";
+const TENANT_ITEM: &str = "/apis/crdplane.io/v1alpha1/tenants/{name}";
+
+/// Names of an operation's parameters, its path item's included (references resolved).
+fn param_names(item: &Value, method: &str) -> Vec<String> {
+    let shared = item["parameters"].as_array().into_iter().flatten();
+    let own = item[method]["parameters"].as_array().into_iter().flatten();
+    shared
+        .chain(own)
+        .map(|p| {
+            let p = paths::resolve_param(p);
+            p.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn admin_scope_v2_has_the_tenant_type() {
+    let doc = build_v2(tenants::ADMIN_SCOPE, &[crontab_crd()]);
+    let defs = &doc["definitions"];
+    assert_eq!(
+        definition_name("crdplane.io", "v1alpha1", "Tenant"),
+        TENANT_DEF
+    );
+    let t = &defs[TENANT_DEF];
+    assert_eq!(
+        t["x-kubernetes-group-version-kind"],
+        json!([{"group": "crdplane.io", "kind": "Tenant", "version": "v1alpha1"}])
+    );
+    assert_eq!(t["type"], "object");
+    let props = t["properties"].as_object().unwrap();
+    let mut keys: Vec<&str> = props.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
+    assert_eq!(t["properties"]["apiVersion"]["type"], "string");
+    assert_eq!(
+        t["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert_eq!(
+        t["properties"]["spec"]["$ref"],
+        "#/definitions/io.crdplane.v1alpha1.TenantSpec"
+    );
+    let owners = &defs["io.crdplane.v1alpha1.TenantSpec"]["properties"]["owners"];
+    assert_eq!(owners["type"], "array");
+    assert_eq!(
+        owners["items"]["$ref"],
+        "#/definitions/io.k8s.api.rbac.v1.Subject"
+    );
+    assert!(
+        owners["description"]
+            .as_str()
+            .unwrap()
+            .contains("crdplane:tenant-owners")
+    );
+    assert_eq!(
+        t["properties"]["status"]["$ref"],
+        "#/definitions/io.crdplane.v1alpha1.TenantStatus"
+    );
+    let phase = &defs["io.crdplane.v1alpha1.TenantStatus"]["properties"]["phase"];
+    assert_eq!(phase["type"], "string");
+    assert!(
+        phase["description"]
+            .as_str()
+            .unwrap()
+            .contains("Terminating")
+    );
+    let list = &defs[TENANT_LIST_DEF];
+    assert_eq!(
+        list["x-kubernetes-group-version-kind"],
+        json!([{"group": "crdplane.io", "kind": "TenantList", "version": "v1alpha1"}])
+    );
+    assert_eq!(list["required"], json!(["items"]));
+    assert_eq!(
+        list["properties"]["items"]["items"]["$ref"],
+        format!("#/definitions/{TENANT_DEF}")
+    );
+    assert_eq!(
+        list["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"
+    );
+    assert!(dangling_refs(&doc).is_empty(), "{:?}", dangling_refs(&doc));
+
+    // Endpoints of every served verb (cluster-scoped; no deletecollection).
+    let collection = &doc["paths"][TENANTS];
+    let methods: Vec<&String> = collection
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| *k != "parameters")
+        .collect();
+    assert_eq!(methods, ["get", "post"]);
+    assert_eq!(
+        collection["get"]["operationId"],
+        "listCrdplaneIoV1alpha1Tenant"
+    );
+    assert_eq!(collection["get"]["x-kubernetes-action"], "list");
+    assert_eq!(
+        collection["get"]["responses"]["200"]["schema"]["$ref"],
+        format!("#/definitions/{TENANT_LIST_DEF}")
+    );
+    let list_params = param_names(collection, "get");
+    for p in ["watch", "resourceVersion", "labelSelector", "continue"] {
+        assert!(list_params.iter().any(|n| n == p), "{p}: {list_params:?}");
+    }
+    assert_eq!(
+        collection["post"]["operationId"],
+        "createCrdplaneIoV1alpha1Tenant"
+    );
+    assert_eq!(
+        collection["post"]["x-kubernetes-group-version-kind"],
+        json!({"group": "crdplane.io", "kind": "Tenant", "version": "v1alpha1"})
+    );
+    let item = &doc["paths"][TENANT_ITEM];
+    for (method, op) in [
+        ("get", "readCrdplaneIoV1alpha1Tenant"),
+        ("put", "replaceCrdplaneIoV1alpha1Tenant"),
+        ("delete", "deleteCrdplaneIoV1alpha1Tenant"),
+        ("patch", "patchCrdplaneIoV1alpha1Tenant"),
+    ] {
+        assert_eq!(item[method]["operationId"], op);
+        assert_eq!(item[method]["tags"], json!(["crdplaneIo_v1alpha1"]));
+        assert_eq!(
+            item[method]["x-kubernetes-group-version-kind"]["kind"],
+            "Tenant"
+        );
+    }
+    assert!(
+        doc["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|p| p.contains("crdplane.io"))
+            .all(|p| p == TENANTS || p == TENANT_ITEM)
+    );
+
+    // The rest of the document is every tenant's.
+    let mut rest = doc.clone();
+    let other = build_v2(TENANT, &[crontab_crd()]);
+    for name in [
+        TENANT_DEF,
+        TENANT_LIST_DEF,
+        "io.crdplane.v1alpha1.TenantSpec",
+        "io.crdplane.v1alpha1.TenantStatus",
+    ] {
+        rest["definitions"].as_object_mut().unwrap().remove(name);
+    }
+    for p in [TENANTS, TENANT_ITEM] {
+        rest["paths"].as_object_mut().unwrap().remove(p);
+    }
+    assert_eq!(rest, other);
+
+    // The protobuf form (kubectl 1.20) carries them too.
+    let decoded = v2::Document::decode(encode_v2_protobuf(&doc).as_slice()).unwrap();
+    let defs = &decoded.definitions.as_ref().unwrap().additional_properties;
+    assert_eq!(defs.len(), doc["definitions"].as_object().unwrap().len());
+    let t = defs
+        .iter()
+        .find(|d| d.name == TENANT_DEF)
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    let gvk = t
+        .vendor_extension
+        .iter()
+        .find(|e| e.name == "x-kubernetes-group-version-kind")
+        .unwrap();
+    let gvk: Value = serde_json::from_str(gvk.value.as_ref().unwrap().yaml.trim()).unwrap();
+    assert_eq!(gvk[0]["kind"], "Tenant");
+    let spec = defs
+        .iter()
+        .find(|d| d.name == "io.crdplane.v1alpha1.TenantSpec")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    let owners = spec
+        .properties
+        .as_ref()
+        .unwrap()
+        .additional_properties
+        .iter()
+        .find(|p| p.name == "owners")
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        owners.items.as_ref().unwrap().schema[0].r#ref,
+        "#/definitions/io.k8s.api.rbac.v1.Subject"
+    );
+    let paths = &decoded.paths.as_ref().unwrap().path;
+    let item = paths
+        .iter()
+        .find(|p| p.name == TENANT_ITEM)
+        .unwrap()
+        .value
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        item.patch.as_ref().unwrap().operation_id,
+        "patchCrdplaneIoV1alpha1Tenant"
+    );
+    assert!(paths.iter().any(|p| p.name == TENANTS));
+}
+
+#[test]
+fn admin_scope_v3_has_the_tenant_group_version() {
+    let admin = tenants::ADMIN_SCOPE;
+    let docs = build_v3_documents(admin, &[crontab_crd()]);
+    let key = "apis/crdplane.io/v1alpha1";
+    let doc = build_v3_group_version(admin, &[crontab_crd()], "crdplane.io", "v1alpha1").unwrap();
+    let gv = &docs.group_versions[key];
+    assert_eq!(gv.json, serde_json::to_vec(&doc).unwrap());
+    assert_eq!(
+        docs.index["paths"][key]["serverRelativeURL"],
+        format!("/openapi/v3/{key}?hash={}", gv.hash)
+    );
+    assert_eq!(docs.index, build_v3_index(admin, &[crontab_crd()]));
+    assert_eq!(doc["info"]["title"], "Kubernetes");
+    assert_eq!(dangling_refs(&doc), Vec::<String>::new());
+    let schemas = &doc["components"]["schemas"];
+    for n in [
+        TENANT_DEF,
+        TENANT_LIST_DEF,
+        "io.crdplane.v1alpha1.TenantSpec",
+        "io.crdplane.v1alpha1.TenantStatus",
+        "io.k8s.api.rbac.v1.Subject",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    ] {
+        assert!(schemas[n].is_object(), "{n}");
+    }
+    let t = &schemas[TENANT_DEF];
+    assert_eq!(t["x-kubernetes-group-version-kind"][0]["kind"], "Tenant");
+    assert_eq!(
+        t["properties"]["spec"]["allOf"],
+        json!([{"$ref": "#/components/schemas/io.crdplane.v1alpha1.TenantSpec"}])
+    );
+    assert_eq!(
+        schemas["io.crdplane.v1alpha1.TenantSpec"]["properties"]["owners"]["items"]["$ref"],
+        "#/components/schemas/io.k8s.api.rbac.v1.Subject"
+    );
+    let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    assert_eq!(paths, [TENANTS, TENANT_ITEM]);
+    assert_eq!(
+        doc["paths"][TENANT_ITEM]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+            ["$ref"],
+        format!("#/components/schemas/{TENANT_DEF}")
+    );
+    // The other group-versions are every tenant's.
+    let other = build_v3_documents(TENANT, &[crontab_crd()]);
+    let mut index = docs.index.clone();
+    index["paths"].as_object_mut().unwrap().remove(key);
+    assert_eq!(index, other.index);
+}
+
+#[test]
+fn other_tenants_documents_do_not_mention_crdplane_io() {
+    for tenant in [TENANT, "", "root2", "Root"] {
+        for crds in [vec![], vec![crontab_crd(), cluster_crd()]] {
+            let v2 = build_v2(tenant, &crds).to_string();
+            assert!(!v2.contains("crdplane"), "{tenant}");
+            let docs = build_v3_documents(tenant, &crds);
+            assert!(!docs.index.to_string().contains("crdplane"), "{tenant}");
+            for (k, gv) in &docs.group_versions {
+                let json = String::from_utf8_lossy(&gv.json);
+                assert!(!json.contains("crdplane"), "{tenant} {k}");
+            }
+            assert!(build_v3_group_version(tenant, &crds, "crdplane.io", "v1alpha1").is_none());
+        }
+    }
 }
