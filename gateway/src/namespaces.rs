@@ -15,7 +15,7 @@
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::context::{Ctx, Req};
-use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::http::{Body, json_response};
 use crate::request::decode_body;
 use crate::stores::builtin::protobuf;
 use crate::stores::namespaces::{
@@ -29,7 +29,7 @@ use crdplane_apiserver::handlers;
 use crdplane_core::{ApiError, GroupResource};
 use http::{Response, StatusCode};
 use k8s_openapi::api::core::v1::Namespace;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::{Arc, OnceLock};
 
 fn gr() -> GroupResource {
@@ -91,53 +91,20 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             // handlers/get.go `GetResource` over the storage service (also `/status`, which
             // upstream serves from the same object).
             let o = handlers::get(&NamespaceStore::new(ctx, tenant), "", &i.name).await?;
-            match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(
-                    StatusCode::OK,
-                    serde_json::to_vec(&o).expect("json"),
-                )),
-                Output::Table(_) => {
-                    let t = table().to_table(
-                        &[o],
-                        include(req),
-                        &ListMeta::default(),
-                        chrono::Utc::now(),
-                    );
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&t).expect("json"),
-                    ))
-                }
-            }
+            crate::respond::object_or_table(req.header("accept"), include(req), o, table())
         }
         "list" => {
             let (label, field) = selectors(req)?;
             let store = crate::stores::namespaces::NamespaceStore::new(ctx, tenant);
             let scope = [tenant, "", "namespaces"];
             let page = crate::list::page(ctx, req, &store, scope, "", label, field).await?;
-            match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(
-                    StatusCode::OK,
-                    page.json("v1", "NamespaceList", &page.items),
-                )),
-                Output::Table(_) => {
-                    let objs: Vec<Value> = page
-                        .items
-                        .iter()
-                        .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
-                        .collect::<Result<_, _>>()?;
-                    let t = table().to_table(
-                        &objs,
-                        include(req),
-                        &page.list_meta(),
-                        chrono::Utc::now(),
-                    );
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&t).expect("json"),
-                    ))
-                }
-            }
+            crate::respond::list_or_table(
+                req.header("accept"),
+                include(req),
+                &page,
+                ["v1", "NamespaceList"],
+                table(),
+            )
         }
         "watch" => {
             let (label, field) = selectors(req)?;

@@ -16,7 +16,7 @@
 //! root workspace.
 
 use crate::context::{Ctx, Req, TenantCreation};
-use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::http::{Body, json_response};
 use crate::request::decode_body;
 use crate::stores::tenants::{
     self as store, ADMIN_SCOPE, API_VERSION, GROUP, KIND, RESOURCE, TenantStore, TenantStrategy,
@@ -191,52 +191,19 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         "get" => {
             let o = handlers::get(&tenants, "", &i.name).await?;
-            match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(
-                    StatusCode::OK,
-                    serde_json::to_vec(&o).expect("json"),
-                )),
-                Output::Table(_) => {
-                    let t = table().to_table(
-                        &[o],
-                        include(req),
-                        &ListMeta::default(),
-                        chrono::Utc::now(),
-                    );
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&t).expect("json"),
-                    ))
-                }
-            }
+            crate::respond::object_or_table(req.header("accept"), include(req), o, table())
         }
         "list" => {
             let (label, field) = selectors(req)?;
             let scope = [ADMIN_SCOPE, GROUP, RESOURCE];
             let page = crate::list::page(ctx, req, &tenants, scope, "", label, field).await?;
-            match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(
-                    StatusCode::OK,
-                    page.json(API_VERSION, crdplane_core::tenancy::LIST_KIND, &page.items),
-                )),
-                Output::Table(_) => {
-                    let objs: Vec<Value> = page
-                        .items
-                        .iter()
-                        .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
-                        .collect::<Result<_, _>>()?;
-                    let t = table().to_table(
-                        &objs,
-                        include(req),
-                        &page.list_meta(),
-                        chrono::Utc::now(),
-                    );
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&t).expect("json"),
-                    ))
-                }
-            }
+            crate::respond::list_or_table(
+                req.header("accept"),
+                include(req),
+                &page,
+                [API_VERSION, crdplane_core::tenancy::LIST_KIND],
+                table(),
+            )
         }
         "watch" => {
             let (label, field) = selectors(req)?;
