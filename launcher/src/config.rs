@@ -24,6 +24,25 @@ pub struct Cli {
 pub enum Cmd {
     /// Start the whole stack (Redis, storage, validation, registry, gateway) on this machine.
     Up(Up),
+    /// Make (or renew) the certificates and keys of a deployment in a directory: the users'
+    /// CA, the gateway's serving certificate, the admin's client certificate, the services
+    /// CA with one certificate per process kind, the service-account key pair, the
+    /// encryption configuration and the Envoy health checker's client certificate.
+    Pki(PkiArgs),
+}
+
+/// `crdplane pki` flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PkiArgs {
+    /// Directory of the files (kept CAs and keys are reused, leaf certificates issued anew).
+    #[arg(long, env = "CRDPLANE_PKI_DIR", default_value = "pki")]
+    pub dir: PathBuf,
+    /// Names the gateway and the services are reached by (DNS names or IPs, repeatable or
+    /// comma-separated), besides localhost: for Kubernetes the Service names
+    /// (crdplane-gateway, crdplane-storage, crdplane-validation, crdplane-registry, with and
+    /// without `.<namespace>.svc`) and the API's external name.
+    #[arg(long = "host", env = "CRDPLANE_PKI_HOSTS", value_delimiter = ',')]
+    pub hosts: Vec<String>,
 }
 
 /// `crdplane up` flags.
@@ -167,16 +186,21 @@ mod tests {
             let cli =
                 Cli::try_parse_from(["crdplane", "up"].into_iter().chain(flags.iter().copied()))
                     .unwrap();
-            let Cmd::Up(up) = cli.cmd;
+            let Cmd::Up(up) = cli.cmd else { panic!() };
             assert_eq!(up.validate().err().as_deref(), *want, "{flags:?}");
         }
         assert!(Cli::try_parse_from(["crdplane", "up", "--durability", "never"]).is_err());
-        let Cmd::Up(up) = Cli::try_parse_from(["crdplane", "up"]).unwrap().cmd;
+        let Cmd::Up(up) = Cli::try_parse_from(["crdplane", "up"]).unwrap().cmd else {
+            panic!()
+        };
         assert_eq!(up.listen, ports::GATEWAY_LISTEN);
         assert!(!up.clone().config().insecure_http, "TLS is the default");
         let Cmd::Up(up) = Cli::try_parse_from(["crdplane", "up", "--insecure-http"])
             .unwrap()
-            .cmd;
+            .cmd
+        else {
+            panic!()
+        };
         assert!(up.config().insecure_http);
     }
 }

@@ -9,5 +9,6 @@ async fn main() -> anyhow::Result<()> {
             up.validate().map_err(anyhow::Error::msg)?;
             crdplane::up(up.config()).await
         }
+        Cmd::Pki(p) => crdplane::pki::make(&p.dir, &p.hosts),
     }
 }

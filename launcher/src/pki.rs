@@ -29,6 +29,10 @@
 //! for Secrets and `identity` second, so Secrets are written encrypted and those stored
 //! before the file existed still read (rotation: add a key first, rewrite, drop the old).
 //!
+//! [`make`] is `crdplane pki`: the same files in a directory of the operator's, for the names a
+//! deployment's processes are reached by (deploy/README.md), plus the Envoy front proxy's
+//! health-check client certificate.
+//!
 //! Each certificate issued or kept is checked with webpki ([`crate::tls`]): the serving one
 //! must chain to `ca.crt` for every SAN, the admin one must verify as a client certificate.
 //! Not on the request path.
@@ -517,6 +521,29 @@ fn write_mode(path: &Path, contents: &str, mode: u32) -> Result<()> {
         Ok(())
     };
     write().with_context(|| format!("write {}", path.display()))
+}
+
+/// The common name of the Envoy front proxy's health-check client certificate (a user of
+/// the gateways' client CA in no group: `/readyz` is open to every authenticated user).
+pub const ENVOY_HEALTH_USER: &str = "crdplane-envoy";
+
+/// `crdplane pki`: [`Pki::ensure`] in `dir` for `hosts`, plus the Envoy health checker's
+/// client certificate (`envoy-health.crt`/`.key`, issued anew); prints what it wrote.
+pub fn make(dir: &Path, hosts: &[String]) -> Result<()> {
+    for h in hosts {
+        check_name(h).map_err(anyhow::Error::msg)?;
+    }
+    let pki = Pki::ensure(dir, hosts)?;
+    let (cert, key) = pki.issue_client(ENVOY_HEALTH_USER, &[])?;
+    write_private(&dir.join("envoy-health.key"), &key)?;
+    write_public(&dir.join("envoy-health.crt"), &cert)?;
+    println!(
+        "wrote the PKI of a crdplane deployment to {} for {}",
+        dir.display(),
+        san_names(hosts).join(", ")
+    );
+    println!("(deploy/README.md says which Secret holds which file)");
+    Ok(())
 }
 
 #[cfg(test)]
