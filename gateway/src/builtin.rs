@@ -24,7 +24,7 @@ use crate::request::{
 };
 use crate::respond::{table_api_version, with_warnings};
 use crate::stores::builtin::{BuiltinStore, BuiltinStrategy, BuiltinType, protobuf, type_of};
-use crate::table::{ListMeta, RenderOptions};
+use crate::table::RenderOptions;
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
@@ -381,15 +381,7 @@ async fn watch(
     let r = ty.resource();
     let (label, field) = selectors(req, ty)?;
     let field = stored_field_selector(ty, &field)?;
-    let table: crate::watch::TableFn = Arc::new(move |objs, with_cols, include| {
-        ty.table().to_table_with(
-            objs,
-            include,
-            &ListMeta::default(),
-            chrono::Utc::now(),
-            with_cols,
-        )
-    });
+    let table = crate::watch::table_fn(ty.table());
     let sealing =
         crate::encryption::Sealing::new(ctx.cfg.encryption.as_ref(), &i.tenant, r.storage);
     // Events' objects: opened (encryption at rest), then in the served form. An object that

@@ -22,15 +22,15 @@ use crate::stores::namespaces::{
     Endpoint, ImmortalNamespaces, NamespaceStore, NamespaceStrategy, storage_ref,
 };
 use crate::stores::typed::unknown_fields;
-use crate::table::{IncludeObject, ListMeta, TableConvertor};
-use crate::watch::{self, TableFn};
+use crate::table::{IncludeObject, TableConvertor};
+use crate::watch;
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
 use crdplane_core::{ApiError, GroupResource};
 use http::{Response, StatusCode};
 use k8s_openapi::api::core::v1::Namespace;
 use serde_json::json;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 fn gr() -> GroupResource {
     GroupResource::new("", "namespaces")
@@ -43,18 +43,6 @@ fn table() -> &'static TableConvertor {
             {"name": "Status", "type": "string", "description": "The status of the namespace", "jsonPath": ".status.phase"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]))
-    })
-}
-
-fn ns_table() -> TableFn {
-    Arc::new(|objs, with_cols, include| {
-        table().to_table_with(
-            objs,
-            include,
-            &ListMeta::default(),
-            chrono::Utc::now(),
-            with_cols,
-        )
     })
 }
 
@@ -114,7 +102,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 name: i.name.clone(),
                 api_version: "v1".into(),
                 kind: "Namespace".into(),
-                table: ns_table(),
+                table: watch::table_fn(table()),
                 label_selector: label,
                 field_selector: field,
                 transform: None,

@@ -22,16 +22,16 @@ use crate::stores::tenants::{
     self as store, ADMIN_SCOPE, API_VERSION, GROUP, KIND, RESOURCE, TenantStore, TenantStrategy,
     VERSION, gr,
 };
-use crate::table::{IncludeObject, ListMeta, TableConvertor};
+use crate::table::{IncludeObject, TableConvertor};
 use crate::tenant_directory::Phase;
-use crate::watch::{self, TableFn};
+use crate::watch;
 use crdplane_apiserver::admission::{Admission, Attributes, Chain, Operation};
 use crdplane_apiserver::handlers;
 use crdplane_core::ApiError;
 use futures::future::BoxFuture;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 fn table() -> &'static TableConvertor {
     static T: OnceLock<TableConvertor> = OnceLock::new();
@@ -40,18 +40,6 @@ fn table() -> &'static TableConvertor {
             {"name": "Status", "type": "string", "description": "The phase of the tenant: Active, or Terminating while its objects are removed", "jsonPath": ".status.phase"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]))
-    })
-}
-
-fn tenant_table() -> TableFn {
-    Arc::new(|objs, with_cols, include| {
-        table().to_table_with(
-            objs,
-            include,
-            &ListMeta::default(),
-            chrono::Utc::now(),
-            with_cols,
-        )
     })
 }
 
@@ -213,7 +201,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 name: i.name.clone(),
                 api_version: API_VERSION.into(),
                 kind: KIND.into(),
-                table: tenant_table(),
+                table: watch::table_fn(table()),
                 label_selector: label,
                 field_selector: field,
                 transform: None,

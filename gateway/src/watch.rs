@@ -31,6 +31,19 @@ use tokio::sync::broadcast;
 /// Renders objects as a Table (with or without column definitions).
 pub type TableFn = Arc<dyn Fn(&[Value], bool, IncludeObject) -> Value + Send + Sync>;
 
+/// The [`TableFn`] of a resource whose rows come from `table` alone (no list metadata).
+pub fn table_fn(table: &'static crate::table::TableConvertor) -> TableFn {
+    Arc::new(move |objs, with_cols, include| {
+        table.to_table_with(
+            objs,
+            include,
+            &crate::table::ListMeta::default(),
+            chrono::Utc::now(),
+            with_cols,
+        )
+    })
+}
+
 /// What one watch streams.
 pub struct Target {
     /// The tenant's resource in the storage service.

@@ -114,7 +114,7 @@ impl Strategy for TenantStrategy {
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
         typed::unknown_fields::<Tenant>(obj)
     }
-    /// As a namespace: phase Active, no generation; fields a Tenant does not have dropped.
+    /// As a namespace: phase Active; fields a Tenant does not have dropped.
     fn prepare_for_create(&self, obj: &mut Value, _namespace: &str) -> Result<(), ApiError> {
         typed::drop_unknown_fields::<Tenant>(obj);
         crdplane_apiserver::rest::meta::prepare_for_create(
@@ -132,41 +132,19 @@ impl Strategy for TenantStrategy {
             .ok_or_else(|| ApiError::bad_request("the object provided is not a JSON object"))?;
         m.insert("apiVersion".into(), json!(API_VERSION));
         m.insert("kind".into(), json!(KIND));
-        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("generation");
-        }
         if !m.get("spec").is_some_and(Value::is_object) {
             m.insert("spec".into(), json!({}));
         }
         m.insert("status".into(), json!({"phase": "Active"}));
         Ok(())
     }
-    /// Keeps status, uid, creationTimestamp and deletionTimestamp as stored.
+    /// The generic `PrepareForUpdate` with status kept as stored (like a status
+    /// subresource's: only the server writes it), so a Terminating Tenant stays so.
     fn prepare_for_update(&self, new: &mut Value, old: &Value) -> Result<(), ApiError> {
         typed::drop_unknown_fields::<Tenant>(new);
-        if !new.is_object() {
-            return Err(ApiError::bad_request(
-                "the object provided is not a JSON object",
-            ));
-        }
-        if let Some(v) = old.get("status") {
-            new["status"] = v.clone();
-        }
+        crdplane_apiserver::rest::meta::prepare_for_update(new, old, true)?;
         if !new.get("spec").is_some_and(Value::is_object) {
             new["spec"] = json!({});
-        }
-        if !new.get("metadata").is_some_and(Value::is_object) {
-            new["metadata"] = json!({});
-        }
-        for k in ["uid", "creationTimestamp", "deletionTimestamp"] {
-            match old.pointer(&format!("/metadata/{k}")) {
-                Some(v) => new["metadata"][k] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
-            }
         }
         new["apiVersion"] = json!(API_VERSION);
         new["kind"] = json!(KIND);
@@ -374,7 +352,7 @@ mod tests {
         assert_eq!(o["status"], json!({"phase": "Active"}));
         assert_eq!(o["spec"], json!({"owners": []}));
         assert!(o.get("junk").is_none());
-        assert!(o["metadata"].get("generation").is_none());
+        assert_eq!(o["metadata"]["generation"], 1);
         assert!(o["metadata"]["uid"].is_string());
     }
 
