@@ -69,10 +69,21 @@ async fn run(c: Arc<Ctx>) {
 
 /// One round: every Terminating Tenant is purged and removed.
 async fn round(ctx: &Ctx) -> Result<(), ApiError> {
-    // One list of all Tenants (they are few: one per customer of the platform).
+    // Every Tenant, 500 at a time (each page read fresh: the controller needs no snapshot).
     let tenants = TenantStore::new(&ctx.storage, &ctx.tenant_purge);
-    let all = tenants.list("", &ListOptions::default()).await?;
-    let terminating: Vec<Value> = all.items.into_iter().filter(store::terminating).collect();
+    let mut terminating: Vec<Value> = Vec::new();
+    let mut opts = ListOptions {
+        limit: 500,
+        ..Default::default()
+    };
+    loop {
+        let page = tenants.list("", &opts).await?;
+        terminating.extend(page.items.into_iter().filter(store::terminating));
+        if page.continue_token.is_empty() {
+            break;
+        }
+        opts.continue_token = page.continue_token;
+    }
     let mut first_err = None;
     for t in terminating {
         if let Err(e) = purge(ctx, &t).await {
