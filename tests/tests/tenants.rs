@@ -119,6 +119,19 @@ impl Secure {
         )
     }
 
+    /// A GET of `path` as the admin's client certificate, impersonating `user` in `group`.
+    fn impersonating(&self, user: &str, group: &str, path: &str) -> (u16, Value) {
+        let cert = (self.pki.admin_cert_pem(), self.pki.admin_key_pem());
+        let client = TlsClient::new(self.pki.ca_pem(), Some(cert)).unwrap();
+        let headers = [("Impersonate-User", user), ("Impersonate-Group", group)];
+        let url = format!("{}{path}", self.stack.gateway);
+        let (code, _, text) = client.request("GET", &url, &headers, None).unwrap();
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
     fn kubectl(&self, k: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         let o = self.stack.kubectl_stdin(k, args, stdin);
         (o.ok, o.stdout, o.stderr)
@@ -348,6 +361,24 @@ fn tenants_are_created_used_and_purged_by_platform_admins() {
         .map(|n| n["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["default", "kube-public", "kube-system"]);
+    // Impersonating an identity of another tenant on a plain path is refused (the admin was
+    // authorized in the default tenant, not in acme), with the path to use instead ...
+    let (code, v) = s.impersonating("jane", "crdplane:tenant:acme", "/api/v1/namespaces");
+    assert_eq!(code, 403, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("the impersonated identity belongs to tenant acme; name it in the path (/clusters/acme/...)"),
+        "{v}"
+    );
+    // ... and allowed with the tenant in the path.
+    let (code, v) = s.impersonating(
+        "jane",
+        "crdplane:tenant:acme",
+        "/clusters/acme/api/v1/namespaces",
+    );
+    assert_eq!(code, 200, "{v}");
     let (code, v) = s.call(
         Some(JANE),
         "GET",
