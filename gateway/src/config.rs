@@ -44,6 +44,11 @@ pub struct Args {
         default_value = "explicit"
     )]
     pub tenant_creation: crate::context::TenantCreation,
+    /// At start, create a Tenant for every tenant that holds objects in storage but has
+    /// none: once, after upgrading from a version without Tenants (explicit tenants would
+    /// otherwise answer 404 for them).
+    #[arg(long, env = "CRDPLANE_GATEWAY_ADOPT_STORED_TENANTS")]
+    pub adopt_stored_tenants: bool,
     /// Most client connections open at once; more are closed at once (0 = the descriptor
     /// limit less a reserve).
     #[arg(long, env = "CRDPLANE_GATEWAY_MAX_CONNECTIONS", default_value_t = 0)]
@@ -278,6 +283,7 @@ impl Args {
             storage_endpoint: self.storage.clone(),
             default_tenant: self.default_tenant.clone(),
             tenant_creation: self.tenant_creation,
+            adopt_stored_tenants: self.adopt_stored_tenants,
             advertise_address,
             connections: crdplane_transport::accept::ConnLimits {
                 max_total: self.max_connections,

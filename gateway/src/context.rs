@@ -75,6 +75,9 @@ pub struct Config {
     /// `--tenant-creation`: whether a tenant exists only once a platform admin created
     /// its Tenant (see [`TenantCreation`]).
     pub tenant_creation: TenantCreation,
+    /// `--adopt-stored-tenants`: at start, a Tenant for every tenant with stored objects
+    /// and none (see `tenant_purge`).
+    pub adopt_stored_tenants: bool,
 }
 
 /// How tenants come to exist (`--tenant-creation`).
@@ -132,6 +135,7 @@ impl Default for Config {
             api_audiences: Vec::new(),
             encryption: None,
             tenant_creation: TenantCreation::Explicit,
+            adopt_stored_tenants: false,
         }
     }
 }

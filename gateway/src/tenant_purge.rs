@@ -50,6 +50,15 @@ async fn run(c: Arc<Ctx>) {
     if let Err(e) = crate::tenants::phase(&c, &c.cfg.default_tenant).await {
         tracing::debug!(error = %e.message, "creating the default tenant at startup failed");
     }
+    if c.cfg.adopt_stored_tenants {
+        match adopt(&c).await {
+            Ok(n) => tracing::info!(
+                adopted = n,
+                "Tenants created for the stored tenants without one"
+            ),
+            Err(e) => tracing::error!(error = %e.message, "adopting the stored tenants failed"),
+        }
+    }
     loop {
         let wait = match round(&c).await {
             Ok(()) => {
@@ -65,6 +74,46 @@ async fn run(c: Arc<Ctx>) {
         // Wait for a deletion of this process or the next resync.
         let _ = tokio::time::timeout(wait, c.tenant_purge.notified()).await;
     }
+}
+
+/// `--adopt-stored-tenants`: walks storage (`ScanResources`) for the tenants that hold
+/// objects and creates (and seeds) a Tenant for each that has none; the number created. An
+/// operator's one-off after upgrading from a version without Tenants: it runs only when
+/// asked, so it never races with a purge (whose tenant it would bring back).
+pub async fn adopt(ctx: &Ctx) -> Result<usize, ApiError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = 0;
+    loop {
+        let (tenants, next) =
+            crate::backends::storage::scan_tenants(&ctx.storage, cursor, 1000).await?;
+        seen.extend(tenants);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let mut adopted = 0;
+    for t in seen {
+        if t == store::ADMIN_SCOPE || !crate::request_info::valid_tenant(&t) || store::reserved(&t)
+        {
+            continue;
+        }
+        let tenants = TenantStore::new(&ctx.storage, &ctx.tenant_purge);
+        match tenants.get("", &t).await {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {
+                match crate::tenants::create(ctx, serde_json::json!({"metadata": {"name": t}}))
+                    .await
+                {
+                    Ok(_) => adopted += 1,
+                    Err(e) if e.code == 409 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(adopted)
 }
 
 /// One round: every Terminating Tenant is purged and removed.

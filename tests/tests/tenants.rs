@@ -645,3 +645,75 @@ fn a_purge_left_unfinished_is_finished_by_the_next_gateway() {
     assert_eq!(left, Vec::<String>::new());
     assert_eq!(req("GET", cms, None).0, 404);
 }
+
+#[test]
+fn stored_tenants_without_a_tenant_are_adopted_when_asked() {
+    // Objects of a tenant written before Tenants existed (here: straight into storage),
+    // under a gateway told to adopt them at its start.
+    let redis = RedisServer::start().unwrap();
+    let b = Stack::explicit_tenants_builder(&redis.url())
+        .args(Service::Gateway, &["--adopt-stored-tenants"]);
+    let mut stack = Stack::start_from(b, None).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = pb::storage_client::StorageClient::connect(stack.storage.clone())
+            .await
+            .unwrap();
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kept", "namespace": "default", "uid": "u-1",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "data": {"a": "b"}});
+        let (head, tail) = crdplane_core::rvslot::split(&obj).unwrap();
+        c.create(pb::CreateRequest {
+            key: Some(pb::ObjectKey {
+                resource: Some(pb::ResourceRef {
+                    tenant: "legacy".into(),
+                    group: String::new(),
+                    resource: "configmaps".into(),
+                }),
+                namespace: "default".into(),
+                name: "kept".into(),
+            }),
+            object: Some(pb::ObjectWrite {
+                head: head.into(),
+                tail: tail.into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    });
+    let get = |gw: &str, path: &str| {
+        let (code, text) = crdplane_tests::http_get(&format!("{gw}{path}")).unwrap();
+        (
+            code,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
+        )
+    };
+    let cm = "/clusters/legacy/api/v1/namespaces/default/configmaps/kept";
+    // Written after this gateway's start: unknown to it.
+    assert_eq!(get(&stack.gateway, cm).0, 404);
+    let i = stack.processes().index("gateway").unwrap();
+    stack.processes().kill(i).unwrap();
+    stack
+        .processes()
+        .respawn(i, Duration::from_secs(30))
+        .unwrap();
+    stack.wait_ready(Duration::from_secs(30)).unwrap();
+    let gw = stack.gateway.clone();
+    eventually("the tenant adopted", Duration::from_secs(30), || {
+        get(&gw, cm).0 == 200
+    });
+    let (code, v) = get(&gw, cm);
+    assert_eq!((code, &v["data"]["a"]), (200, &json!("b")), "{v}");
+    let (code, v) = get(&gw, &format!("{ADMIN_SCOPE}{TENANTS}/legacy"));
+    assert_eq!(
+        (code, &v["status"]["phase"]),
+        (200, &json!("Active")),
+        "{v}"
+    );
+    // Seeded like any new tenant.
+    let (code, _) = get(&gw, "/clusters/legacy/api/v1/namespaces/kube-system");
+    assert_eq!(code, 200);
+    drop(redis);
+}

@@ -90,3 +90,23 @@ pub async fn purge_tenant(
         .into_inner();
     Ok((r.cursor, r.deleted))
 }
+
+/// One step of the storage service's `ScanResources` walk from `cursor`: the tenants of the
+/// (tenant, group, resource) triples that hold objects (repeats possible) and the next
+/// cursor (0: the walk is done).
+pub async fn scan_tenants(
+    storage: &StorageClient<Channel>,
+    cursor: u64,
+    count: u32,
+) -> Result<(Vec<String>, u64), ApiError> {
+    let r = storage
+        .clone()
+        .scan_resources(pb::ScanResourcesRequest { cursor, count })
+        .await
+        .map_err(crdplane_proto::status::from_grpc)?
+        .into_inner();
+    Ok((
+        r.resources.into_iter().map(|t| t.tenant).collect(),
+        r.cursor,
+    ))
+}
