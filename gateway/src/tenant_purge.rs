@@ -102,8 +102,12 @@ pub async fn adopt(ctx: &Ctx) -> Result<usize, ApiError> {
         match tenants.get("", &t).await {
             Ok(_) => {}
             Err(e) if e.code == 404 => {
-                match crate::tenants::create(ctx, serde_json::json!({"metadata": {"name": t}}))
-                    .await
+                match crate::tenants::create_tenant(
+                    ctx,
+                    serde_json::json!({"metadata": {"name": t}}),
+                    false,
+                )
+                .await
                 {
                     Ok(_) => adopted += 1,
                     Err(e) if e.code == 409 => {}

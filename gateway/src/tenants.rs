@@ -111,15 +111,10 @@ impl Admission for ImmortalTenants<'_> {
     }
 }
 
-/// Creates (and seeds) the Tenant `obj`, as a platform admin's create does.
-pub async fn create(ctx: &Ctx, obj: Value) -> Result<Value, ApiError> {
-    create_tenant(ctx, obj, false).await
-}
-
 /// Creates a Tenant through the generic create handler, then seeds its tenant (default
 /// namespaces, bootstrap RBAC, owners' binding) before answering; a seeding that failed is
 /// completed by the tenant's first request (`crate::lifecycle::ensure_tenant`).
-async fn create_tenant(ctx: &Ctx, obj: Value, dry: bool) -> Result<Value, ApiError> {
+pub async fn create_tenant(ctx: &Ctx, obj: Value, dry: bool) -> Result<Value, ApiError> {
     let tenants = TenantStore::new(&ctx.storage, &ctx.tenant_purge);
     let w = handlers::create(&tenants, &TenantStrategy, &Chain::none(), "", obj, dry).await?;
     if !dry {

@@ -523,21 +523,23 @@ fn a_purge_left_unfinished_is_finished_by_the_next_gateway() {
         )
     };
     // A deletion as it normally runs: watchers of the tenant see its objects go.
-    let (code, v) = req(
-        "POST",
-        &format!("{ADMIN_SCOPE}{TENANTS}"),
-        Some(json!({"metadata": {"name": "gamma"}})),
-    );
-    assert_eq!(code, 201, "{v}");
-    let gamma = "/clusters/gamma/api/v1/namespaces/default/configmaps";
-    for i in 0..30 {
+    // A Tenant `name` whose default namespace holds `n` config maps; their collection path.
+    let tenant_with_configmaps = |name: &str, n: usize| {
         let (code, v) = req(
             "POST",
-            gamma,
-            Some(json!({"metadata": {"name": format!("cm-{i}")}})),
+            &format!("{ADMIN_SCOPE}{TENANTS}"),
+            Some(json!({"metadata": {"name": name}})),
         );
         assert_eq!(code, 201, "{v}");
-    }
+        let cms = format!("/clusters/{name}/api/v1/namespaces/default/configmaps");
+        for i in 0..n {
+            let body = json!({"metadata": {"name": format!("cm-{i}")}});
+            let (code, v) = req("POST", &cms, Some(body));
+            assert_eq!(code, 201, "{v}");
+        }
+        cms
+    };
+    let gamma = &tenant_with_configmaps("gamma", 30);
     let w =
         crdplane_tests::WatchStream::open(&format!("{gw}{gamma}?watch=1&resourceVersion=0"), None)
             .unwrap();
@@ -564,21 +566,7 @@ fn a_purge_left_unfinished_is_finished_by_the_next_gateway() {
     });
     assert_eq!(req("GET", gamma, None).0, 404);
 
-    let (code, v) = req(
-        "POST",
-        &format!("{ADMIN_SCOPE}{TENANTS}"),
-        Some(json!({"metadata": {"name": "beta"}})),
-    );
-    assert_eq!(code, 201, "{v}");
-    let cms = "/clusters/beta/api/v1/namespaces/default/configmaps";
-    for i in 0..50 {
-        let (code, v) = req(
-            "POST",
-            cms,
-            Some(json!({"metadata": {"name": format!("cm-{i}")}})),
-        );
-        assert_eq!(code, 201, "{v}");
-    }
+    let cms = &tenant_with_configmaps("beta", 50);
     // The gateway stops right after marking the Tenant Terminating (the mark written as
     // its delete writes it), before any purge ran.
     let i = stack.processes().index("gateway").unwrap();
