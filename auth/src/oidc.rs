@@ -507,15 +507,21 @@ fn validate_url(url: &str, disallowed: &[String], path: &str, errs: &mut Vec<Fie
     if !scheme.eq_ignore_ascii_case("https") {
         errs.push(FieldError::invalid(path, v(), "URL scheme must be https"));
     }
+    // As Go's url.Parse: the fragment and then the query are split off first, whether the
+    // rest is hierarchical (`//authority/path`) or opaque (`https:host`, accepted upstream);
+    // only a hierarchical URL has user information.
     let rest = url
         .get(scheme.len()..)
-        .and_then(|r| r.strip_prefix("://"))
+        .and_then(|r| r.strip_prefix(':'))
         .unwrap_or_default();
     let (before_fragment, fragment) = rest.split_once('#').unwrap_or((rest, ""));
     let (before_query, query) = before_fragment
         .split_once('?')
         .unwrap_or((before_fragment, ""));
-    let authority = before_query.split('/').next().unwrap_or_default();
+    let authority = before_query
+        .strip_prefix("//")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_default();
     if authority.contains('@') {
         errs.push(FieldError::invalid(
             path,
@@ -1425,6 +1431,16 @@ mod tests {
                 "url with user, query and fragment",
                 entry("    url: https://u:p@i.example.com/?q=1#f\n    audiences: [a]", ""),
                 Some("[jwt[0].issuer.url: Invalid value: \"https://u:p@i.example.com/?q=1#f\": URL must not contain a username or password, jwt[0].issuer.url: Invalid value: \"https://u:p@i.example.com/?q=1#f\": URL must not contain a query, jwt[0].issuer.url: Invalid value: \"https://u:p@i.example.com/?q=1#f\": URL must not contain a fragment]"),
+            ),
+            (
+                "opaque url (accepted, as by Go's url.Parse)",
+                entry("    url: HTTPS:i.example.com\n    audiences: [a]", ""),
+                None,
+            ),
+            (
+                "opaque url with query and fragment",
+                entry("    url: https:i.example.com?q=1#f\n    audiences: [a]", ""),
+                Some("[jwt[0].issuer.url: Invalid value: \"https:i.example.com?q=1#f\": URL must not contain a query, jwt[0].issuer.url: Invalid value: \"https:i.example.com?q=1#f\": URL must not contain a fragment]"),
             ),
             (
                 "service-account issuer",
