@@ -1,8 +1,8 @@
 //! The accept loop: where the gateway's request path starts. On a plain-HTTP gateway
 //! (`--insecure-http`) each accepted TCP connection is served HTTP/1.1 by crdplane-http1 or,
 //! when it opens with the HTTP/2 preface, HTTP/2 by hyper; on a TLS gateway the connection is
-//! handshaken first (`crdplane_transport::tls`) and served by hyper, HTTP/2 or HTTP/1.1 as
-//! ALPN chose ([`serve_tls`]). All hand every request to the same edge service
+//! handshaken first (`crdplane_transport::tls`) and served as ALPN chose ([`serve_tls`]):
+//! HTTP/2 by hyper, HTTP/1.1 by crdplane-http1 over the TLS session. All hand every request to the same edge service
 //! ([`crate::stack`]), whose innermost layer is the router ([`crate::api::Router`]).
 //!
 //! As kube-apiserver's serving (staging/src/k8s.io/apiserver/pkg/server/secure_serving.go):
@@ -65,14 +65,10 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
 }
 
 /// One TLS client connection: the handshake (within the head timeout, as Go's
-/// `ReadHeaderTimeout` covers it), then HTTP/2 when ALPN chose `h2`, else HTTP/1.1, both
-/// served by hyper into `edge`. The client's certificate chain, if it sent one, rides in
-/// every request's extensions for the authentication layer.
-///
-/// HTTP/1.1 over TLS is hyper's, not crdplane-http1's: the latter waits on the socket's
-/// readiness to hold no buffer while idle, which a TLS stream (whose records must be
-/// decrypted into a buffer) cannot offer; Go clients negotiate HTTP/2 over TLS and
-/// multiplex their watches on one connection, so HTTP/1.1 over TLS is the rarer path.
+/// `ReadHeaderTimeout` covers it), then HTTP/2 by hyper when ALPN chose `h2`, else HTTP/1.1
+/// by crdplane-http1 over the session (`crdplane_http1::tls`), both into `edge`. The client's
+/// certificate chain, if it sent one, rides in every request's extensions for the
+/// authentication layer.
 pub async fn serve_tls<S>(
     edge: S,
     acceptor: tokio_rustls::TlsAcceptor,
@@ -101,6 +97,29 @@ pub async fn serve_tls<S>(
         .peer_certificates()
         .filter(|c| !c.is_empty())
         .map(|c| Arc::new(PeerCertificates::new(c.to_vec())));
+    if !h2 {
+        let (sock, session) = stream.into_inner();
+        let Ok(mut conn) = crdplane_http1::tls::TlsConnection::new(sock, session).await else {
+            return;
+        };
+        let handler = move |mut parts: http::request::Parts, body| {
+            if let Some(c) = &certs {
+                parts.extensions.insert(c.clone());
+            }
+            answer(
+                edge.clone(),
+                Request::from_parts(parts, Payload::Read(body)),
+                peer,
+            )
+        };
+        // A TLS session is never handed back (no HTTP/2 preface over HTTP/1.1).
+        let served =
+            crdplane_http1::serve_connection(&mut conn, handler, limits::too_large, limits).await;
+        if served.is_ok() {
+            conn.close();
+        }
+        return;
+    }
     let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
         let mut req = req.map(Payload::Incoming);
         if let Some(c) = &certs {
@@ -110,17 +129,7 @@ pub async fn serve_tls<S>(
         async move { Ok::<_, Infallible>(fut.await) }
     });
     let io = hyper_util::rt::TokioIo::new(stream);
-    if h2 {
-        let _ = h2_server().serve_connection(io, svc).await;
-    } else {
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
-            .max_buf_size(limits.max_head.max(8192))
-            .keep_alive(true);
-        let _ = builder.serve_connection(io, svc).await;
-    }
+    let _ = h2_server().serve_connection(io, svc).await;
 }
 
 /// Bounds of the HTTP/1.1 layer: Go's `http.DefaultMaxHeaderBytes` (1 MiB) for the head,
