@@ -335,17 +335,28 @@ pub struct Handoff<C = TcpStream> {
 
 /// A client connection crdplane-http1 serves: a plain TCP socket, or a TLS session over one
 /// ([`tls::TlsConnection`]). Reads are readiness-based so that an idle connection owns no
-/// read buffer: [`Connection::wait_readable`] waits, [`Connection::read_available`] takes what has
-/// arrived (`WouldBlock` when nothing has, `Ok(0)` at the end of the stream).
+/// read buffer: [`Connection::wait_readable`] waits without one, then
+/// [`Connection::poll_read_available`] takes what has arrived (`Ok(0)` at the end of the
+/// stream).
 pub trait Connection: Send {
     /// Whether a connection that opens with the HTTP/2 preface is handed back to be served
     /// HTTP/2 (prior knowledge, cleartext). Over TLS, ALPN has chosen HTTP/1.1 already, and
     /// such a preface is a bad request.
     const PRIOR_KNOWLEDGE_H2: bool;
-    /// Waits until [`Connection::read_available`] may make progress.
+    /// Waits until the connection has something to read, holding no buffer.
     fn wait_readable(&mut self) -> impl Future<Output = io::Result<()>> + Send;
-    /// Appends what has arrived to `buf` without waiting.
-    fn read_available(&mut self, buf: &mut BytesMut) -> io::Result<usize>;
+    /// Appends what has arrived to `buf`; `Pending` (the task to be woken) when nothing has.
+    ///
+    /// A poll with the task's own context, not a `try_read`: tokio's read takes a short read
+    /// for proof that the socket is drained and forgets its readiness, so the next wait goes
+    /// straight to epoll, where `try_read` keeps the readiness until a read fails with
+    /// `EAGAIN` (one more `recvfrom` per request on a kept-alive connection); and tokio's
+    /// cooperative budget, when spent, answers `Pending` and wakes the task it was given.
+    fn poll_read_available(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>>;
     /// Writes all of `data`.
     fn send_all(&mut self, data: &[u8]) -> impl Future<Output = io::Result<()>> + Send;
 }
@@ -357,8 +368,12 @@ impl<T: Connection> Connection for &mut T {
     fn wait_readable(&mut self) -> impl Future<Output = io::Result<()>> + Send {
         T::wait_readable(self)
     }
-    fn read_available(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        T::read_available(self, buf)
+    fn poll_read_available(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        T::poll_read_available(self, cx, buf)
     }
     fn send_all(&mut self, data: &[u8]) -> impl Future<Output = io::Result<()>> + Send {
         T::send_all(self, data)
@@ -370,8 +385,12 @@ impl Connection for TcpStream {
     fn wait_readable(&mut self) -> impl Future<Output = io::Result<()>> + Send {
         TcpStream::readable(self)
     }
-    fn read_available(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        TcpStream::try_read_buf(self, buf)
+    fn poll_read_available(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        tokio_util::io::poll_read_buf(Pin::new(self), cx, buf)
     }
     async fn send_all(&mut self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
@@ -636,17 +655,11 @@ fn plain_response(code: StatusCode, text: &'static str) -> Response<Full<Bytes>>
 
 /// Reads what has arrived into `buf`; 0 at end of stream.
 async fn read_more<C: Connection>(sock: &mut C, buf: &mut BytesMut) -> io::Result<usize> {
-    loop {
-        sock.wait_readable().await?;
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(4096);
-        }
-        match sock.read_available(buf) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        }
+    sock.wait_readable().await?;
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(4096);
     }
+    std::future::poll_fn(|cx| sock.poll_read_available(cx, buf)).await
 }
 
 /// Waits until the client closes the connection (or fails), keeping anything it sends
@@ -656,14 +669,13 @@ async fn closed<C: Connection>(sock: &mut C, buf: &mut BytesMut, cap: usize) {
         if buf.len() >= cap {
             std::future::pending::<()>().await;
         }
+        // Readiness first: a watch waits here for its whole life, holding no buffer.
         if sock.wait_readable().await.is_err() {
             return;
         }
-        match sock.read_available(buf) {
-            Ok(0) => return,
+        match std::future::poll_fn(|cx| sock.poll_read_available(cx, buf)).await {
+            Ok(0) | Err(_) => return,
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return,
         }
     }
 }

@@ -28,6 +28,9 @@ use crate::Connection;
 use bytes::BytesMut;
 use rustls::ServerConnection;
 use std::io::{self, Read, Write};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A TLS server session over a TCP socket, after its handshake.
@@ -65,7 +68,7 @@ impl TlsConnection {
     /// ends right after).
     pub fn close(mut self) {
         self.tls.send_close_notify();
-        let _ = self.tls.write_tls(&mut Nonblocking(&mut self.sock));
+        let _ = self.tls.write_tls(&mut Nonblocking(&self.sock));
     }
 
     /// Opens every complete record rustls has read; a TLS error becomes an `InvalidData`
@@ -79,12 +82,12 @@ impl TlsConnection {
                 }
                 if self.tls.wants_write() {
                     // A key update's answer or an alert; the rest goes with the next write.
-                    let _ = self.tls.write_tls(&mut Nonblocking(&mut self.sock));
+                    let _ = self.tls.write_tls(&mut Nonblocking(&self.sock));
                 }
                 Ok(())
             }
             Err(e) => {
-                let _ = self.tls.write_tls(&mut Nonblocking(&mut self.sock));
+                let _ = self.tls.write_tls(&mut Nonblocking(&self.sock));
                 Err(io::Error::new(io::ErrorKind::InvalidData, e))
             }
         }
@@ -93,7 +96,7 @@ impl TlsConnection {
     /// Writes every sealed record rustls holds.
     async fn flush(&mut self) -> io::Result<()> {
         while self.tls.wants_write() {
-            match self.tls.write_tls(&mut Nonblocking(&mut self.sock)) {
+            match self.tls.write_tls(&mut Nonblocking(&self.sock)) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.sock.writable().await?,
                 Err(e) => return Err(e),
@@ -113,7 +116,11 @@ impl Connection for TlsConnection {
         self.sock.readable().await
     }
 
-    fn read_available(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+    fn poll_read_available(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
         loop {
             if self.pending > 0 {
                 let at = buf.len();
@@ -123,24 +130,33 @@ impl Connection for TlsConnection {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
                     Err(e) => {
                         buf.truncate(at);
-                        return Err(e);
+                        return Poll::Ready(Err(e));
                     }
                 };
                 buf.truncate(at + n);
                 self.pending = self.pending.saturating_sub(n);
                 if n > 0 {
-                    return Ok(n);
+                    return Poll::Ready(Ok(n));
                 }
                 self.pending = 0;
             }
             if self.eof {
-                return Ok(0);
+                return Poll::Ready(Ok(0));
             }
-            // Ciphertext that has arrived (after a partial record the loop reads again);
-            // `WouldBlock` clears the socket's readiness, so the next wait is for more.
-            match self.tls.read_tls(&mut Nonblocking(&mut self.sock))? {
-                0 => self.eof = true,
-                _ => self.open_records()?,
+            // Ciphertext that has arrived (after a partial record the loop reads again).
+            let mut from = Reading {
+                sock: &mut self.sock,
+                cx,
+            };
+            match self.tls.read_tls(&mut from) {
+                Ok(0) => self.eof = true,
+                Ok(_) => {
+                    if let Err(e) = self.open_records() {
+                        return Poll::Ready(Err(e));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }
@@ -155,15 +171,26 @@ impl Connection for TlsConnection {
     }
 }
 
-/// The socket as the blocking `Read`/`Write` rustls drives, answering `WouldBlock` instead of
-/// waiting.
-struct Nonblocking<'a>(&'a mut TcpStream);
+/// The socket as the `Read` rustls drives: tokio's read with the task's context, `Pending`
+/// (the task to be woken) as `WouldBlock`; see [`Connection::poll_read_available`].
+struct Reading<'a, 'b> {
+    sock: &'a mut TcpStream,
+    cx: &'a mut Context<'b>,
+}
 
-impl Read for Nonblocking<'_> {
+impl Read for Reading<'_, '_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
+        let mut rb = ReadBuf::new(buf);
+        match Pin::new(&mut *self.sock).poll_read(self.cx, &mut rb) {
+            Poll::Ready(Ok(())) => Ok(rb.filled().len()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
     }
 }
+
+/// The socket as the `Write` rustls drives, answering `WouldBlock` instead of waiting.
+struct Nonblocking<'a>(&'a TcpStream);
 
 impl Write for Nonblocking<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

@@ -1,7 +1,7 @@
 //! HTTP/1.1 over TLS (`crdplane_http1::tls`): a real rustls client against `serve_connection`
 //! over a `TlsConnection`, on `127.0.0.1:0`: kept-alive requests whose bodies span many TLS
 //! records both ways, pipelining, a streamed response that ends when the client goes, the
-//! HTTP/2 preface refused, and close_notify at the end.
+//! HTTP/2 preface refused, and close_notify at the end. And a large body on a plain socket.
 
 use bytes::Bytes;
 use crdplane_http1::tls::TlsConnection;
@@ -20,7 +20,7 @@ fn limits() -> Limits {
     Limits {
         max_head: 4096,
         max_headers: 32,
-        max_body: 1 << 20,
+        max_body: 8 << 20,
         header_timeout: Duration::from_secs(30),
         idle_timeout: Duration::from_secs(30),
     }
@@ -155,8 +155,9 @@ async fn kept_alive_requests_with_bodies_over_many_records() {
     let pki = pki();
     let (mut c, server) = serve_one(&pki, echo).await;
     let mut buf = Vec::new();
-    // 300 KiB out (19 records of 16 KiB), the same back; then a 1 MiB response.
-    let body: Vec<u8> = (0..300 * 1024).map(|i| (i * 7 % 256) as u8).collect();
+    // 4 MiB out (256 records of 16 KiB, more reads than tokio's cooperative budget allows
+    // in one poll), the same back; then a 1 MiB response.
+    let body: Vec<u8> = (0..4 << 20).map(|i| (i * 7 % 256) as u8).collect();
     let head = format!(
         "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -245,4 +246,51 @@ async fn the_http2_preface_over_tls_is_a_bad_request() {
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
     server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_large_body_on_a_plain_socket() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let too_large = || full(StatusCode::PAYLOAD_TOO_LARGE, "big");
+        serve_connection(sock, echo, too_large, &limits()).await
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let body: Vec<u8> = (0..6 << 20).map(|i| (i * 13 % 256) as u8).collect();
+    let head = format!(
+        "POST /echo HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let (r, w) = c.split();
+    let send = async move {
+        let mut w = w;
+        w.write_all(head.as_bytes()).await.unwrap();
+        w.write_all(&body).await.unwrap();
+        body
+    };
+    let receive = async move {
+        let mut r = r;
+        let mut got = Vec::new();
+        let mut chunk = vec![0; 65536];
+        loop {
+            let n = r.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the connection ended early");
+            got.extend_from_slice(&chunk[..n]);
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n")
+                && got.len() >= end + 4 + (6 << 20)
+            {
+                return got.split_off(end + 4);
+            }
+        }
+    };
+    let (sent, got) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(send, receive)
+    })
+    .await
+    .expect("the body was read and answered in time");
+    assert!(got == sent, "echoed body differs");
+    drop(c);
+    assert!(server.await.unwrap().unwrap().is_none());
 }
