@@ -20,6 +20,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls;
 
+#[path = "../tests/support/pki.rs"]
+mod pki;
+
 const REQUEST: &[u8] = b"GET /apis/stable.example.com/v1/namespaces/default/crontabs/c1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\nAccept: application/json\r\nAuthorization: Bearer 0123456789abcdef\r\n\r\n";
 
 fn limits() -> &'static Limits {
@@ -44,34 +47,6 @@ fn answer() -> Response<Full<Bytes>> {
 
 fn too_large() -> Response<Full<Bytes>> {
     answer()
-}
-
-fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    server.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.der().clone()).unwrap();
-    let mut client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (Arc::new(server), Arc::new(client))
 }
 
 #[derive(Clone, Copy)]
@@ -161,7 +136,7 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let (server, client) = configs();
+    let (server, client) = pki::configs(&[b"http/1.1"]);
     let mut g = c.benchmark_group("get 1 KiB, kept alive");
     for (name, kind) in [
         ("tcp/crdplane-http1", Server::PlainHttp1),

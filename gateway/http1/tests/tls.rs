@@ -14,6 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls;
 
+#[path = "support/pki.rs"]
+mod pki;
+
 type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
 
 fn limits() -> Limits {
@@ -38,34 +41,8 @@ struct Pki {
 }
 
 fn pki() -> Pki {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    server.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.der().clone()).unwrap();
-    let mut client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Pki {
-        server: Arc::new(server),
-        client: Arc::new(client),
-    }
+    let (server, client) = pki::configs(&[b"h2", b"http/1.1"]);
+    Pki { server, client }
 }
 
 /// Serves one TLS connection with `handler`; the task's result says whether the server
