@@ -2,8 +2,9 @@
 //! (`--insecure-http`) each accepted TCP connection is served HTTP/1.1 by crdplane-http1 or,
 //! when it opens with the HTTP/2 preface, HTTP/2 by hyper; on a TLS gateway the connection is
 //! handshaken first (`crdplane_transport::tls`) and served as ALPN chose ([`serve_tls`]):
-//! HTTP/2 by hyper, HTTP/1.1 by crdplane-http1 over the TLS session. All hand every request to the same edge service
-//! ([`crate::stack`]), whose innermost layer is the router ([`crate::api::Router`]).
+//! HTTP/2 by hyper, HTTP/1.1 by crdplane-http1 over the TLS session. All hand every request
+//! to the same edge service ([`crate::stack`]), whose innermost layer is the router
+//! ([`crate::api::Router`]).
 //!
 //! As kube-apiserver's serving (staging/src/k8s.io/apiserver/pkg/server/secure_serving.go):
 //! Go's `http.DefaultMaxHeaderBytes` for the head, `ReadHeaderTimeout` and `IdleTimeout`
@@ -102,16 +103,7 @@ pub async fn serve_tls<S>(
         let Ok(mut conn) = crdplane_http1::tls::TlsConnection::new(sock, session).await else {
             return;
         };
-        let handler = move |mut parts: http::request::Parts, body| {
-            if let Some(c) = &certs {
-                parts.extensions.insert(c.clone());
-            }
-            answer(
-                edge.clone(),
-                Request::from_parts(parts, Payload::Read(body)),
-                peer,
-            )
-        };
+        let handler = http1_handler(edge, peer, certs);
         // A TLS session is never handed back (no HTTP/2 preface over HTTP/1.1).
         let served =
             crdplane_http1::serve_connection(&mut conn, handler, limits::too_large, limits).await;
@@ -167,6 +159,32 @@ where
     })
 }
 
+/// What crdplane-http1 calls with each request of a connection from `peer`: the edge, with
+/// the client's certificate chain (TLS) in the request's extensions.
+fn http1_handler<S>(
+    edge: S,
+    peer: std::net::IpAddr,
+    certs: Option<Arc<PeerCertificates>>,
+) -> impl Fn(http::request::Parts, bytes::Bytes) -> Answer
+where
+    S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    move |mut parts, body| {
+        if let Some(c) = &certs {
+            parts.extensions.insert(c.clone());
+        }
+        answer(
+            edge.clone(),
+            Request::from_parts(parts, Payload::Read(body)),
+            peer,
+        )
+    }
+}
+
 /// One client connection: HTTP/1.1 through crdplane-http1, HTTP/2 (prior knowledge) through
 /// hyper, both into `edge`.
 pub async fn serve_socket<S>(
@@ -181,14 +199,7 @@ pub async fn serve_socket<S>(
         + 'static,
     S::Future: Send,
 {
-    let e = edge.clone();
-    let handler = move |parts, body| {
-        answer(
-            e.clone(),
-            Request::from_parts(parts, Payload::Read(body)),
-            peer,
-        )
-    };
+    let handler = http1_handler(edge.clone(), peer, None);
     let Ok(Some(h2)) =
         crdplane_http1::serve_connection(sock, handler, limits::too_large, limits).await
     else {
