@@ -64,6 +64,15 @@ pub struct Up {
     /// Use this Redis instead of starting one (redis://host:port or redis+unix:///path).
     #[arg(long, env = "CRDPLANE_UP_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// Start a local Redis Cluster of N masters with one replica each (N ≥ 3) instead of one
+    /// redis-server; its data, ports and password in `<data-dir>/redis-cluster`.
+    #[arg(long, env = "CRDPLANE_UP_REDIS_CLUSTER", value_name = "N")]
+    pub redis_cluster: Option<usize>,
+    /// Acknowledge a write only once this many replicas have it (storage's
+    /// `--wait-replicas`; with `--redis-cluster`, 1 makes a master's failover lose nothing
+    /// acknowledged).
+    #[arg(long, env = "CRDPLANE_UP_WAIT_REPLICAS", default_value_t = 0)]
+    pub wait_replicas: u32,
     /// Tenant of requests without a `/clusters/<tenant>` prefix.
     #[arg(
         long,
@@ -115,6 +124,14 @@ impl Up {
         {
             return Err(format!("--redis-url: {u:?} is not a URL"));
         }
+        if let Some(n) = self.redis_cluster {
+            if self.redis_url.is_some() {
+                return Err("--redis-cluster starts its own Redis: leave out --redis-url".into());
+            }
+            if !(3..=64).contains(&n) {
+                return Err("--redis-cluster: a Redis Cluster needs 3 to 64 masters".into());
+            }
+        }
         if !self.apiserver_cert_extra_sans.is_empty() && self.insecure_http {
             return Err("--apiserver-cert-extra-sans needs TLS (not --insecure-http)".into());
         }
@@ -132,6 +149,8 @@ impl Up {
             data_dir: self.data_dir,
             kubeconfig: self.kubeconfig,
             redis_url: self.redis_url,
+            redis_cluster: self.redis_cluster,
+            wait_replicas: self.wait_replicas,
             default_tenant: self.default_tenant,
             durability: self.durability,
             insecure_http: self.insecure_http,

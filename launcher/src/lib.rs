@@ -29,6 +29,7 @@
 //! How the processes are started (order, flags, readiness over HTTP or HTTPS) lives in
 //! [`stack`]'s [`StackBuilder`], which the end-to-end test harness uses as well.
 
+pub mod cluster;
 pub mod config;
 pub mod pki;
 pub mod spawn;
@@ -53,6 +54,11 @@ pub struct UpConfig {
     pub kubeconfig: Option<PathBuf>,
     /// An external Redis to use instead of starting one (`None`: start `redis-server`).
     pub redis_url: Option<String>,
+    /// Start a local Redis Cluster of this many masters (one replica each) instead of one
+    /// `redis-server` ([`cluster`]).
+    pub redis_cluster: Option<usize>,
+    /// Replicas each write must reach before storage acknowledges it (`--wait-replicas`).
+    pub wait_replicas: u32,
     /// Tenant of requests without a `/clusters/<tenant>` prefix.
     pub default_tenant: String,
     /// When a write is acknowledged (`fsync`, `everysec`, `memory`; see the storage's
@@ -263,8 +269,18 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         .gateway_listen(cfg.listen.clone())
         .args(Service::Gateway, &["--default-tenant", &cfg.default_tenant])
         .logs(&logs);
-    if cfg.redis_url.is_none() {
-        builder = builder.own_redis(data_dir.join("redis"));
+    match (&cfg.redis_url, cfg.redis_cluster) {
+        (Some(_), _) => {}
+        (None, Some(masters)) => {
+            builder = builder.own_redis_cluster(data_dir.join("redis-cluster"), masters);
+        }
+        (None, None) => builder = builder.own_redis(data_dir.join("redis")),
+    }
+    if cfg.wait_replicas > 0 {
+        builder = builder.args(
+            Service::Storage,
+            &["--wait-replicas", &cfg.wait_replicas.to_string()],
+        );
     }
     if let Some(p) = &pki {
         builder = builder.tls(p);

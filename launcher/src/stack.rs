@@ -107,7 +107,9 @@ pub fn service_args(
         a.push(v.into());
     };
     match service {
-        Service::Storage => flag("--redis-url", &peers.redis_url),
+        // A URL with a password goes in the environment instead ([`storage_envs`]).
+        Service::Storage if !peers.redis_url.contains('@') => flag("--redis-url", &peers.redis_url),
+        Service::Storage => {}
         Service::Validation => {}
         Service::Registry => {
             flag("--storage", &peers.storage);
@@ -121,6 +123,16 @@ pub fn service_args(
     }
     a.extend(extra.iter().cloned());
     a
+}
+
+/// The environment of a storage pointed at `redis_url`: the URL when it carries a password
+/// (a process's arguments are readable by every local user; its environment is not).
+pub fn storage_envs(redis_url: &str) -> Vec<(String, String)> {
+    if redis_url.contains('@') {
+        vec![("CRDPLANE_STORAGE_REDIS_URL".into(), redis_url.into())]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The flags of a `redis-server` on the unix socket `socket` only (no TCP port), data in
@@ -302,6 +314,9 @@ pub enum RedisSource {
     Url(String),
     /// A `redis-server` child with its socket and data in this directory.
     Own(PathBuf),
+    /// A local Redis Cluster of this many masters (one replica each) in this directory
+    /// ([`crate::cluster`]).
+    OwnCluster(PathBuf, usize),
 }
 
 /// What a stack's gateways serve TLS with ([`StackBuilder::tls`]): the files of the
@@ -453,6 +468,13 @@ impl StackBuilder {
         }
     }
 
+    /// Runs a local Redis Cluster of `masters` masters with one replica each (the first
+    /// children, data in `dir`) instead.
+    pub fn own_redis_cluster(mut self, dir: impl Into<PathBuf>, masters: usize) -> Self {
+        self.redis = RedisSource::OwnCluster(dir.into(), masters);
+        self
+    }
+
     /// Runs its own `redis-server` (first child, its socket and data in `dir`) instead.
     pub fn own_redis(mut self, dir: impl Into<PathBuf>) -> Self {
         self.redis = RedisSource::Own(dir.into());
@@ -595,6 +617,31 @@ impl StackBuilder {
                 }
                 format!("redis+unix://{}", socket.display())
             }
+            RedisSource::OwnCluster(dir, masters) => {
+                let plan = crate::cluster::Plan::in_dir(dir, *masters)?;
+                let durability = self.durability.as_deref().unwrap_or("fsync");
+                for (i, node) in plan.nodes.iter().enumerate() {
+                    let spec = ChildSpec {
+                        name: format!("redis-{i}"),
+                        bin: PathBuf::from(redis_server_bin()),
+                        args: crate::cluster::node_args(node, durability),
+                        envs: Vec::new(),
+                        announces: false,
+                        output: self.output(&format!("redis-{i}")),
+                    };
+                    stack.push(spec).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{e}\nInstall it (Debian: apt-get install redis-server) or give a Redis URL"
+                        )
+                    })?;
+                }
+                if let Err(e) = plan.form(Duration::from_secs(60)) {
+                    // A node that exited says more than "did not form".
+                    stack.check_alive()?;
+                    return Err(e);
+                }
+                plan.seed_url()
+            }
         };
         let mut peers = Peers {
             redis_url: stack.redis_url.clone(),
@@ -608,7 +655,8 @@ impl StackBuilder {
         for i in 0..self.storages {
             let name = Self::replica_name(Service::Storage, i, self.storages);
             let args = service_args(Service::Storage, "127.0.0.1:0", &peers, &storage_extra);
-            let url = stack.push_service(Service::Storage, name, args, Vec::new(), None)?;
+            let envs = storage_envs(&peers.redis_url);
+            let url = stack.push_service(Service::Storage, name, args, envs, None)?;
             stack.storages.push(url);
         }
         peers.storage = stack.storages[0].clone();

@@ -1,7 +1,8 @@
 //! Test support for crdplane: real components only.
 //!
 //! - [`RedisServer`]: a private `redis-server` per test (own unix socket and data dir, no TCP
-//!   port), stopped on drop.
+//!   port), stopped on drop; [`RedisCluster`]: a private Redis Cluster; [`TestRedis`]: either,
+//!   as the environment asks.
 //! - [`Stack`] and [`Replicas`]: the real service binaries (storage, validation, registry,
 //!   gateway) started as processes by the launcher's [`StackBuilder`] (the one that
 //!   `crdplane up` uses): each on `127.0.0.1:0`, its announced address passed on, waited on
@@ -107,6 +108,197 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A private Redis Cluster (the launcher's [`crdplane::cluster`]: masters with one replica
+/// each on 127.0.0.1, password-protected), killed on drop.
+pub struct RedisCluster {
+    /// The cluster's nodes, ports and password.
+    pub plan: crdplane::cluster::Plan,
+    children: Vec<Option<Child>>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters and as many replicas, joined and `cluster_state:ok`.
+    pub fn start(masters: usize) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let plan = crdplane::cluster::Plan::in_dir(dir.path(), masters)?;
+        let mut children = Vec::new();
+        for node in &plan.nodes {
+            let mut c = Command::new(redis_server_bin());
+            c.args(crdplane::cluster::node_args(node, "fsync"))
+                .args(["--loglevel", "warning"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit());
+            children.push(Some(spawn_tied(c)?));
+        }
+        let cluster = Self {
+            plan,
+            children,
+            _dir: dir,
+        };
+        cluster.plan.form(Duration::from_secs(60))?;
+        Ok(cluster)
+    }
+
+    /// The `--redis-url` for the storage: the seed list with the password.
+    pub fn url(&self) -> String {
+        self.plan.seed_url()
+    }
+
+    /// `redis-cli` against the node on `port`.
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        self.plan.cli(port, args).expect("redis-cli")
+    }
+
+    /// The ports of the nodes that are masters now.
+    pub fn master_ports(&self) -> Vec<u16> {
+        self.plan
+            .nodes
+            .iter()
+            .zip(&self.children)
+            .filter(|(_, c)| c.is_some())
+            .map(|(n, _)| n.port)
+            .filter(|&p| {
+                self.plan
+                    .cli(p, &["ROLE"])
+                    .is_ok_and(|r| r.lines().next() == Some("master"))
+            })
+            .collect()
+    }
+
+    /// The port of the master serving `key`'s slot now.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let slot: u16 = self
+            .cli(self.plan.nodes[0].port, &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("slot");
+        for p in self.master_ports() {
+            if self.owns(p, slot) {
+                return p;
+            }
+        }
+        panic!("no master serves slot {slot}");
+    }
+
+    fn owns(&self, port: u16, slot: u16) -> bool {
+        // `CLUSTER NODES` of the node itself: its own line carries `myself` and its ranges.
+        let nodes = self.cli(port, &["CLUSTER", "NODES"]);
+        let Some(me) = nodes.lines().find(|l| l.contains("myself")) else {
+            return false;
+        };
+        me.split_whitespace().skip(8).any(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            match (a.parse::<u16>(), b.parse::<u16>()) {
+                (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+                _ => false,
+            }
+        })
+    }
+
+    /// Kills the node on `port` with SIGKILL (no AOF flush, no goodbye to its peers).
+    pub fn kill(&mut self, port: u16) {
+        let i = self
+            .plan
+            .nodes
+            .iter()
+            .position(|n| n.port == port)
+            .expect("a node of this cluster");
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The Redis a storage test runs on: one `redis-server`, or a Redis Cluster of three masters
+/// with a replica each when `CRDPLANE_TEST_REDIS=cluster` (`scripts/test.sh` runs the storage
+/// suite both ways).
+pub enum TestRedis {
+    /// One server.
+    Single(RedisServer),
+    /// A cluster.
+    Cluster(RedisCluster),
+}
+
+impl TestRedis {
+    /// Starts the Redis the environment asks for.
+    pub fn start() -> anyhow::Result<Self> {
+        if std::env::var("CRDPLANE_TEST_REDIS").as_deref() == Ok("cluster") {
+            Ok(Self::Cluster(RedisCluster::start(3)?))
+        } else {
+            Ok(Self::Single(RedisServer::start()?))
+        }
+    }
+
+    /// The storage's `--redis-url`.
+    pub fn url(&self) -> String {
+        match self {
+            Self::Single(r) => r.url(),
+            Self::Cluster(c) => c.url(),
+        }
+    }
+
+    /// One keyed `redis-cli` command (on a cluster: sent to the key's master, `-c`).
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut c = Command::new(crdplane::cluster::cli_bin());
+        match self {
+            Self::Single(r) => {
+                c.arg("-s").arg(&r.socket);
+            }
+            Self::Cluster(cl) => {
+                c.args(["-c", "-h", "127.0.0.1", "-p"])
+                    .arg(cl.plan.nodes[0].port.to_string())
+                    .env("REDISCLI_AUTH", &cl.plan.password);
+            }
+        }
+        let out = c.args(args).output().expect("redis-cli");
+        assert!(out.status.success(), "redis-cli {args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A keyless `redis-cli` command on the server (on a cluster: on every master).
+    pub fn on_all(&self, args: &[&str]) {
+        match self {
+            Self::Single(_) => {
+                self.cli(args);
+            }
+            Self::Cluster(cl) => {
+                for p in cl.master_ports() {
+                    cl.cli(p, args);
+                }
+            }
+        }
+    }
+
+    /// Every key matching `pattern` (`redis-cli --scan`; on a cluster, on every master),
+    /// sorted.
+    pub fn scan(&self, pattern: &str) -> Vec<String> {
+        let mut keys: Vec<String> = match self {
+            Self::Single(_) => self.cli(&["--scan", "--pattern", pattern]),
+            Self::Cluster(cl) => cl
+                .master_ports()
+                .into_iter()
+                .map(|p| cl.cli(p, &["--scan", "--pattern", pattern]))
+                .collect(),
+        }
+        .lines()
+        .map(str::to_string)
+        .collect();
+        keys.sort();
+        keys
     }
 }
 

@@ -12,7 +12,8 @@ pub struct Args {
     /// Address to listen on (HOST:PORT; port 0 picks a free one).
     #[arg(long, env = "CRDPLANE_STORAGE_LISTEN", default_value = ports::STORAGE_LISTEN)]
     pub listen: String,
-    /// Redis URL (redis://host:port or redis+unix:///path).
+    /// Redis URL (redis://host:port or redis+unix:///path), or a comma-separated seed list of
+    /// a Redis Cluster (one URL of a cluster node is enough: the cluster is detected).
     #[arg(
         long,
         env = "CRDPLANE_STORAGE_REDIS_URL",
@@ -43,6 +44,11 @@ pub struct Args {
         value_parser = crate::parse_timeout
     )]
     pub redis_timeout: std::time::Duration,
+    /// Acknowledge a write only once this many replicas of its Redis master have it (Redis
+    /// `WAIT`, bounded by --redis-timeout; 504 when fewer confirm in time). With 1 on a
+    /// cluster with one replica per master, killing a master loses no acknowledged write.
+    #[arg(long, env = "CRDPLANE_STORAGE_WAIT_REPLICAS", default_value_t = 0)]
+    pub wait_replicas: u32,
     /// How often objects whose time to live ran out (events) are deleted, e.g. `10s`,
     /// `500ms`; `0` disables the sweep on this replica.
     #[arg(
@@ -64,11 +70,19 @@ impl Args {
     /// Checks every flag before anything is bound or connected.
     pub fn validate(&self) -> Result<(), String> {
         ports::check_listen("--listen", &self.listen)?;
-        if !REDIS_SCHEMES.iter().any(|s| self.redis_url.starts_with(s)) {
-            return Err(format!(
-                "--redis-url: {:?} is not a redis://, rediss://, redis+unix:// or unix:// URL",
-                self.redis_url
-            ));
+        let seeds = crate::backend::Target::seeds(&self.redis_url);
+        if seeds.is_empty() {
+            return Err("--redis-url: empty".into());
+        }
+        for url in &seeds {
+            if !REDIS_SCHEMES.iter().any(|s| url.starts_with(s)) {
+                return Err(format!(
+                    "--redis-url: {url:?} is not a redis://, rediss://, redis+unix:// or unix:// URL"
+                ));
+            }
+        }
+        if seeds.len() > 1 && seeds.iter().any(|u| !u.starts_with("redis")) {
+            return Err("--redis-url: a cluster seed list takes redis:// or rediss:// URLs".into());
         }
         if self.history_len == 0 {
             return Err("--history-len must be at least 1".into());
@@ -90,6 +104,7 @@ impl Args {
             history_window_secs: self.history_window,
             durability: self.durability,
             redis_timeout: self.redis_timeout,
+            wait_replicas: self.wait_replicas,
             expiry_sweep_period: self.expiry_sweep_period,
             tls: self.mtls.files().ok().flatten(),
         }

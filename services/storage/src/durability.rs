@@ -39,15 +39,25 @@ pub const EPOCH_KEY: &str = "cp:epoch";
 pub const FLOOR_PER_EPOCH: u64 = 65_536;
 
 /// Starts a new epoch when the Redis server is not the one the current epoch is for.
-/// KEYS: [`EPOCH_KEY`]. Returns `{epoch, 1 if this call started it else 0}`.
+/// KEYS: [`EPOCH_KEY`]. ARGV: the servers' identity ("" = this server's run id, read here)
+/// and whether any key exists ("1"/"0"; "" = this server's DBSIZE) — a cluster passes the
+/// run ids of all its masters ([`cluster_run`]) and their key counts, as one master cannot
+/// see the others. Returns `{epoch, 1 if this call started it else 0}`.
 pub const EPOCH_LUA: &str = r#"
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local run = ARGV[1]
+if run == '' then
+  run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+local nonempty = ARGV[2] == '1'
+if ARGV[2] == '' then
+  nonempty = redis.call('DBSIZE') > 0
+end
 local cur = redis.call('HMGET', KEYS[1], 'run', 'epoch')
 if cur[1] == run then
   return {tonumber(cur[2]), 0}
 end
 local e = 0
-if cur[2] or redis.call('DBSIZE') > 0 then
+if cur[2] or nonempty then
   -- 1735689600 = 2025-01-01T00:00:00Z
   e = math.max(tonumber(cur[2] or '0') + 1, tonumber(redis.call('TIME')[1]) - 1735689600)
 end
@@ -64,6 +74,21 @@ if cur < tonumber(ARGV[1]) then
 end
 return 0
 "#;
+
+/// The `run_id` of an `INFO server` reply.
+pub fn run_id(info: &str) -> Option<&str> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("run_id:"))
+        .filter(|r| !r.is_empty())
+}
+
+/// The identity of a cluster's set of masters: their run ids, sorted and joined. Any master
+/// restarted or replaced by a failover changes it, and so starts a new epoch.
+pub fn cluster_run(runs: &[&str]) -> String {
+    let mut r: Vec<&str> = runs.to_vec();
+    r.sort_unstable();
+    r.join(",")
+}
 
 /// The revision floor of an epoch.
 pub fn floor(epoch: u64) -> u64 {
@@ -187,6 +212,17 @@ mod tests {
         }
         assert!("always".parse::<Durability>().is_err());
         assert_eq!(Durability::default(), Durability::Fsync);
+    }
+
+    #[test]
+    fn server_identity() {
+        assert_eq!(
+            run_id("# Server\r\nredis_version:7.0.15\r\nrun_id:ab12\r\ntcp_port:1\r\n"),
+            Some("ab12")
+        );
+        assert_eq!(run_id("run_id:\r\n"), None);
+        assert_eq!(cluster_run(&["c", "a", "b"]), "a,b,c");
+        assert_ne!(cluster_run(&["a", "b", "c"]), cluster_run(&["a", "b", "d"]));
     }
 
     #[test]

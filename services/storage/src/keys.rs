@@ -101,6 +101,12 @@ impl Keyspace {
     }
 }
 
+/// Whether `channel` is a (tenant, resource) triple's live-event channel, which lives in the
+/// triple's hash slot (SSUBSCRIBE on a cluster), rather than a cross-tenant change channel.
+pub fn is_shard_channel(channel: &str) -> bool {
+    channel.starts_with("cp:{")
+}
+
 /// Resources whose every write is announced on the cross-tenant change channel (for caches):
 /// CRDs and namespaces (the gateway's CRD and namespace caches), service accounts (its
 /// check of service-account tokens), the RBAC objects (its per-tenant authorization

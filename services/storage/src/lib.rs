@@ -10,6 +10,7 @@
 //! ([`server`]): normal deletes of its objects, then its keys but the revision counters.
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
 
+pub mod backend;
 pub mod config;
 pub mod durability;
 pub mod expiry;
@@ -25,7 +26,8 @@ use crdplane_proto::v1::storage_server::StorageServer;
 /// Storage service configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `redis://host:port`, `redis+unix:///path/to/socket`.
+    /// `redis://host:port`, `redis+unix:///path/to/socket`, or a Redis Cluster's seed list
+    /// (comma-separated; see [`backend`]).
     pub redis_url: String,
     /// Most events kept per (tenant, resource) for watch resume (the memory bound).
     pub history_len: usize,
@@ -36,6 +38,8 @@ pub struct Config {
     /// Bound of one Redis connect or command: while Redis cannot be reached, requests fail
     /// after at most about this long with 503 ServiceUnavailable (and `Retry-After`).
     pub redis_timeout: std::time::Duration,
+    /// Replicas that must confirm each write (Redis `WAIT`) before it is acknowledged.
+    pub wait_replicas: u32,
     /// How often this replica deletes the objects whose time to live ran out ([`expiry`]);
     /// zero: never.
     pub expiry_sweep_period: std::time::Duration,
@@ -71,6 +75,7 @@ impl Default for Config {
             history_window_secs: DEFAULT_HISTORY_WINDOW_SECS,
             durability: durability::Durability::Fsync,
             redis_timeout: std::time::Duration::from_secs(1),
+            wait_replicas: 0,
             expiry_sweep_period: expiry::DEFAULT_PERIOD,
             tls: None,
         }
@@ -128,7 +133,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
     )
     .await;
     let readiness = tokio::spawn(follow_redis(
-        config.redis_url.clone(),
+        store.target().clone(),
         config.redis_timeout,
         health.clone(),
     ));
@@ -161,21 +166,22 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
 pub const READINESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Keeps the `grpc.health.v1` status equal to storage's readiness: SERVING while Redis
-/// answers `PING` within the Redis timeout, NOT_SERVING while it does not (callers with other
-/// storage replicas then leave this one out; see `crdplane_transport::balance`). Its own
-/// connection, so a slow request path cannot hide an outage or fake one.
+/// answers `PING` within the Redis timeout (a cluster: every master), NOT_SERVING while it
+/// does not (callers with other storage replicas then leave this one out; see
+/// `crdplane_transport::balance`). Its own connection, so a slow request path cannot hide an
+/// outage or fake one.
 async fn follow_redis(
-    url: String,
+    target: backend::Target,
     timeout: std::time::Duration,
     health: crdplane_transport::health::Health,
 ) {
-    let mut conn: Option<redis::aio::ConnectionManager> = None;
+    let mut conn: Option<backend::Conn> = None;
     let mut serving = true;
     let mut tick = tokio::time::interval(READINESS_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let ok = ping(&url, timeout, &mut conn).await;
+        let ok = ping(&target, timeout, &mut conn).await;
         if ok != serving {
             serving = ok;
             if ok {
@@ -190,39 +196,42 @@ async fn follow_redis(
 
 /// One readiness probe: `PING` on `conn` (made first if there is none), within `timeout`.
 async fn ping(
-    url: &str,
+    target: &backend::Target,
     timeout: std::time::Duration,
-    conn: &mut Option<redis::aio::ConnectionManager>,
+    conn: &mut Option<backend::Conn>,
 ) -> bool {
     let probe = async {
         if conn.is_none() {
-            let client = redis::Client::open(url).ok()?;
-            *conn = redis::aio::ConnectionManager::new_with_config(client, manager_config(timeout))
-                .await
-                .ok();
+            *conn = backend::Conn::open(target, timeout).await.ok();
         }
         let c = conn.as_mut()?;
-        redis::cmd("PING").query_async::<String>(c).await.ok()
+        let pongs: Vec<String> = c.on_masters(&redis::cmd("PING")).await.ok()?;
+        Some(!pongs.is_empty() && pongs.iter().all(|p| p == "PONG"))
     };
     matches!(
         tokio::time::timeout(timeout * 2, probe).await,
-        Ok(Some(ref pong)) if pong == "PONG"
+        Ok(Some(true))
     )
 }
 
 /// One startup attempt: the store (persistence check, recovery epoch) and the pub/sub hub.
 async fn connect(config: &Config) -> anyhow::Result<(store::Store, std::sync::Arc<watch::Hub>)> {
+    let target = backend::Target::discover(&config.redis_url, config.redis_timeout).await?;
+    if let backend::Target::Cluster(seeds) = &target {
+        tracing::info!(?seeds, "Redis Cluster");
+    }
     let store = store::Store::connect(
-        &config.redis_url,
+        &target,
         store::StoreOptions {
             history_len: config.history_len,
             history_window_secs: config.history_window_secs,
             durability: config.durability,
             redis_timeout: config.redis_timeout,
+            wait_replicas: config.wait_replicas,
         },
     )
     .await?;
-    let hub = watch::Hub::start(&config.redis_url, config.redis_timeout).await?;
+    let hub = watch::Hub::start(&target, config.redis_timeout).await?;
     Ok((store, hub))
 }
 

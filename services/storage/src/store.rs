@@ -1,14 +1,17 @@
 //! Redis operations of the storage service: one atomic Lua script per write, pipelined
-//! reads over one multiplexed connection (redis `ConnectionManager`, reconnecting).
+//! reads over one multiplexed connection ([`crate::backend::Conn`]: one server through the
+//! reconnecting `ConnectionManager`, or a Redis Cluster through the cluster client). Every
+//! script and pipeline touches the keys of one (tenant, resource), so one hash slot; what
+//! needs every key (SCAN, the persistence and epoch checks) goes to each master in turn.
 //!
 //! Request path: gateway/registry → gRPC (`server.rs`) → `Store` → Redis.
 
+use crate::backend::{Conn, Target};
 use crate::durability::{Durability, EPOCH_KEY, EPOCH_LUA, RAISE_LUA, Verdict};
 use crate::keys::{Keyspace, object_key, parse_stored, range};
 use crate::replies::{Created, Deleted, Updated};
 use bytes::Bytes;
 use crdplane_core::ApiError;
-use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
 /// An object as stored: its JSON and resourceVersion.
@@ -92,12 +95,15 @@ pub struct StoreOptions {
     pub durability: Durability,
     /// Bound of one Redis connect or command (see [`crate::manager_config`]).
     pub redis_timeout: std::time::Duration,
+    /// Replicas that must have each write before it is acknowledged (Redis `WAIT`; 0 = the
+    /// master alone, see [`crate::durability`]).
+    pub wait_replicas: u32,
 }
 
 /// Redis connection and loaded scripts: every read and write of the storage service.
 #[derive(Clone)]
 pub struct Store {
-    conn: ConnectionManager,
+    conn: Conn,
     list: std::sync::Arc<Script>,
     /// lua/owners.lua + lua/scan_owned.lua: one page of the collector's resync.
     scan_owned: std::sync::Arc<Script>,
@@ -113,6 +119,12 @@ pub struct Store {
     pub history_len: usize,
     history_window_secs: u64,
     durability: Durability,
+    /// Wait for this many replicas to acknowledge each write (`WAIT`) before answering.
+    wait_replicas: u32,
+    /// Bound of one Redis command; also `WAIT`'s timeout.
+    redis_timeout: std::time::Duration,
+    /// The Redis deployment connected to.
+    target: Target,
 }
 
 /// The write scripts (lua/prelude.lua, owners.lua, expiry.lua, remove.lua + create/update/
@@ -130,17 +142,21 @@ struct WriteScripts {
 }
 
 impl WriteScripts {
-    fn new(epoch: u64, window_secs: u64) -> Self {
+    /// `sharded`: live events go out with SPUBLISH (Redis Cluster: only to the shard that owns
+    /// the triple's slot) instead of PUBLISH (every node).
+    fn new(epoch: u64, window_secs: u64, sharded: bool) -> Self {
         let prelude = include_str!("lua/prelude.lua")
             .replace("%FLOOR%", &crate::durability::floor(epoch).to_string())
             .replace("%WINDOW%", &window_secs.to_string());
+        let publish = if sharded { "SPUBLISH" } else { "PUBLISH" };
         let build = |body: &str| {
             let text = format!(
                 "{prelude}{}{}{}{body}",
                 include_str!("lua/owners.lua"),
                 include_str!("lua/expiry.lua"),
                 include_str!("lua/remove.lua")
-            );
+            )
+            .replace("%PUBLISH%", publish);
             let s = Script::new(&text);
             (text, s)
         };
@@ -224,6 +240,17 @@ fn int(v: &Value) -> i64 {
     }
 }
 
+/// The value of a one-parameter `CONFIG GET` reply: `[name, value]` (RESP2) or
+/// `{name: value}` (RESP3, the cluster client's protocol).
+fn config_value(v: Value) -> Option<String> {
+    let value = match v {
+        Value::Array(mut a) if a.len() == 2 => a.pop(),
+        Value::Map(mut m) if m.len() == 1 => m.pop().map(|(_, v)| v),
+        _ => None,
+    }?;
+    bulk(value).and_then(|b| String::from_utf8(b).ok())
+}
+
 fn bulk(v: Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b),
@@ -251,11 +278,9 @@ impl Store {
     /// durability (warns when they give it only in part), and enters the current recovery
     /// epoch. A background task re-checks both every second (a restarted Redis, a `CONFIG
     /// SET` behind our back): see [`crate::durability`].
-    pub async fn connect(url: &str, opts: StoreOptions) -> anyhow::Result<Self> {
-        let client = redis::Client::open(url)?;
-        let conn =
-            ConnectionManager::new_with_config(client, crate::manager_config(opts.redis_timeout))
-                .await?;
+    pub async fn connect(target: &Target, opts: StoreOptions) -> anyhow::Result<Self> {
+        let conn = Conn::open(target, opts.redis_timeout).await?;
+        let sharded = conn.is_cluster();
         let store = Self {
             conn,
             list: std::sync::Arc::new(Script::new(include_str!("lua/list.lua"))),
@@ -268,12 +293,15 @@ impl Store {
             epoch_script: std::sync::Arc::new(Script::new(EPOCH_LUA)),
             raise_script: std::sync::Arc::new(Script::new(RAISE_LUA)),
             writes: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(
-                WriteScripts::new(0, opts.history_window_secs),
+                WriteScripts::new(0, opts.history_window_secs, sharded),
             ))),
             refusal: Default::default(),
             history_len: opts.history_len.max(16),
             history_window_secs: opts.history_window_secs,
             durability: opts.durability,
+            wait_replicas: opts.wait_replicas,
+            redis_timeout: opts.redis_timeout,
+            target: target.clone(),
         };
         match store.persistence_verdict().await {
             Verdict::Refuse(msg) => return Err(Refused(msg).into()),
@@ -325,18 +353,34 @@ impl Store {
             return Verdict::Ok;
         }
         let mut c = self.conn.clone();
-        let get = |v: redis::RedisResult<Vec<String>>| v.ok().and_then(|v| v.get(1).cloned());
-        let ao = get(redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("appendonly")
-            .query_async(&mut c)
-            .await);
-        let fs = get(redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("appendfsync")
-            .query_async(&mut c)
-            .await);
-        crate::durability::judge(self.durability, ao.as_deref(), fs.as_deref())
+        let Ok(shards) = c.shards().await else {
+            return crate::durability::judge(self.durability, None, None);
+        };
+        // Every master must give the durability; the worst verdict is the store's.
+        let mut worst = Verdict::Ok;
+        for slot in shards {
+            let mut get = Vec::with_capacity(2);
+            for name in ["appendonly", "appendfsync"] {
+                let v = c
+                    .on_shard::<Value>(slot, redis::cmd("CONFIG").arg("GET").arg(name))
+                    .await;
+                get.push(v.ok().and_then(config_value));
+            }
+            let (ao, fs) = (get[0].take(), get[1].take());
+            let v = crate::durability::judge(self.durability, ao.as_deref(), fs.as_deref());
+            worst = match (worst, v) {
+                (w @ Verdict::Refuse(_), _)
+                | (Verdict::Ok | Verdict::Warn(_), w @ Verdict::Refuse(_)) => w,
+                (Verdict::Ok, v) | (v, Verdict::Ok) => v,
+                (w @ Verdict::Warn(_), Verdict::Warn(_)) => w,
+            };
+        }
+        worst
+    }
+
+    /// The Redis deployment this store is connected to.
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// The write scripts of the current epoch.
@@ -353,9 +397,38 @@ impl Store {
     /// when that server is new), and moves every revision counter up to its floor.
     pub async fn refresh_epoch(&self) -> Result<(), ApiError> {
         let mut c = self.conn.clone();
+        // One server: the script reads its run id and key count itself, atomically. A
+        // cluster: the run ids of all masters (a restarted or failed-over master is a server
+        // not seen before) and whether any master holds keys.
+        let (run, nonempty) = if c.is_cluster() {
+            let infos: Vec<String> = c
+                .on_masters(redis::cmd("INFO").arg("server"))
+                .await
+                .map_err(redis_err)?;
+            let sizes: Vec<u64> = c
+                .on_masters(&redis::cmd("DBSIZE"))
+                .await
+                .map_err(redis_err)?;
+            let runs: Vec<&str> = infos
+                .iter()
+                .map(|i| crate::durability::run_id(i).unwrap_or("?"))
+                .collect();
+            (
+                crate::durability::cluster_run(&runs),
+                if sizes.iter().any(|&n| n > 0) {
+                    "1"
+                } else {
+                    "0"
+                },
+            )
+        } else {
+            (String::new(), "")
+        };
         let r: Value = self
             .epoch_script
             .key(EPOCH_KEY)
+            .arg(run)
+            .arg(nonempty)
             .invoke_async(&mut c)
             .await
             .map_err(redis_err)?;
@@ -369,8 +442,11 @@ impl Store {
             floor = crate::durability::floor(epoch),
             "recovery epoch"
         );
-        *self.writes.write().expect("lock") =
-            std::sync::Arc::new(WriteScripts::new(epoch, self.history_window_secs));
+        *self.writes.write().expect("lock") = std::sync::Arc::new(WriteScripts::new(
+            epoch,
+            self.history_window_secs,
+            self.conn.is_cluster(),
+        ));
         self.raise_counters(crate::durability::floor(epoch)).await
     }
 
@@ -383,15 +459,7 @@ impl Store {
         let mut c = self.conn.clone();
         let mut cursor = 0u64;
         loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg("cp:*:rev")
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut c)
-                .await
-                .map_err(redis_err)?;
+            let (keys, next) = self.scan_step("cp:*:rev", cursor, 1000).await?;
             for k in keys {
                 let r: Value = self
                     .raise_script
@@ -421,14 +489,19 @@ impl Store {
 
     /// After NOSCRIPT (a restarted or flushed Redis): enters the current epoch first, then
     /// loads its write scripts.
-    async fn reload_scripts(&self, c: &mut ConnectionManager) -> Result<(), ApiError> {
+    async fn reload_scripts(&self, c: &mut Conn) -> Result<(), ApiError> {
         self.refresh_epoch().await?;
         let s = self.scripts();
-        let mut p = redis::pipe();
+        // One command per script: on a cluster the client sends each SCRIPT LOAD to every
+        // master (a pipeline of keyless commands would go to one random node).
         for (text, _) in [&s.create, &s.update, &s.delete, &s.expire] {
-            p.cmd("SCRIPT").arg("LOAD").arg(text);
+            let _: Value = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(text)
+                .query_async(c)
+                .await
+                .map_err(redis_err)?;
         }
-        let _: Vec<String> = p.query_async(c).await.map_err(redis_err)?;
         Ok(())
     }
 
@@ -456,7 +529,29 @@ impl Store {
                 .arg(&ks.own)
                 .arg(&ks.ttl);
             args(&mut cmd);
-            match cmd.query_async::<Value>(&mut c).await {
+            let reply = if self.wait_replicas == 0 {
+                cmd.query_async::<Value>(&mut c).await
+            } else {
+                let mut p = redis::pipe();
+                p.ignore_errors().add_command(cmd);
+                self.add_wait(&mut p);
+                match p
+                    .query_async::<Vec<redis::RedisResult<Value>>>(&mut c)
+                    .await
+                {
+                    Ok(mut r) if r.len() == 2 => {
+                        let waited = r.pop().expect("two replies");
+                        let reply = r.pop().expect("two replies");
+                        if reply.is_ok() {
+                            self.check_wait(waited)?;
+                        }
+                        reply
+                    }
+                    Ok(_) => return Err(ApiError::internal("short redis pipeline reply")),
+                    Err(e) => Err(e),
+                }
+            };
+            match reply {
                 Err(e) if !reloaded && is_noscript(&e) => {
                     self.reload_scripts(&mut c).await?;
                     reloaded = true;
@@ -464,6 +559,38 @@ impl Store {
                 r => return r.map_err(redis_err),
             }
         }
+    }
+
+    /// Appends `WAIT <replicas> <timeout>` to a pipeline of writes (`--wait-replicas`): sent on
+    /// the same connection right after them, to the master that ran them, it returns once that
+    /// many replicas have everything this connection wrote so far.
+    fn add_wait(&self, p: &mut redis::Pipeline) {
+        p.cmd("WAIT")
+            .arg(self.wait_replicas)
+            .arg(self.wait_timeout_ms());
+    }
+
+    fn wait_timeout_ms(&self) -> u64 {
+        (self.redis_timeout.as_millis() as u64).max(1)
+    }
+
+    /// Fewer replicas than asked for confirmed the writes before them within the timeout:
+    /// the write may survive or not, so the caller gets 504 Timeout (as for an etcd commit
+    /// that timed out) and retries.
+    fn check_wait(&self, waited: redis::RedisResult<Value>) -> Result<(), ApiError> {
+        let n = match waited {
+            Ok(v) => int(&v),
+            Err(e) => return Err(redis_err(e)),
+        };
+        if n >= i64::from(self.wait_replicas) {
+            return Ok(());
+        }
+        tracing::warn!(
+            replicas = n,
+            wanted = self.wait_replicas,
+            "write not confirmed by enough replicas in time"
+        );
+        Err(ApiError::dependency_timeout())
     }
 
     /// One object by namespace and name; absent is 404 NotFound.
@@ -491,12 +618,26 @@ impl Store {
         &self,
         keys: &[(Keyspace, String, String)],
     ) -> Result<Vec<Option<Stored>>, ApiError> {
-        let mut p = redis::pipe();
-        for (ks, ns, name) in keys {
-            p.cmd("HGET").arg(&ks.obj).arg(object_key(ns, name));
-        }
         let mut c = self.conn.clone();
-        let vs: Vec<Option<Vec<u8>>> = p.query_async(&mut c).await.map_err(redis_err)?;
+        let vs: Vec<Option<Vec<u8>>> = if c.is_cluster() {
+            // Keys of many (tenant, resource) triples live on many slots: one command each,
+            // all in flight at once over the cluster client's connections.
+            let gets = keys.iter().map(|(ks, ns, name)| {
+                let mut c = c.clone();
+                let mut cmd = redis::cmd("HGET");
+                cmd.arg(&ks.obj).arg(object_key(ns, name));
+                async move { cmd.query_async::<Option<Vec<u8>>>(&mut c).await }
+            });
+            futures::future::try_join_all(gets)
+                .await
+                .map_err(redis_err)?
+        } else {
+            let mut p = redis::pipe();
+            for (ks, ns, name) in keys {
+                p.cmd("HGET").arg(&ks.obj).arg(object_key(ns, name));
+            }
+            p.query_async(&mut c).await.map_err(redis_err)?
+        };
         vs.into_iter()
             .map(|v| v.map(stored_from_value).transpose())
             .collect()
@@ -640,17 +781,41 @@ impl Store {
         cursor: u64,
         count: usize,
     ) -> Result<(Vec<(String, String, String)>, u64), ApiError> {
+        let (keys, next) = self.scan_step(pattern, cursor, count).await?;
+        Ok((keys.iter().filter_map(|k| parse(k)).collect(), next))
+    }
+
+    /// One step of a Redis `SCAN MATCH pattern COUNT count` over the whole deployment: on a
+    /// cluster the cursor also names the master being scanned (`backend::split_cursor`), and
+    /// the scan moves from one master to the next.
+    async fn scan_step(
+        &self,
+        pattern: &str,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(Vec<String>, u64), ApiError> {
         let mut c = self.conn.clone();
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut c)
+        let shards = c.shards().await.map_err(redis_err)?;
+        let (index, node_cursor) = crate::backend::split_cursor(cursor);
+        let Some(&slot) = shards.get(index) else {
+            // The cluster shrank under a running scan: it is over.
+            return Ok((vec![], 0));
+        };
+        let (next, keys): (u64, Vec<String>) = c
+            .on_shard(
+                slot,
+                redis::cmd("SCAN")
+                    .arg(node_cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(count),
+            )
             .await
             .map_err(redis_err)?;
-        Ok((keys.iter().filter_map(|k| parse(k)).collect(), next))
+        let next = crate::backend::join_cursor(index, next, shards.len())
+            .ok_or_else(|| ApiError::internal("redis SCAN cursor out of range"))?;
+        Ok((keys, next))
     }
 
     /// One page of the collector's resync over `ks` (lua/scan_owned.lua): of the `limit`
@@ -755,45 +920,89 @@ impl Store {
         let mut c = self.conn.clone();
         for attempt in 0..2 {
             let scripts = self.scripts();
-            let mut p = redis::pipe();
-            p.ignore_errors();
-            for &g in &pending {
-                let (ks, idx) = &groups[g];
-                let cmd = p
-                    .cmd("EVALSHA")
-                    .arg(scripts.create.1.get_hash())
-                    .arg(7)
-                    .arg(&ks.rev)
-                    .arg(&ks.obj)
-                    .arg(&ks.idx)
-                    .arg(&ks.ev)
-                    .arg(&ks.evt)
-                    .arg(&ks.own)
-                    .arg(&ks.ttl)
-                    .arg(self.history_len)
-                    .arg(&ks.channel)
-                    .arg(ks.notify_channel())
-                    .arg(&ks.tenant);
-                for &i in idx {
-                    let (_, ns, name, head, tail, ttl) = items[i];
-                    cmd.arg(object_key(ns, name))
-                        .arg(head)
-                        .arg(tail)
-                        .arg(ttl.to_string());
+            // One pipeline for all resources on one server; on a cluster one per resource
+            // (each is one slot), sent at once over the cluster client's connections.
+            let buckets: Vec<Vec<usize>> = if c.is_cluster() {
+                pending.iter().map(|&g| vec![g]).collect()
+            } else {
+                vec![pending.clone()]
+            };
+            let mut pipes = Vec::with_capacity(buckets.len());
+            for bucket in &buckets {
+                let mut p = redis::pipe();
+                p.ignore_errors();
+                for &g in bucket {
+                    let (ks, idx) = &groups[g];
+                    let cmd = p
+                        .cmd("EVALSHA")
+                        .arg(scripts.create.1.get_hash())
+                        .arg(7)
+                        .arg(&ks.rev)
+                        .arg(&ks.obj)
+                        .arg(&ks.idx)
+                        .arg(&ks.ev)
+                        .arg(&ks.evt)
+                        .arg(&ks.own)
+                        .arg(&ks.ttl)
+                        .arg(self.history_len)
+                        .arg(&ks.channel)
+                        .arg(ks.notify_channel())
+                        .arg(&ks.tenant);
+                    for &i in idx {
+                        let (_, ns, name, head, tail, ttl) = items[i];
+                        cmd.arg(object_key(ns, name))
+                            .arg(head)
+                            .arg(tail)
+                            .arg(ttl.to_string());
+                    }
+                }
+                if self.wait_replicas > 0 {
+                    self.add_wait(&mut p);
+                }
+                pipes.push(p);
+            }
+            let sent = pipes.iter().map(|p| {
+                let mut c = c.clone();
+                async move {
+                    p.query_async::<Vec<redis::RedisResult<Value>>>(&mut c)
+                        .await
+                }
+            });
+            let answers = futures::future::join_all(sent).await;
+            // (group, reply) of every run, or the pipeline's error for each of its groups.
+            let mut replies: Vec<(usize, redis::RedisResult<Value>)> = Vec::new();
+            for (bucket, answer) in buckets.iter().zip(answers) {
+                match answer {
+                    Ok(mut r) => {
+                        let waited = if self.wait_replicas > 0 {
+                            r.pop()
+                        } else {
+                            None
+                        };
+                        let unconfirmed = waited.and_then(|w| self.check_wait(w).err());
+                        for (&g, reply) in bucket.iter().zip(r) {
+                            match (&unconfirmed, reply) {
+                                (Some(e), Ok(_)) => {
+                                    for &i in &groups[g].1 {
+                                        out[i] = Some(Err(e.clone()));
+                                    }
+                                }
+                                (_, reply) => replies.push((g, reply)),
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let e = redis_err(e);
+                        for &g in bucket {
+                            for &i in &groups[g].1 {
+                                out[i] = Some(Err(e.clone()));
+                            }
+                        }
+                    }
                 }
             }
-            let replies: Vec<redis::RedisResult<Value>> = match p.query_async(&mut c).await {
-                Ok(r) => r,
-                Err(e) => {
-                    let e = redis_err(e);
-                    return out
-                        .into_iter()
-                        .map(|o| o.unwrap_or_else(|| Err(e.clone())))
-                        .collect();
-                }
-            };
             let mut retry = Vec::new();
-            for (&g, reply) in pending.iter().zip(replies) {
+            for (g, reply) in replies {
                 let (ks, idx) = &groups[g];
                 match reply.map(|v| crate::replies::create(v, idx.len())) {
                     Ok(Ok(outcomes)) => {
@@ -1263,7 +1472,7 @@ fn resumable(
 /// Runs the MULTI `p`, with (when `exact > 0`) an XRANGE of the history after `exact`
 /// appended: the replies of `p`'s commands, and the XRANGE reply for [`later_events`].
 async fn query_with_later_events(
-    c: &mut ConnectionManager,
+    c: &mut Conn,
     mut p: redis::Pipeline,
     ks: &Keyspace,
     exact: u64,
@@ -1312,6 +1521,21 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn config_replies_of_both_protocols() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            config_value(Value::Array(vec![b("appendonly"), b("yes")])).as_deref(),
+            Some("yes")
+        );
+        assert_eq!(
+            config_value(Value::Map(vec![(b("appendfsync"), b("always"))])).as_deref(),
+            Some("always")
+        );
+        assert_eq!(config_value(Value::Array(vec![])), None);
+        assert_eq!(config_value(Value::Nil), None);
     }
 
     #[test]

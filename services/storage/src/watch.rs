@@ -11,6 +11,15 @@
 //! gap from the history by revision, so open watches continue without a gap, or end with
 //! 410 Expired when the history no longer reaches back far enough.
 //!
+//! On a Redis Cluster the triples' channels are *sharded* (SSUBSCRIBE; the scripts SPUBLISH,
+//! so an event travels only within the shard that owns its slot) and the cross-tenant change
+//! channels classic; both ride the cluster client's RESP3 connections, whose pushes come to
+//! [`Hub`]. The client subscribes again after a node's connection is lost and after the slot
+//! map changed (failover, resharding); every confirmation of a channel after its first is a
+//! resubscription and gets the marker, as above. A shard channel the server drops (its slot
+//! moved: `sunsubscribe` push) is subscribed again by the hub, which the client sends to the
+//! slot's new owner.
+//!
 //! Event format (written by `lua/{create,update,delete}.lua`):
 //! - pub/sub: `A<rv>\n<key>\n<json>`, `D<rv>\n<key>\n<json>` and
 //!   `M<rv>\n<key>\n<len(prev)>\n<prev><json>`;
@@ -26,10 +35,12 @@
 //! replica holds a copy of every object, replicas need no warm-up list, and a restarted
 //! replica serves transitions for any revision still in history.
 
+use crate::backend::{Conn, Target};
 use bytes::Bytes;
 use futures::StreamExt;
 use redis::Value;
-use redis::aio::{ConnectionManager, PubSubSink};
+use redis::aio::PubSubSink;
+use redis::cluster_async::ClusterConnection;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -99,18 +110,33 @@ pub fn is_resubscribed(payload: &Bytes) -> bool {
     payload.is_empty()
 }
 
-/// A subscribed channel's broadcast sender, and whether Redis confirmed the subscription.
-type Channel = (broadcast::Sender<Arc<Bytes>>, bool);
+/// A subscribed channel's broadcast sender, whether Redis confirmed the subscription, and
+/// (cluster) how many confirmations came for it: each after the first is a resubscription.
+type Channel = (broadcast::Sender<Arc<Bytes>>, bool, u32);
+
+/// Where the live events come from.
+enum Source {
+    /// One server: a dedicated pub/sub connection, made again by [`Hub::run`] when lost.
+    Single {
+        client: redis::Client,
+        /// The subscribing half of the pub/sub connection; None while it is lost.
+        sink: Mutex<Option<PubSubSink>>,
+    },
+    /// A cluster: the cluster client's connections, pushes read by [`Hub::run_cluster`];
+    /// `subscribing` serializes subscription changes as the sink lock does.
+    Cluster {
+        conn: ClusterConnection,
+        subscribing: Mutex<()>,
+    },
+}
 
 /// One Redis pub/sub connection shared by all watches of this replica, fanning each channel's
 /// live events out to its receivers.
 pub struct Hub {
-    client: redis::Client,
-    /// The subscribing half of the pub/sub connection; None while it is lost.
-    sink: Mutex<Option<PubSubSink>>,
+    source: Source,
     /// A multiplexed connection for history reads (`XRANGE` with previous states).
-    history: ConnectionManager,
-    /// channel → (sender, subscription confirmed by Redis).
+    history: Conn,
+    /// channel → (sender, subscription confirmed by Redis, confirmations seen).
     channels: std::sync::Mutex<HashMap<String, Channel>>,
     /// Whether the pub/sub connection is up (readiness).
     connected: AtomicBool,
@@ -138,16 +164,20 @@ impl Hub {
     /// the history (upstream's cacher re-lists and restarts its watchers' from the etcd
     /// watch history the same way: `staging/src/k8s.io/apiserver/pkg/storage/cacher/
     /// reflector` relists, etcd3 `watcher.go` resumes from a revision).
-    pub async fn start(url: &str, timeout: Duration) -> anyhow::Result<Arc<Self>> {
-        let client = redis::Client::open(url)?;
-        let history =
-            ConnectionManager::new_with_config(client.clone(), crate::manager_config(timeout))
-                .await?;
+    pub async fn start(target: &Target, timeout: Duration) -> anyhow::Result<Arc<Self>> {
+        let url = match target {
+            Target::Single(url) => url,
+            Target::Cluster(seeds) => return Self::start_cluster(seeds, timeout).await,
+        };
+        let client = redis::Client::open(url.as_str())?;
+        let history = Conn::open(target, timeout).await?;
         let pubsub = bounded(timeout, client.get_async_pubsub()).await?;
         let (sink, stream) = pubsub.split();
         let hub = Arc::new(Self {
-            client,
-            sink: Mutex::new(Some(sink)),
+            source: Source::Single {
+                client,
+                sink: Mutex::new(Some(sink)),
+            },
             history,
             channels: Default::default(),
             connected: AtomicBool::new(true),
@@ -155,6 +185,116 @@ impl Hub {
         });
         tokio::spawn(Self::run(Arc::downgrade(&hub), stream));
         Ok(hub)
+    }
+
+    /// [`Hub::start`] on a Redis Cluster.
+    async fn start_cluster(seeds: &[String], timeout: Duration) -> anyhow::Result<Arc<Self>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = crate::backend::cluster_client(seeds, timeout, Some(tx))?;
+        let conn = bounded(timeout * 2, client.get_async_connection()).await?;
+        let history = Conn::open(&Target::Cluster(seeds.to_vec()), timeout).await?;
+        let hub = Arc::new(Self {
+            history,
+            source: Source::Cluster {
+                conn,
+                subscribing: Mutex::new(()),
+            },
+            channels: Default::default(),
+            connected: AtomicBool::new(true),
+            timeout,
+        });
+        tokio::spawn(Self::run_cluster(Arc::downgrade(&hub), rx));
+        Ok(hub)
+    }
+
+    /// Reads the cluster client's pushes: messages to the channels' receivers, confirmations
+    /// counted (a repeated one sends the resubscribed marker), dropped shard channels
+    /// subscribed again.
+    async fn run_cluster(
+        weak: Weak<Self>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
+    ) {
+        use redis::PushKind;
+        while let Some(push) = rx.recv().await {
+            let Some(hub) = weak.upgrade() else { return };
+            let channel = match push.data.first() {
+                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            };
+            match push.kind {
+                PushKind::Message | PushKind::SMessage => {
+                    let tx = hub
+                        .channels
+                        .lock()
+                        .expect("hub lock")
+                        .get(&channel)
+                        .map(|e| e.0.clone());
+                    if let (Some(tx), Some(Value::BulkString(payload))) = (tx, push.data.get(1))
+                        && !payload.is_empty()
+                    {
+                        let _ = tx.send(Arc::new(Bytes::copy_from_slice(payload)));
+                    }
+                }
+                PushKind::Subscribe | PushKind::SSubscribe => {
+                    let mut map = hub.channels.lock().expect("hub lock");
+                    if let Some(e) = map.get_mut(&channel) {
+                        e.2 += 1;
+                        if e.2 > 1 {
+                            tracing::info!(channel, "redis channel subscribed again");
+                            e.1 = true;
+                            let _ = e.0.send(Arc::new(Bytes::new()));
+                        }
+                    }
+                }
+                PushKind::SUnsubscribe => {
+                    // Not ours (a released channel has no entry): its slot moved away.
+                    let wanted = hub
+                        .channels
+                        .lock()
+                        .expect("hub lock")
+                        .get(&channel)
+                        .is_some_and(|e| e.0.receiver_count() > 0);
+                    if wanted {
+                        tracing::warn!(channel, "redis dropped a shard channel; subscribing again");
+                        tokio::spawn(Self::resubscribe_dropped(weak.clone(), channel));
+                    }
+                }
+                PushKind::Disconnection => {
+                    tracing::warn!("a redis cluster connection was lost; the client reconnects");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Subscribes a dropped shard channel again, retrying until it is confirmed or released;
+    /// its confirmation (the second or later) sends the resubscribed marker.
+    async fn resubscribe_dropped(weak: Weak<Self>, channel: String) {
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let Some(hub) = weak.upgrade() else { return };
+            let Source::Cluster { conn, subscribing } = &hub.source else {
+                return;
+            };
+            let _guard = subscribing.lock().await;
+            if !hub
+                .channels
+                .lock()
+                .expect("hub lock")
+                .contains_key(&channel)
+            {
+                return;
+            }
+            let mut c = conn.clone();
+            match bounded(hub.timeout, c.ssubscribe(&channel)).await {
+                Ok(()) => return,
+                Err(e) => tracing::debug!(error = %e, channel, "shard channel resubscribe failed"),
+            }
+            drop(_guard);
+            drop(hub);
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+        }
     }
 
     /// True while the pub/sub connection to Redis is up.
@@ -203,7 +343,10 @@ impl Hub {
     /// The connection is gone: no subscription is confirmed any more.
     async fn lost(&self) {
         self.connected.store(false, Ordering::Relaxed);
-        let mut sink = self.sink.lock().await;
+        let Source::Single { sink, .. } = &self.source else {
+            return;
+        };
+        let mut sink = sink.lock().await;
         *sink = None;
         for e in self.channels.lock().expect("hub lock").values_mut() {
             e.1 = false;
@@ -213,10 +356,13 @@ impl Hub {
     /// A new pub/sub connection with every known channel subscribed; their receivers get
     /// the resubscribed marker.
     async fn reconnect(&self) -> anyhow::Result<redis::aio::PubSubStream> {
-        let pubsub = bounded(self.timeout, self.client.get_async_pubsub()).await?;
+        let Source::Single { client, sink: held } = &self.source else {
+            anyhow::bail!("not a single-server hub");
+        };
+        let pubsub = bounded(self.timeout, client.get_async_pubsub()).await?;
         let (mut sink, stream) = pubsub.split();
         // Under the sink lock no new channel is added (see `subscribe`).
-        let mut slot = self.sink.lock().await;
+        let mut slot = held.lock().await;
         let names: Vec<String> = self
             .channels
             .lock()
@@ -245,32 +391,53 @@ impl Hub {
         &self,
         channel: &str,
     ) -> anyhow::Result<broadcast::Receiver<Arc<Bytes>>> {
-        if let Some((tx, true)) = self.channels.lock().expect("hub lock").get(channel) {
+        if let Some((tx, true, _)) = self.channels.lock().expect("hub lock").get(channel) {
             return Ok(tx.subscribe());
         }
         // Subscriptions are made under the sink lock, so once we hold it an entry that exists
         // is either confirmed or ours to confirm.
-        let mut guard = self.sink.lock().await;
-        let Some(sink) = guard.as_mut() else {
-            anyhow::bail!("redis pub/sub connection is down");
+        let (mut guard, _cluster_guard) = match &self.source {
+            Source::Single { sink, .. } => (Some(sink.lock().await), None),
+            Source::Cluster { subscribing, .. } => (None, Some(subscribing.lock().await)),
         };
+        if let Some(g) = &guard
+            && g.is_none()
+        {
+            anyhow::bail!("redis pub/sub connection is down");
+        }
         let rx = {
             let mut map = self.channels.lock().expect("hub lock");
             let entry = map
                 .entry(channel.to_string())
-                .or_insert_with(|| (broadcast::channel(BUFFER).0, false));
+                .or_insert_with(|| (broadcast::channel(BUFFER).0, false, 0));
             if entry.1 {
                 return Ok(entry.0.subscribe());
             }
             // Receivers made before SUBSCRIBE is confirmed see everything published after it.
             entry.0.subscribe()
         };
-        if let Err(e) = bounded(self.timeout, sink.subscribe(channel)).await {
+        let subscribed = match (&self.source, guard.as_mut().and_then(|g| g.as_mut())) {
+            (Source::Single { .. }, Some(sink)) => {
+                bounded(self.timeout, sink.subscribe(channel)).await
+            }
+            (Source::Cluster { conn, .. }, _) => {
+                let mut c = conn.clone();
+                if crate::keys::is_shard_channel(channel) {
+                    bounded(self.timeout, c.ssubscribe(channel)).await
+                } else {
+                    bounded(self.timeout, c.subscribe(channel)).await
+                }
+            }
+            (Source::Single { .. }, None) => {
+                Err(anyhow::anyhow!("redis pub/sub connection is down"))
+            }
+        };
+        if let Err(e) = subscribed {
             drop(rx);
             let mut map = self.channels.lock().expect("hub lock");
             if map
                 .get(channel)
-                .is_some_and(|(tx, ok)| !ok && tx.receiver_count() == 0)
+                .is_some_and(|(tx, ok, _)| !ok && tx.receiver_count() == 0)
             {
                 map.remove(channel);
             }
@@ -304,19 +471,36 @@ impl Hub {
 
     /// Drops channels nobody listens to any more.
     pub async fn release(&self, channel: &str) {
-        let mut guard = self.sink.lock().await;
+        let (mut guard, _cluster_guard) = match &self.source {
+            Source::Single { sink, .. } => (Some(sink.lock().await), None),
+            Source::Cluster { subscribing, .. } => (None, Some(subscribing.lock().await)),
+        };
         let idle = {
             let mut map = self.channels.lock().expect("hub lock");
             match map.get(channel) {
-                Some((tx, _)) if tx.receiver_count() == 0 => {
+                Some((tx, ..)) if tx.receiver_count() == 0 => {
                     map.remove(channel);
                     true
                 }
                 _ => false,
             }
         };
-        if idle && let Some(sink) = guard.as_mut() {
-            let _ = bounded(self.timeout, sink.unsubscribe(channel)).await;
+        if !idle {
+            return;
+        }
+        match (&self.source, guard.as_mut().and_then(|g| g.as_mut())) {
+            (Source::Single { .. }, Some(sink)) => {
+                let _ = bounded(self.timeout, sink.unsubscribe(channel)).await;
+            }
+            (Source::Cluster { conn, .. }, _) => {
+                let mut c = conn.clone();
+                let _ = if crate::keys::is_shard_channel(channel) {
+                    bounded(self.timeout, c.sunsubscribe(channel)).await
+                } else {
+                    bounded(self.timeout, c.unsubscribe(channel)).await
+                };
+            }
+            (Source::Single { .. }, None) => {}
         }
     }
 }

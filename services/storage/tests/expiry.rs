@@ -31,13 +31,17 @@ async fn start(sweep: Duration) -> (RedisServer, StorageClient<Channel>, Store) 
         expiry_sweep_period: sweep,
         ..Default::default()
     };
+    let target = crdplane_storage::backend::Target::discover(&cfg.redis_url, cfg.redis_timeout)
+        .await
+        .expect("redis");
     let store = Store::connect(
-        &cfg.redis_url,
+        &target,
         StoreOptions {
             history_len: cfg.history_len,
             history_window_secs: cfg.history_window_secs,
             durability: cfg.durability,
             redis_timeout: cfg.redis_timeout,
+            wait_replicas: 0,
         },
     )
     .await

@@ -1,16 +1,17 @@
-//! Storage service against a real redis-server: CRUD with resourceVersion CAS, ordered
-//! paging, tenant isolation, history replay and live watch, 410 for compacted history.
+//! Storage service against a real redis-server (or, with `CRDPLANE_TEST_REDIS=cluster`, a real
+//! Redis Cluster of three masters): CRUD with resourceVersion CAS, ordered paging, tenant
+//! isolation, history replay and live watch, 410 for compacted history.
 
 use crdplane_core::rvslot;
 use crdplane_proto::GrpcStatusExt;
 use crdplane_proto::v1 as pb;
 use crdplane_proto::v1::storage_client::StorageClient;
-use crdplane_tests::RedisServer;
+use crdplane_tests::{RedisServer, TestRedis};
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
-async fn start(history_len: usize) -> (RedisServer, StorageClient<Channel>) {
-    let redis = RedisServer::start().expect("redis");
+async fn start(history_len: usize) -> (TestRedis, StorageClient<Channel>) {
+    let redis = TestRedis::start().expect("redis");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cfg = crdplane_storage::Config {
@@ -535,13 +536,7 @@ async fn create_many_answers_each_item_as_create_would() {
     }
 
     // Script cache flushed behind the service's back: the items still get created.
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    redis.on_all(&["SCRIPT", "FLUSH"]);
     let r = c
         .create_many(pb::CreateManyRequest {
             requests: vec![item("t1", "c", false), item("t1", "d", false)],
@@ -705,13 +700,7 @@ async fn resync_scans_find_resources_and_rebuild_the_owner_index() {
     assert_eq!(found, [crontabs("t1"), crontabs("t2")]);
     // The owner index lost (as before it existed): rebuilt by the scan, page by page.
     let own = "cp:{t1|crontabs.stable.example.com}:own";
-    let deleted = std::process::Command::new("redis-cli")
-        .arg("-s")
-        .arg(&redis.socket)
-        .args(["DEL", own])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&deleted.stdout).trim(), "1");
+    assert_eq!(redis.cli(&["DEL", own]).trim(), "1");
     let deps = |c: &mut StorageClient<Channel>| {
         let mut c = c.clone();
         async move {
@@ -1077,21 +1066,7 @@ async fn purge_tenant_deletes_every_object_and_keeps_only_revision_counters() {
     );
 
     // In Redis, only acme's revision counters are left; acme2's keys are all there.
-    let scan = |pattern: &str| {
-        let out = std::process::Command::new("redis-cli")
-            .arg("-s")
-            .arg(&redis.socket)
-            .args(["--scan", "--pattern", pattern])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let mut keys: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
-        keys.sort();
-        keys
-    };
+    let scan = |pattern: &str| redis.scan(pattern);
     assert_eq!(
         scan("cp:{acme|*"),
         [

@@ -20,7 +20,7 @@ for i = 5, #ARGV, 4 do
       set_expiry(key, ARGV[i + 3])
     end
     history(rv, ARGV[1], 't', 'A', 'k', key, 'o', json)
-    redis.call('PUBLISH', ARGV[2], 'A' .. rv .. '\n' .. key .. '\n' .. json)
+    redis.call('%PUBLISH%', ARGV[2], 'A' .. rv .. '\n' .. key .. '\n' .. json)
     if ARGV[3] ~= '' then
       redis.call('PUBLISH', ARGV[3], ARGV[4] .. '\n' .. key .. '\n' .. rv)
     end

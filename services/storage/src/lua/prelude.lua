@@ -1,6 +1,10 @@
 -- Prepended to every write script (create, update, delete) by store.rs `WriteScripts`, with
 -- the two constants filled in; so the script's SHA changes with the recovery epoch.
 -- KEYS (every write script): rev, obj, idx, ev, evt, own (owners.lua), ttl (expiry.lua).
+-- `%PUBLISH%` in the scripts (the live event of the triple's channel, which shares the
+-- triple's hash tag) is SPUBLISH on a Redis Cluster, so the event reaches only the shard that
+-- owns the slot, and PUBLISH on one server; the cross-tenant change notifications stay
+-- PUBLISH (their channel is not in the triple's slot).
 --
 -- FLOOR: the revision floor of the current recovery epoch. A new epoch starts whenever the
 -- Redis server changed (restart, failover: new run_id), and its floor lies beyond every

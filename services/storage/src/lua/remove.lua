@@ -22,7 +22,7 @@ local function remove_object(key, maxlen, channel, expected, notify, tenant)
   redis.call('ZREM', KEYS[7], key)
   index_owners(key, json, nil)
   history(rv, maxlen, 't', 'D', 'k', key, 'o', dead)
-  redis.call('PUBLISH', channel, 'D' .. rv .. '\n' .. key .. '\n' .. dead)
+  redis.call('%PUBLISH%', channel, 'D' .. rv .. '\n' .. key .. '\n' .. dead)
   if notify ~= '' then
     redis.call('PUBLISH', notify, tenant .. '\n' .. key .. '\n' .. rv)
   end

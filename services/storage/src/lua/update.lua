@@ -24,7 +24,7 @@ redis.call('HSET', KEYS[2], ARGV[1], rv .. ':' .. #ARGV[2] .. ':' .. json)
 index_owners(ARGV[1], old, json)
 set_expiry(ARGV[1], ARGV[9])
 history(rv, ARGV[4], 't', 'M', 'k', ARGV[1], 'o', json, 'p', prev)
-redis.call('PUBLISH', ARGV[5], 'M' .. rv .. '\n' .. ARGV[1] .. '\n' .. #prev .. '\n' .. prev .. json)
+redis.call('%PUBLISH%', ARGV[5], 'M' .. rv .. '\n' .. ARGV[1] .. '\n' .. #prev .. '\n' .. prev .. json)
 if ARGV[7] ~= '' then
   redis.call('PUBLISH', ARGV[7], ARGV[8] .. '\n' .. ARGV[1] .. '\n' .. rv)
 end
