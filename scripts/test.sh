@@ -12,5 +12,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # The end-to-end tests start the real service binaries: build them first.
 cargo build --workspace --bins
 cargo test --workspace
+# The storage suite once more on a Redis Cluster (three masters, a replica each).
+CRDPLANE_TEST_REDIS=cluster cargo test -p crdplane-storage --test redis_storage
 # Fuzzing smoke: every cargo-fuzz target a few seconds (the long run: scripts/fuzz.sh --full).
 FUZZ_SECONDS=${FUZZ_SECONDS:-10} scripts/fuzz.sh --smoke

@@ -164,10 +164,19 @@ impl Plan {
         Ok(())
     }
 
+    /// Every node sees the cluster as ok, and every replica's link to its master is up (so a
+    /// write can reach a replica from the first request on).
     fn all_ok(&self) -> anyhow::Result<bool> {
+        let has = |text: &str, line: &str| text.lines().any(|l| l.trim() == line);
         for n in &self.nodes {
             let info = self.cli(n.port, &["CLUSTER", "INFO"]).unwrap_or_default();
-            if !info.lines().any(|l| l.trim() == "cluster_state:ok") {
+            if !has(&info, "cluster_state:ok") {
+                return Ok(false);
+            }
+            let repl = self
+                .cli(n.port, &["INFO", "replication"])
+                .unwrap_or_default();
+            if has(&repl, "role:slave") && !has(&repl, "master_link_status:up") {
                 return Ok(false);
             }
         }

@@ -171,22 +171,37 @@ impl RedisCluster {
 
     /// The port of the master serving `key`'s slot now.
     pub fn master_of(&self, key: &str) -> u16 {
+        self.master_of_opt(key)
+            .unwrap_or_else(|| panic!("no live master serves the slot of {key}"))
+    }
+
+    /// The port of the live master serving `key`'s slot, if one does (`None` during a
+    /// failover).
+    pub fn master_of_opt(&self, key: &str) -> Option<u16> {
+        let any = self
+            .plan
+            .nodes
+            .iter()
+            .zip(&self.children)
+            .find(|(_, c)| c.is_some())
+            .map(|(n, _)| n.port)?;
         let slot: u16 = self
-            .cli(self.plan.nodes[0].port, &["CLUSTER", "KEYSLOT", key])
+            .plan
+            .cli(any, &["CLUSTER", "KEYSLOT", key])
+            .ok()?
             .trim()
             .parse()
-            .expect("slot");
-        for p in self.master_ports() {
-            if self.owns(p, slot) {
-                return p;
-            }
-        }
-        panic!("no master serves slot {slot}");
+            .ok()?;
+        self.master_ports()
+            .into_iter()
+            .find(|&p| self.owns(p, slot))
     }
 
     fn owns(&self, port: u16, slot: u16) -> bool {
         // `CLUSTER NODES` of the node itself: its own line carries `myself` and its ranges.
-        let nodes = self.cli(port, &["CLUSTER", "NODES"]);
+        let Ok(nodes) = self.plan.cli(port, &["CLUSTER", "NODES"]) else {
+            return false;
+        };
         let Some(me) = nodes.lines().find(|l| l.contains("myself")) else {
             return false;
         };
@@ -197,6 +212,25 @@ impl RedisCluster {
                 _ => false,
             }
         })
+    }
+
+    /// Starts the node on `port` again (after [`RedisCluster::kill`]), with its data and
+    /// `nodes.conf`: it rejoins the cluster (a killed master comes back as a replica of the
+    /// replica that took over).
+    pub fn restart(&mut self, port: u16) -> anyhow::Result<()> {
+        let i = self
+            .plan
+            .nodes
+            .iter()
+            .position(|n| n.port == port)
+            .expect("a node of this cluster");
+        let mut c = Command::new(redis_server_bin());
+        c.args(crdplane::cluster::node_args(&self.plan.nodes[i], "fsync"))
+            .args(["--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        self.children[i] = Some(spawn_tied(c)?);
+        Ok(())
     }
 
     /// Kills the node on `port` with SIGKILL (no AOF flush, no goodbye to its peers).

@@ -546,6 +546,39 @@ async fn replay(
     }
 }
 
+/// Longest time a watch waits for Redis to serve its history again after its live events
+/// were interrupted (a Redis Cluster failover takes a few seconds: the cluster's node
+/// timeout plus the election) before it ends with 503 and its client re-watches.
+const OUTAGE_REPLAY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// [`replay`] after the live events were interrupted: while Redis answers 503 (the shard is
+/// failing over), tries again with backoff, up to [`OUTAGE_REPLAY_PATIENCE`], so the watch
+/// goes on without a gap instead of ending. Live events that arrive meanwhile wait in the
+/// channel's buffer and are skipped up to the replayed revision.
+async fn replay_after_outage(
+    store: &Store,
+    hub: &Hub,
+    ks: &Keyspace,
+    filter: &Filter,
+    tx: &mpsc::Sender<Result<pb::WatchEvent, Status>>,
+    last: &mut u64,
+) -> Result<bool, ApiError> {
+    let started = tokio::time::Instant::now();
+    let mut delay = std::time::Duration::from_millis(50);
+    loop {
+        match replay(store, hub, ks, filter, tx, last).await {
+            Err(e) if e.code == 503 && started.elapsed() < OUTAGE_REPLAY_PATIENCE => {
+                tokio::select! {
+                    _ = tx.closed() => return Ok(false),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(std::time::Duration::from_secs(1));
+            }
+            r => return r,
+        }
+    }
+}
+
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
 type ChangeStream = Pin<Box<dyn Stream<Item = Result<pb::Change, Status>> + Send>>;
 
@@ -1081,7 +1114,7 @@ impl Storage for StorageService {
                             // meanwhile come from the history (or 410 when it no longer
                             // reaches back), then live ones continue.
                             Ok(payload) if is_resubscribed(&payload) => {
-                                if !replay(&store, &hub, &ks, &filter, &tx, &mut last).await? {
+                                if !replay_after_outage(&store, &hub, &ks, &filter, &tx, &mut last).await? {
                                     return Ok(());
                                 }
                             }

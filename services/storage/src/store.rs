@@ -570,8 +570,10 @@ impl Store {
             .arg(self.wait_timeout_ms());
     }
 
+    /// Half the Redis timeout: WAIT's own answer (too few replicas) must come before the
+    /// connection's reply timeout turns it into "Redis unreachable".
     fn wait_timeout_ms(&self) -> u64 {
-        (self.redis_timeout.as_millis() as u64).max(1)
+        (self.redis_timeout.as_millis() as u64 / 2).max(1)
     }
 
     /// Fewer replicas than asked for confirmed the writes before them within the timeout:
