@@ -6,8 +6,16 @@
 //! dependents" (upstream: the graph builder's `attemptToDelete`/`attemptToOrphan` queues of
 //! `pkg/controller/garbagecollector`, which are in memory there; here they live in Redis so
 //! that a restart of any process resumes them). Items are entries of the registry's deletion
-//! queue resource (tenant `_crdplane`, `crdplane.io/pendingdeletions`), namespace slot = the
-//! object's tenant, name `gc.<uid>`. Pure: building and reading the entry JSON only.
+//! queue (tenant `_crdplane`, group `crdplane.io`, the tenant's bucket resource
+//! [`queue_resource`]), namespace slot = the object's tenant, name `gc.<uid>`. Pure: building
+//! and reading the entry JSON, and the bucket of a tenant.
+//!
+//! The queue is split into [`QUEUE_BUCKETS`] resources, each one (tenant, resource) triple
+//! and so one hash slot: on a Redis Cluster the deletion work of all tenants spreads over
+//! that many slots (and so over the shards) instead of loading one. A tenant's entries all
+//! live in one bucket, chosen by a fixed hash of its name ([`bucket_of`]); bucket 0 keeps the
+//! queue's earlier, unsplit name, so entries an earlier version recorded are still found
+//! (the registry moves an entry it finds in another bucket than its tenant's).
 //!
 //! A *verification* item (`"verify": true`) is recorded after a write that adds owner
 //! references: "an object now names this owner: check that it exists". Upstream's graph
@@ -26,6 +34,34 @@ pub const QUEUE_GROUP: &str = "crdplane.io";
 pub const QUEUE_RESOURCE: &str = "pendingdeletions";
 /// Prefix of a garbage-collection entry's name.
 pub const PREFIX: &str = "gc.";
+/// Number of resources (hash slots) the queue is split into.
+pub const QUEUE_BUCKETS: usize = 16;
+
+/// The resource of queue bucket `b`: [`QUEUE_RESOURCE`] for bucket 0, else
+/// `pendingdeletions-<b>`.
+pub fn bucket_resource(b: usize) -> String {
+    if b == 0 {
+        QUEUE_RESOURCE.to_string()
+    } else {
+        format!("{QUEUE_RESOURCE}-{b}")
+    }
+}
+
+/// The bucket of `tenant`'s entries: 64-bit FNV-1a of its name modulo [`QUEUE_BUCKETS`] (a
+/// hash fixed by its definition, so every process and version agrees on it).
+pub fn bucket_of(tenant: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in tenant.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % QUEUE_BUCKETS as u64) as usize
+}
+
+/// The queue resource holding `tenant`'s entries.
+pub fn queue_resource(tenant: &str) -> String {
+    bucket_resource(bucket_of(tenant))
+}
 
 /// The object whose dependents are to be handled.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -222,6 +258,24 @@ pub fn set_lease(entry: &mut Value, holder: &str, until_ms: u64) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tenants_spread_over_buckets() {
+        use super::*;
+        assert_eq!(bucket_resource(0), "pendingdeletions");
+        assert_eq!(bucket_resource(3), "pendingdeletions-3");
+        // Fixed by definition: the same on every process and version.
+        assert_eq!(bucket_of(""), (0xcbf2_9ce4_8422_2325u64 % 16) as usize);
+        assert_eq!(queue_resource("acme"), bucket_resource(bucket_of("acme")));
+        let mut counts = [0usize; QUEUE_BUCKETS];
+        for t in 0..1600 {
+            counts[bucket_of(&format!("tenant-{t}"))] += 1;
+        }
+        assert!(
+            counts.iter().all(|&n| (60..=140).contains(&n)),
+            "uneven buckets: {counts:?}"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -28,7 +28,7 @@ fn queue_key(tenant: &str, name: String) -> pb::ObjectKey {
         resource: Some(pb::ResourceRef {
             tenant: gcqueue::QUEUE_TENANT.into(),
             group: gcqueue::QUEUE_GROUP.into(),
-            resource: gcqueue::QUEUE_RESOURCE.into(),
+            resource: gcqueue::queue_resource(tenant),
         }),
         namespace: tenant.into(),
         name,

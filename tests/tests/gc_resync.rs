@@ -174,8 +174,9 @@ fn triple_key(tenant: &str, resource: &str, group: &str, what: &str) -> String {
 /// straight from Redis (object and index), as if it had never been recorded.
 fn drop_queue_entry(stack: &Stack, tenant: &str, uid: &str, ns: &str) {
     let field = format!("{tenant}/gc.{uid}.{ns}");
-    let obj = triple_key("_crdplane", "pendingdeletions", "crdplane.io", "obj");
-    let idx = triple_key("_crdplane", "pendingdeletions", "crdplane.io", "idx");
+    let bucket = crdplane_core::gcqueue::queue_resource(tenant);
+    let obj = triple_key("_crdplane", &bucket, "crdplane.io", "obj");
+    let idx = triple_key("_crdplane", &bucket, "crdplane.io", "idx");
     assert_eq!(
         redis_cli(stack, &["HDEL", &obj, &field]),
         "1",
@@ -237,7 +238,8 @@ fn create_in_storage(stack: &Stack, tenant: &str, ns: &str, objs: &[(String, Vec
 
 /// The resync's state entry (services/registry/src/resync.rs), if any.
 fn resync_entry(stack: &Stack) -> Option<Value> {
-    let obj = triple_key("_crdplane", "pendingdeletions", "crdplane.io", "obj");
+    let bucket = crdplane_core::gcqueue::queue_resource("_crdplane");
+    let obj = triple_key("_crdplane", &bucket, "crdplane.io", "obj");
     let v = redis_cli(stack, &["HGET", &obj, "_crdplane/gc-resync"]);
     // Stored as `<rv>:<offset>:<json>`.
     let json = v.splitn(3, ':').nth(2)?;
@@ -426,7 +428,8 @@ fn namespace_deletion_cascades_to_dependents() {
     let pa = env.create("parents", "Parent", "owner-ns", "pa", &[]);
     env.create("children", "Child", "owner-ns", "same", &[owner_ref(&pa)]);
     let item = format!("resync-ns/gc.{}", pa["metadata"]["uid"].as_str().unwrap());
-    let queue = triple_key("_crdplane", "pendingdeletions", "crdplane.io", "obj");
+    let bucket = crdplane_core::gcqueue::queue_resource(item.split('/').next().unwrap());
+    let queue = triple_key("_crdplane", &bucket, "crdplane.io", "obj");
     wait_for(30, "the first verification done", || {
         (redis_cli(&stack, &["HEXISTS", &queue, &item]) == "0").then_some(())
     });

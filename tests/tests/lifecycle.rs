@@ -255,6 +255,89 @@ fn crd_deletion_resumes_after_a_restart() {
     });
 }
 
+/// `redis-cli` on `redis`'s socket; its stdout.
+fn redis_cli(redis: &RedisServer, args: &[&str]) -> String {
+    let o = std::process::Command::new("redis-cli")
+        .arg("-s")
+        .arg(&redis.socket)
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    assert!(o.status.success(), "redis-cli {args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A deletion recorded before the work queue was split into buckets (in bucket 0, the
+/// queue's old name, though its tenant hashes elsewhere) is moved to its tenant's bucket by
+/// a restarted registry and finished.
+#[test]
+fn a_deletion_recorded_in_the_unsplit_queue_is_moved_and_finished() {
+    use crdplane_core::gcqueue::{bucket_of, bucket_resource};
+    let tenant = (0..)
+        .map(|i| format!("lc-moved-{i}"))
+        .find(|t| bucket_of(t) != 0)
+        .unwrap();
+    let key = |bucket: usize, what: &str| {
+        format!(
+            "cp:{{_crdplane|{}.crdplane.io}}:{what}",
+            bucket_resource(bucket)
+        )
+    };
+    let redis = RedisServer::start().expect("redis");
+    let crs = format!("/clusters/{tenant}/apis/stable.example.com/v1/namespaces/default/crontabs");
+    let crd_url = format!("/clusters/{tenant}{CRDS}/{CRD_NAME}");
+    let field = format!("{tenant}/customresourcedefinitions.{CRD_NAME}");
+    {
+        let stack = Stack::start(&redis.url()).expect("stack");
+        create_crd(
+            &format!("{}/clusters/{tenant}", stack.gateway),
+            TWO_VERSIONS,
+        );
+        let held = cr(
+            "held",
+            json!({"finalizers": ["example.com/hold"]}),
+            json!({}),
+        );
+        let (code, v) = post(
+            &format!("{}{crs}", stack.gateway),
+            "application/json",
+            &held,
+        );
+        assert_eq!(code, 201, "{v}");
+        assert_eq!(delete(&format!("{}{crd_url}", stack.gateway)).0, 200);
+        wait_for(10, "held object marked", || {
+            let (_, o) = get(&format!("{}{crs}/held", stack.gateway));
+            o["metadata"]["deletionTimestamp"].is_string().then_some(())
+        });
+    }
+    // Every process is stopped: move the entry where an earlier version kept it.
+    let home = bucket_of(&tenant);
+    let stored = redis_cli(&redis, &["HGET", &key(home, "obj"), &field]);
+    assert!(
+        !stored.is_empty(),
+        "the deletion was recorded in the tenant's bucket"
+    );
+    redis_cli(&redis, &["HDEL", &key(home, "obj"), &field]);
+    redis_cli(&redis, &["ZREM", &key(home, "idx"), &field]);
+    redis_cli(&redis, &["HSET", &key(0, "obj"), &field, &stored]);
+    redis_cli(&redis, &["ZADD", &key(0, "idx"), "0", &field]);
+
+    let stack = Stack::start(&redis.url()).expect("restarted stack");
+    wait_for(15, "entry moved to its bucket", || {
+        (redis_cli(&redis, &["HEXISTS", &key(0, "obj"), &field]) == "0").then_some(())
+    });
+    merge_patch(
+        &format!("{}{crs}/held", stack.gateway),
+        &json!({"metadata": {"finalizers": null}}),
+    );
+    wait_for(15, "CRD deleted from the moved entry", || {
+        (get(&format!("{}{crd_url}", stack.gateway)).0 == 404).then_some(())
+    });
+    wait_for(15, "entry removed once done", || {
+        (redis_cli(&redis, &["HEXISTS", &key(home, "obj"), &field]) == "0").then_some(())
+    });
+}
+
 #[test]
 fn namespace_deletion_removes_custom_resources_of_every_crd() {
     let stack = Stack::start_with_redis().expect("stack");

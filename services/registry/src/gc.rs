@@ -469,7 +469,7 @@ fn item_key(tenant: &str, name: String) -> pb::ObjectKey {
         resource: Some(rref(
             gcqueue::QUEUE_TENANT,
             gcqueue::QUEUE_GROUP,
-            gcqueue::QUEUE_RESOURCE,
+            &gcqueue::queue_resource(tenant),
         )),
         namespace: tenant.into(),
         name,

@@ -17,9 +17,10 @@
 //! gets `deletionTimestamp` (and `deletionGracePeriodSeconds: 0`) and is waited for.
 //!
 //! Restart safety: whoever marks an object for deletion first records it in a durable work
-//! queue — a storage resource of its own (`QUEUE_TENANT`, `crdplane.io/pendingdeletions`;
-//! `_` cannot start a tenant name, so it collides with none), one entry per
-//! (tenant, resource, name). Every registry replica watches that queue from the beginning
+//! queue — storage resources of its own (`QUEUE_TENANT`, `crdplane.io/pendingdeletions` split
+//! into `crdplane_core::gcqueue::QUEUE_BUCKETS` buckets by tenant; `_` cannot start a tenant
+//! name, so it collides with none), one entry per (tenant, resource, name). Every registry
+//! replica watches every bucket of that queue from the beginning
 //! (initial state, then live events), so work recorded before a restart is resumed at
 //! startup and new work starts at once; an entry is removed (compare-and-swap on its
 //! resourceVersion) only after its object was seen gone or no longer terminating. Markers
@@ -29,12 +30,12 @@
 //! format stays private to this module. Replicas work the same entries concurrently; every write is a CAS, so the worst
 //! case is duplicate reads, never a lost or doubled deletion.
 //!
-//! Two deliberate departures from DESIGN.md, both for the queue only: it is one
-//! (tenant, resource) triple, so one Redis slot for every tenant's pending deletions (they
-//! are rare and tiny: an entry is a key, no object data), and reading it is the one place
-//! that sees several tenants — it yields (tenant, name) pairs, and all work on them is
-//! scoped to that tenant. Without it a restarted registry could not find deletions in
-//! progress without listing every tenant.
+//! One deliberate departure from DESIGN.md, for the queue only: reading it is the one place
+//! that sees several tenants (each bucket holds the entries of the tenants that hash to it)
+//! — it yields (tenant, name) pairs, and all work on them is scoped to that tenant. Without
+//! it a restarted registry could not find deletions in progress without listing every
+//! tenant. The buckets are 16 (tenant, resource) triples, so on a Redis Cluster the queue's
+//! writes spread over 16 slots instead of one.
 
 use crate::crd::{self, CrdView};
 use crate::naming;
@@ -48,12 +49,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Tenant of the work queue (not a valid tenant name, so it cannot collide with one).
-pub const QUEUE_TENANT: &str = "_crdplane";
-/// API group under which the work queue's entries are stored.
-pub const QUEUE_GROUP: &str = "crdplane.io";
-/// Resource under which the work queue's entries (`PendingDeletion`) are stored.
-pub const QUEUE_RESOURCE: &str = "pendingdeletions";
+pub use crdplane_core::gcqueue::{QUEUE_GROUP, QUEUE_TENANT};
 /// `apiextensions.CustomResourceCleanupFinalizer`.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 /// The namespace controller's token in `spec.finalizers` (`v1.FinalizerKubernetes`).
@@ -97,10 +93,10 @@ impl Work {
             Work::Namespace { name, .. } => format!("namespaces.{name}"),
         }
     }
-    /// The queue entry naming this work (namespace slot = tenant).
+    /// The queue entry naming this work (namespace slot = tenant, in the tenant's bucket).
     pub fn key(&self) -> pb::ObjectKey {
         pb::ObjectKey {
-            resource: Some(queue_ref()),
+            resource: Some(queue_ref(self.tenant())),
             namespace: self.tenant().to_string(),
             name: self.entry_name(),
         }
@@ -126,12 +122,17 @@ impl Work {
     }
 }
 
-/// Storage reference of the work queue (all tenants' entries, one collection).
-pub fn queue_ref() -> pb::ResourceRef {
+/// Storage reference of the work-queue bucket holding `tenant`'s entries.
+pub fn queue_ref(tenant: &str) -> pb::ResourceRef {
+    bucket_ref(crdplane_core::gcqueue::bucket_of(tenant))
+}
+
+/// Storage reference of work-queue bucket `b`.
+pub fn bucket_ref(b: usize) -> pb::ResourceRef {
     pb::ResourceRef {
         tenant: QUEUE_TENANT.into(),
         group: QUEUE_GROUP.into(),
-        resource: QUEUE_RESOURCE.into(),
+        resource: crdplane_core::gcqueue::bucket_resource(b),
     }
 }
 
@@ -479,13 +480,23 @@ pub fn remove_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 impl RegistryService {
-    /// Follows the work queue forever: every entry (those recorded before this process
-    /// started included) gets a worker.
+    /// Follows every bucket of the work queue forever: every entry (those recorded before
+    /// this process started included) gets a worker.
     pub async fn run_lifecycle(self) {
+        let followers: Vec<_> = (0..crdplane_core::gcqueue::QUEUE_BUCKETS)
+            .map(|b| tokio::spawn(self.clone().follow_bucket(b)))
+            .collect();
+        for f in followers {
+            let _ = f.await;
+        }
+    }
+
+    /// Follows work-queue bucket `b` forever (one watch, made again when it ends).
+    async fn follow_bucket(self, b: usize) {
         let mut backoff = Duration::from_millis(100);
         loop {
             let req = pb::WatchRequest {
-                resource: Some(queue_ref()),
+                resource: Some(bucket_ref(b)),
                 send_initial_state: true,
                 ..Default::default()
             };
@@ -503,6 +514,14 @@ impl RegistryService {
                         let Ok(v) = serde_json::from_slice::<Value>(&ev.object) else {
                             continue;
                         };
+                        if let Some(t) = v.pointer("/metadata/namespace").and_then(Value::as_str)
+                            && crdplane_core::gcqueue::bucket_of(t) != b
+                        {
+                            // Recorded before the queue was split (bucket 0): move it to its
+                            // tenant's bucket, whose watch then works it.
+                            self.relocate(b, &v).await;
+                            continue;
+                        }
                         if let Some(w) = Work::from_entry(&v) {
                             self.kick(w);
                         } else if let (Some(t), Some(uid)) = (
@@ -574,6 +593,51 @@ impl RegistryService {
                 }
             }
         }
+    }
+
+    /// Moves entry `v`, found in bucket `from`, to its tenant's bucket: created there (as it
+    /// is, or kept if already there), then removed here only at the resourceVersion read, so
+    /// a re-record meanwhile is not lost. A failure leaves it for the next watch.
+    async fn relocate(&self, from: usize, v: &Value) {
+        let (Some(tenant), Some(name), Some(rv)) = (
+            v.pointer("/metadata/namespace").and_then(Value::as_str),
+            v.pointer("/metadata/name").and_then(Value::as_str),
+            v.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .and_then(|r| r.parse::<u64>().ok()),
+        ) else {
+            return;
+        };
+        let mut moved = v.clone();
+        moved["metadata"]["resourceVersion"] = json!("");
+        let Ok(obj) = write_of(&moved) else { return };
+        let key = |resource: pb::ResourceRef| pb::ObjectKey {
+            resource: Some(resource),
+            namespace: tenant.to_string(),
+            name: name.to_string(),
+        };
+        let mut st = self.storage();
+        let created = st
+            .create(pb::CreateRequest {
+                key: Some(key(queue_ref(tenant))),
+                object: Some(obj),
+                dry_run: false,
+                ttl_seconds: 0,
+            })
+            .await;
+        if let Err(s) = &created
+            && ApiError::from_grpc(s).code != 409
+        {
+            tracing::warn!(error = %s.message(), tenant, name, "moving a queue entry failed");
+            return;
+        }
+        let _ = st
+            .delete(pb::DeleteRequest {
+                key: Some(key(bucket_ref(from))),
+                expected_resource_version: rv,
+                dry_run: false,
+            })
+            .await;
     }
 
     /// Removes the queue entry if nothing re-recorded it since the object was last seen

@@ -101,7 +101,7 @@ fn builtin_storage(group: &str, resource: &str) -> bool {
 
 fn queue_key() -> pb::ObjectKey {
     pb::ObjectKey {
-        resource: Some(crate::lifecycle::queue_ref()),
+        resource: Some(crate::lifecycle::queue_ref(gcqueue::QUEUE_TENANT)),
         namespace: gcqueue::QUEUE_TENANT.into(),
         name: ENTRY.into(),
     }
