@@ -20,7 +20,12 @@
 //! - **Recovery epochs.** Every time the storage meets a Redis server it has not seen before
 //!   (a new `run_id`: restart, failover), one atomic script ([`EPOCH_LUA`]) starts a new epoch:
 //!   `max(previous + 1, seconds since 2025-01-01)`, stored with the run id in [`EPOCH_KEY`]. The
-//!   epoch's revision floor is `epoch × 65,536`: every revision counter is moved to at least
+//!   On a Redis Cluster the "server" is the set of masters: their run ids together
+//!   ([`cluster_run`]), so a restarted master or a failover starts a new epoch for all.
+//!   The storage's once-a-second check sees the new master set; a promoted replica without
+//!   the current scripts cached answers the first write with NOSCRIPT, which enters the new
+//!   epoch before that write runs, as after a restart.
+//!   The epoch's revision floor is `epoch × 65,536`: every revision counter is moved to at least
 //!   the floor (eagerly by a scan, and by every write script, whose text carries the floor), so
 //!   a revision handed out before a crash and lost with unsynced data is never handed out
 //!   again, as long as no (tenant, resource) averaged more than 65,536 writes/s over an epoch

@@ -9,6 +9,8 @@
 //! The gateway's tenant purge controller empties a Tenant being deleted with `PurgeTenant`
 //! ([`server`]): normal deletes of its objects, then its keys but the revision counters.
 //! The service is stateless apart from the pub/sub hub: run as many replicas as needed.
+//! Redis is one server or a Redis Cluster ([`backend`]); on a cluster the live events are
+//! sharded pub/sub and `--wait-replicas` can make every write wait for a replica.
 
 pub mod backend;
 pub mod config;
