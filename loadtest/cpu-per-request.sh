@@ -8,7 +8,9 @@
 # Usage: loadtest/cpu-per-request.sh [BIN_DIR] [SCENARIO] [crdplane-load args...]
 #   BIN_DIR   directory with crdplane, crdplane-gateway, … and crdplane-load (default
 #             target/release); SCENARIO get (default) | create | update | list | mixed.
-# Environment: PORT (17443), DURATION (10s), CONCURRENCY (64).
+# Environment: PORT (17443), DURATION (10s), CONCURRENCY (64), UP_ARGS (more `crdplane up`
+# flags, e.g. "--redis-cluster 3": processes of one name, like the cluster's redis-servers,
+# are summed and counted).
 # It starts `crdplane up` on a temporary data dir, warms up for 2 s, samples utime+stime of
 # every child of the launcher from /proc/<pid>/stat before and after the timed run, and prints
 # ok/s, p50/p99 and µs of CPU per request for each process.
@@ -21,7 +23,8 @@ PORT=${PORT:-17443}
 DURATION=${DURATION:-10s}
 CONCURRENCY=${CONCURRENCY:-64}
 W=$(mktemp -d /tmp/crdplane-cpu.XXXXXX)
-"$BIN/crdplane" up --insecure-http --data-dir "$W/data" --listen "127.0.0.1:$PORT" >"$W/launcher.log" 2>&1 &
+# shellcheck disable=SC2086 # UP_ARGS is a list of flags
+"$BIN/crdplane" up --insecure-http --data-dir "$W/data" --listen "127.0.0.1:$PORT" ${UP_ARGS:-} >"$W/launcher.log" 2>&1 &
 LP=$!
 trap 'kill -TERM $LP 2>/dev/null; wait $LP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 1 300); do
@@ -34,7 +37,7 @@ LOAD=("$BIN/crdplane-load" "$SC" --target http --server "http://127.0.0.1:$PORT"
 "${LOAD[@]}" --duration 2s >/dev/null
 ticks() {
   for p in $(pgrep -P $LP); do
-    echo "$(cat /proc/"$p"/comm) $(awk '{print $14+$15}' /proc/"$p"/stat)"
+    echo "$(cat /proc/"$p"/comm) $p $(awk '{print $14+$15}' /proc/"$p"/stat)"
   done | sort
 }
 ticks >"$W/t0"
@@ -48,11 +51,21 @@ d = json.load(open(f"{w}/out.json"))
 n = d["requests"]
 print(f"{d['scenario']}: {n} requests, {d['ok_per_sec']} ok/s, "
       f"p50 {d['latency_us']['p50']/1000:.2f} ms, p99 {d['latency_us']['p99']/1000:.2f} ms")
-t0 = dict(l.split() for l in open(f"{w}/t0"))
+t0 = {pid: int(t) for _, pid, t in (l.split() for l in open(f"{w}/t0"))}
+by_name = {}
 for line in open(f"{w}/t1"):
-    name, t = line.split()
-    if name in t0:
-        print(f"  {name:<16} {(int(t) - int(t0[name])) * 1e6 / hz / n:8.1f} µs CPU per request")
+    name, pid, t = line.split()
+    if pid in t0:
+        total, count = by_name.get(name, (0, 0))
+        by_name[name] = (total + int(t) - t0[pid], count + 1)
+for name, (ticks, count) in sorted(by_name.items()):
+    each = f" ({count} processes)" if count > 1 else ""
+    print(f"  {name:<16} {ticks * 1e6 / hz / n:8.1f} µs CPU per request{each}")
+    if count > 1:
+        # Each process of the group, busiest first (a cluster's masters, then replicas).
+        per = sorted(((int(t) - t0[pid]) for nm, pid, t in (l.split() for l in open(f"{w}/t1"))
+                      if nm == name and pid in t0), reverse=True)
+        print(" " * 19 + " / ".join(f"{t * 1e6 / hz / n:.1f}" for t in per) + " µs each")
 u, s = open(f"{w}/loadcpu").read().split()[-2:]
 print(f"  {'crdplane-load':<16} {(float(u) + float(s)) * 1e6 / n:8.1f} µs CPU per request")
 PY

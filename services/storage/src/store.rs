@@ -622,17 +622,34 @@ impl Store {
     ) -> Result<Vec<Option<Stored>>, ApiError> {
         let mut c = self.conn.clone();
         let vs: Vec<Option<Vec<u8>>> = if c.is_cluster() {
-            // Keys of many (tenant, resource) triples live on many slots: one command each,
-            // all in flight at once over the cluster client's connections.
-            let gets = keys.iter().map(|(ks, ns, name)| {
+            // Keys of many (tenant, resource) triples live on many slots: one pipeline per
+            // triple (one slot), all in flight at once over the cluster client's connections.
+            let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+            for (i, (ks, ..)) in keys.iter().enumerate() {
+                match groups.iter_mut().find(|(obj, _)| *obj == ks.obj) {
+                    Some((_, idx)) => idx.push(i),
+                    None => groups.push((&ks.obj, vec![i])),
+                }
+            }
+            let reads = groups.iter().map(|(obj, idx)| {
                 let mut c = c.clone();
-                let mut cmd = redis::cmd("HGET");
-                cmd.arg(&ks.obj).arg(object_key(ns, name));
-                async move { cmd.query_async::<Option<Vec<u8>>>(&mut c).await }
+                let mut p = redis::pipe();
+                for &i in idx {
+                    let (_, ns, name) = &keys[i];
+                    p.cmd("HGET").arg(*obj).arg(object_key(ns, name));
+                }
+                async move { p.query_async::<Vec<Option<Vec<u8>>>>(&mut c).await }
             });
-            futures::future::try_join_all(gets)
+            let answers = futures::future::try_join_all(reads)
                 .await
-                .map_err(redis_err)?
+                .map_err(redis_err)?;
+            let mut out = vec![None; keys.len()];
+            for ((_, idx), vals) in groups.iter().zip(answers) {
+                for (&i, v) in idx.iter().zip(vals) {
+                    out[i] = v;
+                }
+            }
+            out
         } else {
             let mut p = redis::pipe();
             for (ks, ns, name) in keys {
