@@ -220,19 +220,10 @@ pub fn node_args(node: &Node, durability: &str) -> Vec<String> {
         s("2000"),
         s("--dir"),
         node.dir.to_string_lossy().into_owned(),
-        s("--appendonly"),
-        s(if durability == "memory" { "no" } else { "yes" }),
-        s("--appendfsync"),
-        s(if durability == "everysec" {
-            "everysec"
-        } else {
-            "always"
-        }),
-        s("--save"),
-        s(""),
-        s("--daemonize"),
-        s("no"),
     ]
+    .into_iter()
+    .chain(crate::stack::persistence_args(durability))
+    .collect()
 }
 
 /// The redis-cli binary: `$CRDPLANE_REDIS_CLI` if set, else `redis-cli` on PATH.

@@ -150,6 +150,17 @@ pub fn redis_args(socket: &Path, dir: &Path, durability: &str) -> Vec<String> {
         s("700"),
         s("--dir"),
         dir.to_string_lossy().into_owned(),
+    ]
+    .into_iter()
+    .chain(persistence_args(durability))
+    .collect()
+}
+
+/// The persistence flags of a `redis-server` for storage's `durability` (see [`redis_args`]),
+/// in the foreground.
+pub fn persistence_args(durability: &str) -> Vec<String> {
+    let s = |v: &str| v.to_string();
+    vec![
         s("--appendonly"),
         s(if durability == "memory" { "no" } else { "yes" }),
         s("--appendfsync"),

@@ -127,12 +127,7 @@ impl RedisCluster {
         let plan = crdplane::cluster::Plan::in_dir(dir.path(), masters)?;
         let mut children = Vec::new();
         for node in &plan.nodes {
-            let mut c = Command::new(redis_server_bin());
-            c.args(crdplane::cluster::node_args(node, "fsync"))
-                .args(["--loglevel", "warning"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit());
-            children.push(Some(spawn_tied(c)?));
+            children.push(Some(Self::spawn(node)?));
         }
         let cluster = Self {
             plan,
@@ -141,6 +136,23 @@ impl RedisCluster {
         };
         cluster.plan.form(Duration::from_secs(60))?;
         Ok(cluster)
+    }
+
+    fn spawn(node: &crdplane::cluster::Node) -> anyhow::Result<Child> {
+        let mut c = Command::new(redis_server_bin());
+        c.args(crdplane::cluster::node_args(node, "fsync"))
+            .args(["--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        Ok(spawn_tied(c)?)
+    }
+
+    fn index(&self, port: u16) -> usize {
+        self.plan
+            .nodes
+            .iter()
+            .position(|n| n.port == port)
+            .expect("a node of this cluster")
     }
 
     /// The `--redis-url` for the storage: the seed list with the password.
@@ -218,29 +230,14 @@ impl RedisCluster {
     /// `nodes.conf`: it rejoins the cluster (a killed master comes back as a replica of the
     /// replica that took over).
     pub fn restart(&mut self, port: u16) -> anyhow::Result<()> {
-        let i = self
-            .plan
-            .nodes
-            .iter()
-            .position(|n| n.port == port)
-            .expect("a node of this cluster");
-        let mut c = Command::new(redis_server_bin());
-        c.args(crdplane::cluster::node_args(&self.plan.nodes[i], "fsync"))
-            .args(["--loglevel", "warning"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        self.children[i] = Some(spawn_tied(c)?);
+        let i = self.index(port);
+        self.children[i] = Some(Self::spawn(&self.plan.nodes[i])?);
         Ok(())
     }
 
     /// Kills the node on `port` with SIGKILL (no AOF flush, no goodbye to its peers).
     pub fn kill(&mut self, port: u16) {
-        let i = self
-            .plan
-            .nodes
-            .iter()
-            .position(|n| n.port == port)
-            .expect("a node of this cluster");
+        let i = self.index(port);
         if let Some(mut c) = self.children[i].take() {
             let _ = c.kill();
             let _ = c.wait();

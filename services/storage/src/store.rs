@@ -170,6 +170,18 @@ impl WriteScripts {
     }
 }
 
+/// The seven keys every write script takes (lua/prelude.lua), after its SHA.
+fn write_keys<'a>(cmd: &'a mut redis::Cmd, ks: &Keyspace) -> &'a mut redis::Cmd {
+    cmd.arg(7)
+        .arg(&ks.rev)
+        .arg(&ks.obj)
+        .arg(&ks.idx)
+        .arg(&ks.ev)
+        .arg(&ks.evt)
+        .arg(&ks.own)
+        .arg(&ks.ttl)
+}
+
 fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
@@ -519,15 +531,7 @@ impl Store {
         loop {
             let scripts = self.scripts();
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(pick(&scripts).1.get_hash())
-                .arg(7)
-                .arg(&ks.rev)
-                .arg(&ks.obj)
-                .arg(&ks.idx)
-                .arg(&ks.ev)
-                .arg(&ks.evt)
-                .arg(&ks.own)
-                .arg(&ks.ttl);
+            write_keys(cmd.arg(pick(&scripts).1.get_hash()), ks);
             args(&mut cmd);
             let reply = if self.wait_replicas == 0 {
                 cmd.query_async::<Value>(&mut c).await
@@ -952,17 +956,8 @@ impl Store {
                 p.ignore_errors();
                 for &g in bucket {
                     let (ks, idx) = &groups[g];
-                    let cmd = p
-                        .cmd("EVALSHA")
-                        .arg(scripts.create.1.get_hash())
-                        .arg(7)
-                        .arg(&ks.rev)
-                        .arg(&ks.obj)
-                        .arg(&ks.idx)
-                        .arg(&ks.ev)
-                        .arg(&ks.evt)
-                        .arg(&ks.own)
-                        .arg(&ks.ttl)
+                    let mut cmd = redis::cmd("EVALSHA");
+                    write_keys(cmd.arg(scripts.create.1.get_hash()), ks)
                         .arg(self.history_len)
                         .arg(&ks.channel)
                         .arg(ks.notify_channel())
@@ -974,6 +969,7 @@ impl Store {
                             .arg(tail)
                             .arg(ttl.to_string());
                     }
+                    p.add_command(cmd);
                 }
                 if self.wait_replicas > 0 {
                     self.add_wait(&mut p);
