@@ -73,6 +73,16 @@ pub struct Up {
     /// acknowledged).
     #[arg(long, env = "CRDPLANE_UP_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
+    /// Run N replicas of the storage, validation and gateway (one registry), every client
+    /// spread over all replicas of what it calls; the first gateway on --listen, the others
+    /// on free ports (all printed).
+    #[arg(
+        long,
+        env = "CRDPLANE_UP_REPLICAS",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    pub replicas: usize,
     /// Tenant of requests without a `/clusters/<tenant>` prefix.
     #[arg(
         long,
@@ -124,6 +134,9 @@ impl Up {
         {
             return Err(format!("--redis-url: {u:?} is not a URL"));
         }
+        if !(1..=16).contains(&self.replicas) {
+            return Err("--replicas must be 1 to 16".into());
+        }
         if let Some(n) = self.redis_cluster {
             if self.redis_url.is_some() {
                 return Err("--redis-cluster starts its own Redis: leave out --redis-url".into());
@@ -151,6 +164,7 @@ impl Up {
             redis_url: self.redis_url,
             redis_cluster: self.redis_cluster,
             wait_replicas: self.wait_replicas,
+            replicas: self.replicas,
             default_tenant: self.default_tenant,
             durability: self.durability,
             insecure_http: self.insecure_http,

@@ -59,6 +59,8 @@ pub struct UpConfig {
     pub redis_cluster: Option<usize>,
     /// Replicas each write must reach before storage acknowledges it (`--wait-replicas`).
     pub wait_replicas: u32,
+    /// Replicas of storage, validation and the gateway ([`StackBuilder::scale`]).
+    pub replicas: usize,
     /// Tenant of requests without a `/clusters/<tenant>` prefix.
     pub default_tenant: String,
     /// When a write is acknowledged (`fsync`, `everysec`, `memory`; see the storage's
@@ -276,6 +278,9 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         }
         (None, None) => builder = builder.own_redis(data_dir.join("redis")),
     }
+    if cfg.replicas > 1 {
+        builder = builder.scale(cfg.replicas);
+    }
     if cfg.wait_replicas > 0 {
         builder = builder.args(
             Service::Storage,
@@ -307,6 +312,9 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     pki::write_private(&kubeconfig, &yaml)?;
     println!("crdplane is up");
     println!("  gateway:    {server}");
+    if stack.gateways.len() > 1 {
+        println!("  gateways:   {}", stack.gateways.join(" "));
+    }
     println!("  kubeconfig: {}", kubeconfig.display());
     println!(
         "  data:       {}  (logs in {})",

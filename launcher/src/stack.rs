@@ -452,6 +452,10 @@ pub struct StackBuilder {
     durability: Option<String>,
     storages: usize,
     gateways: usize,
+    validations: usize,
+    /// Every client gets every replica of a service (comma-separated endpoints, balanced
+    /// and health-aware in `crdplane_transport`) instead of one ([`StackBuilder::scale`]).
+    spread: bool,
     extra: [Vec<String>; 4],
     gateway_listen: String,
     logs: Option<PathBuf>,
@@ -470,6 +474,8 @@ impl StackBuilder {
             durability: None,
             storages: 1,
             gateways: 1,
+            validations: 1,
+            spread: false,
             extra: Default::default(),
             gateway_listen: "127.0.0.1:0".into(),
             logs: None,
@@ -504,6 +510,18 @@ impl StackBuilder {
     pub fn replicas(mut self, storages: usize, gateways: usize) -> Self {
         self.storages = storages.max(1);
         self.gateways = gateways.max(1);
+        self
+    }
+
+    /// Runs `n` replicas of storage, validation and the gateway (one registry), and points
+    /// every client at all replicas of each service it calls (comma-separated endpoints:
+    /// spread, health-aware, surviving a replica's death), as a scaled-out deployment does.
+    pub fn scale(mut self, n: usize) -> Self {
+        let n = n.max(1);
+        self.storages = n;
+        self.validations = n;
+        self.gateways = n;
+        self.spread = true;
         self
     }
 
@@ -670,15 +688,31 @@ impl StackBuilder {
             let url = stack.push_service(Service::Storage, name, args, envs, None)?;
             stack.storages.push(url);
         }
-        peers.storage = stack.storages[0].clone();
+        peers.storage = if self.spread {
+            stack.storages.join(",")
+        } else {
+            stack.storages[0].clone()
+        };
+        let mut validations = Vec::new();
         for s in [Service::Validation, Service::Registry] {
             let mut extra = mtls_args(self.mtls.as_ref(), s);
             extra.extend(self.extra[s.index()].iter().cloned());
-            let args = service_args(s, "127.0.0.1:0", &peers, &extra);
-            let url = stack.push_service(s, s.name().into(), args, Vec::new(), None)?;
-            match s {
-                Service::Validation => peers.validation = url.clone(),
-                _ => peers.registry = url.clone(),
+            let n = if s == Service::Validation {
+                self.validations
+            } else {
+                1
+            };
+            for i in 0..n {
+                let args = service_args(s, "127.0.0.1:0", &peers, &extra);
+                let name = Self::replica_name(s, i, n);
+                let url = stack.push_service(s, name, args, Vec::new(), None)?;
+                match s {
+                    Service::Validation => validations.push(url),
+                    _ => peers.registry = url,
+                }
+            }
+            if s == Service::Validation {
+                peers.validation = validations.join(",");
             }
         }
         stack.validation = peers.validation.clone();
@@ -691,9 +725,13 @@ impl StackBuilder {
             } else {
                 "127.0.0.1:0"
             };
-            let p = Peers {
-                storage: stack.storages[i % stack.storages.len()].clone(),
-                ..peers.clone()
+            let p = if self.spread {
+                peers.clone()
+            } else {
+                Peers {
+                    storage: stack.storages[i % stack.storages.len()].clone(),
+                    ..peers.clone()
+                }
             };
             let args = service_args(Service::Gateway, listen, &p, &gateway_extra);
             let url = stack.push_service(Service::Gateway, name, args, Vec::new(), None)?;
@@ -731,7 +769,8 @@ pub struct RunningStack {
     pub redis_url: String,
     /// gRPC URLs of the storage replicas.
     pub storages: Vec<String>,
-    /// gRPC URL of the validation service.
+    /// gRPC URL of the validation service (every replica's, comma-separated, after
+    /// [`StackBuilder::scale`]).
     pub validation: String,
     /// gRPC URL of the registry.
     pub registry: String,
@@ -1126,6 +1165,12 @@ mod tests {
             "storage"
         );
         assert_eq!(b.gateway_extra(), ["--insecure-http", "--a", "b", "--c"]);
+        let s = StackBuilder::new("/bin", "redis://x").scale(3);
+        assert_eq!(
+            (s.storages, s.validations, s.gateways, s.spread),
+            (3, 3, 3, true)
+        );
+        assert_eq!(StackBuilder::new("/bin", "redis://x").scale(0).storages, 1);
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The whole stack on a Redis Cluster, started the way `crdplane up --redis-cluster 3` does
-//! (the launcher's three masters with a replica each, password-protected), driven by real
+//! The whole stack on a Redis Cluster, started the way `crdplane up --redis-cluster 3
+//! --replicas 2` does (the launcher's three masters with a replica each, password-protected;
+//! two replicas of storage, validation and the gateway, every client spread over all replicas
+//! of what it calls), driven by real
 //! kubectl 1.20 and the newest: a CRD and custom resources in many namespaces (keys on every
 //! master), a running `kubectl get -w` that sees them, namespace deletion and CRD deletion
 //! finished by the registry through the deletion queue's buckets, and a master killed under
@@ -71,8 +73,13 @@ impl Drop for Watch {
 fn kubectl_on_a_redis_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let cluster_dir = dir.path().join("redis-cluster");
-    let mut stack = Stack::start_from(Stack::builder("").own_redis_cluster(&cluster_dir, 3), None)
-        .expect("stack on a Redis Cluster");
+    let mut stack = Stack::start_from(
+        Stack::builder("")
+            .own_redis_cluster(&cluster_dir, 3)
+            .scale(2),
+        None,
+    )
+    .expect("stack on a Redis Cluster");
     let plan = crdplane::cluster::Plan::in_dir(&cluster_dir, 3).unwrap();
     let all = kubectls();
     let picked = [all.first().cloned(), all.last().cloned()];
