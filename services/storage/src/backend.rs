@@ -187,6 +187,23 @@ impl Conn {
         }
     }
 
+    /// Which master serves which slots: `(first, last, "host:port")` per range of `CLUSTER
+    /// SLOTS`, sorted (one server: empty).
+    pub async fn slot_owners(&mut self) -> RedisResult<Vec<(i64, i64, String)>> {
+        match self {
+            Self::Single(_) => Ok(vec![]),
+            Self::Cluster(c) => {
+                let v: Value = c
+                    .route_command(
+                        redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                    )
+                    .await?;
+                Ok(owners(&v))
+            }
+        }
+    }
+
     /// Runs `cmd` on the master serving `slot` (one server: on it).
     pub async fn on_shard<T: redis::FromRedisValue>(
         &mut self,
@@ -249,6 +266,32 @@ pub fn first_slots(v: &Value) -> Vec<u16> {
     let mut slots: Vec<u16> = by_master.into_values().collect();
     slots.sort_unstable();
     slots
+}
+
+/// From a `CLUSTER SLOTS` reply, each range with its master's `host:port`, sorted.
+pub fn owners(v: &Value) -> Vec<(i64, i64, String)> {
+    let Value::Array(ranges) = v else {
+        return vec![];
+    };
+    let mut out: Vec<(i64, i64, String)> = ranges
+        .iter()
+        .filter_map(|r| {
+            let Value::Array(parts) = r else { return None };
+            match (parts.first(), parts.get(1), parts.get(2)) {
+                (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(m))) => {
+                    match (m.first(), m.get(1)) {
+                        (Some(Value::BulkString(h)), Some(Value::Int(p))) => {
+                            Some((*a, *b, format!("{}:{p}", String::from_utf8_lossy(h))))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Bits of a cluster SCAN cursor that carry the node's own cursor; the bits above name the
@@ -319,6 +362,15 @@ mod tests {
             range(12000, 12001, "h", 1, "a"),
         ]);
         assert_eq!(first_slots(&v), vec![0, 5461, 10923]);
+        assert_eq!(
+            owners(&v),
+            vec![
+                (0, 5460, "h:1".to_string()),
+                (5461, 10922, "h:2".to_string()),
+                (10923, 16383, "h:3".to_string()),
+                (12000, 12001, "h:1".to_string()),
+            ]
+        );
         assert_eq!(first_slots(&Value::Nil), Vec::<u16>::new());
     }
 

@@ -20,8 +20,8 @@
 //! - **Recovery epochs.** Every time the storage meets a Redis server it has not seen before
 //!   (a new `run_id`: restart, failover), one atomic script ([`EPOCH_LUA`]) starts a new epoch:
 //!   `max(previous + 1, seconds since 2025-01-01)`, stored with the run id in [`EPOCH_KEY`]. The
-//!   On a Redis Cluster the "server" is the set of masters: their run ids together
-//!   ([`cluster_run`]), so a restarted master or a failover starts a new epoch for all.
+//!   On a Redis Cluster the servers are the masters: a master with a run id not seen before
+//!   ([`cluster_run`]; a restart or a failover) starts a new epoch for all.
 //!   The storage's once-a-second check sees the new master set; a promoted replica without
 //!   the current scripts cached answers the first write with NOSCRIPT, which enters the new
 //!   epoch before that write runs, as after a restart.
@@ -43,32 +43,58 @@ pub const EPOCH_KEY: &str = "cp:epoch";
 /// Revisions per second of epoch time: the floor of epoch `e` is `e * FLOOR_PER_EPOCH`.
 pub const FLOOR_PER_EPOCH: u64 = 65_536;
 
-/// Starts a new epoch when the Redis server is not the one the current epoch is for.
-/// KEYS: [`EPOCH_KEY`]. ARGV: the servers' identity ("" = this server's run id, read here)
-/// and whether any key exists ("1"/"0"; "" = this server's DBSIZE) — a cluster passes the
-/// run ids of all its masters ([`cluster_run`]) and their key counts, as one master cannot
-/// see the others. Returns `{epoch, 1 if this call started it else 0}`.
+/// Starts a new epoch when a Redis server is one no epoch was started for. KEYS:
+/// [`EPOCH_KEY`]. ARGV: the servers' run ids, comma-separated ("" = this server's, read
+/// here), and whether any key exists ("1"/"0"; "" = this server's DBSIZE) — a cluster passes
+/// its masters' run ids ([`cluster_run`]) and key counts, as one master cannot see the others.
+/// The hash keeps the last [`KNOWN_RUNS`] run ids seen (`runs`; an older version's single
+/// `run` counts as one): an epoch starts only for a run id not among them, so storage
+/// replicas that see a cluster differently for a moment (one still routing to a failed
+/// master) each add what they saw once, instead of starting epochs in turn. Returns `{epoch,
+/// 1 if this call started it else 0}`.
 pub const EPOCH_LUA: &str = r#"
-local run = ARGV[1]
-if run == '' then
-  run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local runs = ARGV[1]
+if runs == '' then
+  runs = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
 end
 local nonempty = ARGV[2] == '1'
 if ARGV[2] == '' then
   nonempty = redis.call('DBSIZE') > 0
 end
-local cur = redis.call('HMGET', KEYS[1], 'run', 'epoch')
-if cur[1] == run then
+local cur = redis.call('HMGET', KEYS[1], 'runs', 'epoch', 'run')
+local known = {}
+local seen = {}
+for id in string.gmatch(cur[1] or cur[3] or '', '[^,]+') do
+  known[#known + 1] = id
+  seen[id] = true
+end
+local fresh = false
+for id in string.gmatch(runs, '[^,]+') do
+  if not seen[id] then
+    fresh = true
+    seen[id] = true
+    known[#known + 1] = id
+  end
+end
+if cur[2] and not fresh then
   return {tonumber(cur[2]), 0}
+end
+while #known > tonumber(ARGV[3]) do
+  table.remove(known, 1)
 end
 local e = 0
 if cur[2] or nonempty then
   -- 1735689600 = 2025-01-01T00:00:00Z
   e = math.max(tonumber(cur[2] or '0') + 1, tonumber(redis.call('TIME')[1]) - 1735689600)
 end
-redis.call('HSET', KEYS[1], 'run', run, 'epoch', e)
+redis.call('HSET', KEYS[1], 'runs', table.concat(known, ','), 'epoch', e)
+redis.call('HDEL', KEYS[1], 'run')
 return {e, 1}
 "#;
+
+/// Run ids [`EPOCH_LUA`] remembers (the newest; every restart or failover adds one per new
+/// master process).
+pub const KNOWN_RUNS: usize = 256;
 
 /// Moves one revision counter up to a floor. KEYS: the counter. ARGV: the floor.
 pub const RAISE_LUA: &str = r#"
@@ -87,8 +113,8 @@ pub fn run_id(info: &str) -> Option<&str> {
         .filter(|r| !r.is_empty())
 }
 
-/// The identity of a cluster's set of masters: their run ids, sorted and joined. Any master
-/// restarted or replaced by a failover changes it, and so starts a new epoch.
+/// The run ids of a cluster's masters, sorted and joined, for [`EPOCH_LUA`]: a master
+/// restarted or replaced by a failover brings a run id not seen before, and so a new epoch.
 pub fn cluster_run(runs: &[&str]) -> String {
     let mut r: Vec<&str> = runs.to_vec();
     r.sort_unstable();

@@ -441,6 +441,7 @@ impl Store {
             .key(EPOCH_KEY)
             .arg(run)
             .arg(nonempty)
+            .arg(crate::durability::KNOWN_RUNS)
             .invoke_async(&mut c)
             .await
             .map_err(redis_err)?;

@@ -123,10 +123,12 @@ enum Source {
         sink: Mutex<Option<PubSubSink>>,
     },
     /// A cluster: the cluster client's connections, pushes read by [`Hub::run_cluster`];
-    /// `subscribing` serializes subscription changes as the sink lock does.
+    /// `subscribing` serializes subscription changes as the sink lock does; `conn` is
+    /// replaced when the slots change owner ([`Hub::keep_topology`]).
     Cluster {
-        conn: ClusterConnection,
+        conn: std::sync::Mutex<ClusterConnection>,
         subscribing: Mutex<()>,
+        seeds: Vec<String>,
     },
 }
 
@@ -189,22 +191,118 @@ impl Hub {
 
     /// [`Hub::start`] on a Redis Cluster.
     async fn start_cluster(seeds: &[String], timeout: Duration) -> anyhow::Result<Arc<Self>> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let client = crate::backend::cluster_client(seeds, timeout, Some(tx))?;
-        let conn = bounded(timeout * 2, client.get_async_connection()).await?;
+        let (conn, rx) = Self::cluster_pubsub(seeds, timeout).await?;
         let history = Conn::open(&Target::Cluster(seeds.to_vec()), timeout).await?;
         let hub = Arc::new(Self {
             history,
             source: Source::Cluster {
-                conn,
+                conn: std::sync::Mutex::new(conn),
                 subscribing: Mutex::new(()),
+                seeds: seeds.to_vec(),
             },
             channels: Default::default(),
             connected: AtomicBool::new(true),
             timeout,
         });
         tokio::spawn(Self::run_cluster(Arc::downgrade(&hub), rx));
+        tokio::spawn(Self::keep_topology(Arc::downgrade(&hub)));
         Ok(hub)
+    }
+
+    /// A cluster connection whose pushes (messages, confirmations) come out of the receiver.
+    async fn cluster_pubsub(
+        seeds: &[String],
+        timeout: Duration,
+    ) -> anyhow::Result<(
+        ClusterConnection,
+        tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
+    )> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = crate::backend::cluster_client(seeds, timeout, Some(tx))?;
+        let conn = bounded(timeout * 2, client.get_async_connection()).await?;
+        Ok((conn, rx))
+    }
+
+    /// The subscribing cluster connection (cluster hubs only).
+    fn cluster_conn(&self) -> Option<ClusterConnection> {
+        match &self.source {
+            Source::Cluster { conn, .. } => Some(conn.lock().expect("hub lock").clone()),
+            Source::Single { .. } => None,
+        }
+    }
+
+    /// Once a second, reads which master serves which slots (`CLUSTER SLOTS`). When that
+    /// changed (a failover, a slot moved), makes the pub/sub connection anew
+    /// ([`Hub::resubscribe_all`]). The cluster client follows such a change by itself only
+    /// once a command of its own fails, and moves its subscriptions only on a full refresh of
+    /// its slot map; a replica that only watches (another replica writes) would otherwise keep
+    /// its subscriptions on the dead node, and its watchers would hear nothing.
+    async fn keep_topology(weak: Weak<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last: Option<Vec<(i64, i64, String)>> = None;
+        loop {
+            tick.tick().await;
+            let Some(hub) = weak.upgrade() else { return };
+            let Some(conn) = hub.cluster_conn() else {
+                return;
+            };
+            let mut c = Conn::Cluster(conn);
+            let Ok(Ok(owners)) = tokio::time::timeout(hub.timeout, c.slot_owners()).await else {
+                continue;
+            };
+            if owners.is_empty() || last.as_ref() == Some(&owners) {
+                continue;
+            }
+            let changed = last.is_some();
+            last = Some(owners);
+            if changed {
+                tracing::warn!("redis cluster slots changed owner; subscribing anew");
+                if let Err(e) = hub.resubscribe_all().await {
+                    tracing::warn!(error = %e, "resubscribing after a slot change failed; retrying");
+                    last = None;
+                }
+            }
+        }
+    }
+
+    /// A new cluster pub/sub connection with every channel subscribed on it (at the slots'
+    /// current masters), swapped in for the old one; then every receiver gets the
+    /// resubscribed marker and closes the gap from the history. Events that both connections
+    /// delivered meanwhile are skipped by revision.
+    async fn resubscribe_all(self: &Arc<Self>) -> anyhow::Result<()> {
+        let Source::Cluster {
+            conn: held,
+            subscribing,
+            seeds,
+        } = &self.source
+        else {
+            return Ok(());
+        };
+        let _guard = subscribing.lock().await;
+        let (mut conn, rx) = Self::cluster_pubsub(seeds, self.timeout).await?;
+        let names: Vec<String> = {
+            let mut map = self.channels.lock().expect("hub lock");
+            for e in map.values_mut() {
+                // The new connection's confirmations start the count again.
+                e.2 = 0;
+            }
+            map.keys().cloned().collect()
+        };
+        tokio::spawn(Self::run_cluster(Arc::downgrade(self), rx));
+        for n in &names {
+            if crate::keys::is_shard_channel(n) {
+                bounded(self.timeout, conn.ssubscribe(n)).await?;
+            } else {
+                bounded(self.timeout, conn.subscribe(n)).await?;
+            }
+        }
+        *held.lock().expect("hub lock") = conn;
+        for e in self.channels.lock().expect("hub lock").values_mut() {
+            e.1 = true;
+            let _ = e.0.send(Arc::new(Bytes::new()));
+        }
+        Ok(())
     }
 
     /// Reads the cluster client's pushes: messages to the channels' receivers, confirmations
@@ -273,7 +371,7 @@ impl Hub {
         let mut delay = Duration::from_millis(50);
         loop {
             let Some(hub) = weak.upgrade() else { return };
-            let Source::Cluster { conn, subscribing } = &hub.source else {
+            let Source::Cluster { subscribing, .. } = &hub.source else {
                 return;
             };
             let _guard = subscribing.lock().await;
@@ -285,7 +383,9 @@ impl Hub {
             {
                 return;
             }
-            let mut c = conn.clone();
+            let Some(mut c) = hub.cluster_conn() else {
+                return;
+            };
             match bounded(hub.timeout, c.ssubscribe(&channel)).await {
                 Ok(()) => return,
                 Err(e) => tracing::debug!(error = %e, channel, "shard channel resubscribe failed"),
@@ -421,7 +521,7 @@ impl Hub {
                 bounded(self.timeout, sink.subscribe(channel)).await
             }
             (Source::Cluster { conn, .. }, _) => {
-                let mut c = conn.clone();
+                let mut c = conn.lock().expect("hub lock").clone();
                 if crate::keys::is_shard_channel(channel) {
                     bounded(self.timeout, c.ssubscribe(channel)).await
                 } else {
@@ -493,7 +593,7 @@ impl Hub {
                 let _ = bounded(self.timeout, sink.unsubscribe(channel)).await;
             }
             (Source::Cluster { conn, .. }, _) => {
-                let mut c = conn.clone();
+                let mut c = conn.lock().expect("hub lock").clone();
                 let _ = if crate::keys::is_shard_channel(channel) {
                     bounded(self.timeout, c.sunsubscribe(channel)).await
                 } else {
