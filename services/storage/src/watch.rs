@@ -241,6 +241,7 @@ impl Hub {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last: Option<Vec<(i64, i64, String)>> = None;
+        let mut retry = false;
         loop {
             tick.tick().await;
             let Some(hub) = weak.upgrade() else { return };
@@ -251,17 +252,20 @@ impl Hub {
             let Ok(Ok(owners)) = tokio::time::timeout(hub.timeout, c.slot_owners()).await else {
                 continue;
             };
-            if owners.is_empty() || last.as_ref() == Some(&owners) {
+            if owners.is_empty() {
                 continue;
             }
-            let changed = last.is_some();
+            let changed = last.as_ref().is_some_and(|l| *l != owners);
             last = Some(owners);
-            if changed {
+            if changed || retry {
                 tracing::warn!("redis cluster slots changed owner; subscribing anew");
-                if let Err(e) = hub.resubscribe_all().await {
-                    tracing::warn!(error = %e, "resubscribing after a slot change failed; retrying");
-                    last = None;
-                }
+                retry = match hub.resubscribe_all().await {
+                    Ok(()) => false,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "subscribing anew failed; trying again");
+                        true
+                    }
+                };
             }
         }
     }
