@@ -235,6 +235,55 @@ impl RedisCluster {
         Ok(())
     }
 
+    /// Moves hash slot `slot` with its keys to the master on `to` (upstream's resharding
+    /// steps: IMPORTING / MIGRATING, MIGRATE of every key, SETSLOT NODE on every master).
+    pub fn move_slot(&self, slot: u16, to: u16) {
+        let slot_s = slot.to_string();
+        let from = self
+            .master_ports()
+            .into_iter()
+            .find(|&p| self.owns(p, slot))
+            .expect("a master serves the slot");
+        assert_ne!(from, to, "the slot is already there");
+        let id = |p: u16| self.cli(p, &["CLUSTER", "MYID"]).trim().to_string();
+        let (from_id, to_id) = (id(from), id(to));
+        self.cli(to, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &from_id]);
+        self.cli(from, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &to_id]);
+        loop {
+            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let to_port = to.to_string();
+            let mut args = vec![
+                "MIGRATE",
+                "127.0.0.1",
+                &to_port,
+                "",
+                "0",
+                "5000",
+                "AUTH",
+                &self.plan.password,
+                "KEYS",
+            ];
+            args.extend(keys);
+            self.cli(from, &args);
+        }
+        for p in self.master_ports() {
+            self.cli(p, &["CLUSTER", "SETSLOT", &slot_s, "NODE", &to_id]);
+        }
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let any = self.master_ports()[0];
+        self.cli(any, &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("slot")
+    }
+
     /// Kills the node on `port` with SIGKILL (no AOF flush, no goodbye to its peers).
     pub fn kill(&mut self, port: u16) {
         let i = self.index(port);

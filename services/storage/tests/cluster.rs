@@ -364,3 +364,66 @@ async fn a_watch_on_an_idle_storage_replica_follows_a_failover() {
         }
     }
 }
+
+/// A resource's slot moves to another master (resharding) under an open watch: reads and
+/// writes follow it (MOVED), and the watch hears the writes made after the move.
+#[tokio::test]
+async fn a_watch_follows_its_resource_to_another_master() {
+    let cluster = RedisCluster::start(3).expect("redis cluster");
+    let mut c = storage(&cluster, 0).await;
+    let first = c
+        .create(create_request("moving", "first"))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut w = c
+        .watch(pb::WatchRequest {
+            resource: Some(rref("moving")),
+            from_resource_version: first.resource_version,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    c.create(create_request("moving", "before")).await.unwrap();
+    assert_eq!(
+        w.message().await.unwrap().unwrap().r#type,
+        pb::watch_event::Type::Added as i32
+    );
+
+    let ch = channel("moving");
+    let from = cluster.master_of(&ch);
+    let to = cluster
+        .master_ports()
+        .into_iter()
+        .find(|&p| p != from)
+        .unwrap();
+    cluster.move_slot(cluster.slot_of(&ch), to);
+    assert_eq!(cluster.master_of(&ch), to);
+
+    let started = Instant::now();
+    let after = loop {
+        match c.create(create_request("moving", "after")).await {
+            Ok(o) => break o.into_inner(),
+            Err(e) => {
+                assert!(started.elapsed() < Duration::from_secs(20), "{e:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(
+        names(&mut c, "moving").await,
+        BTreeSet::from(["first", "before", "after"].map(String::from))
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let e = match tokio::time::timeout(left, w.message()).await {
+            Ok(Ok(Some(e))) => e,
+            other => panic!("the watch heard nothing after the slot moved: {other:?}"),
+        };
+        if e.resource_version == after.resource_version {
+            break;
+        }
+    }
+}
