@@ -103,6 +103,12 @@ def envoy_bin():
                           check=True, capture_output=True, text=True).stdout.strip()
 
 
+def cpu_ticks(pid):
+    """utime + stime of process `pid` (clock ticks)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def load(op, server, out):
     subprocess.run([os.path.join(BIN, "crdplane-load"), op, "--target", "http",
                     "--server", server, "--concurrency", CONCURRENCY, "--duration", DURATION,
@@ -121,10 +127,12 @@ def main():
         gateways_of(work, "single")
         cfg_path = os.path.join(work, "envoy.json")
         json.dump(envoy_config(PORT_BASE + 2, gws), open(cfg_path, "w"))
-        procs.append(subprocess.Popen([envoy_bin(), "-c", cfg_path, "--use-dynamic-base-id",
-                                       "--log-level", "warn"],
-                                      stdout=subprocess.DEVNULL,
-                                      stderr=open(os.path.join(work, "envoy.log"), "w")))
+        envoy = subprocess.Popen([envoy_bin(), "-c", cfg_path, "--use-dynamic-base-id",
+                                  "--log-level", "warn"],
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=open(os.path.join(work, "envoy.log"), "w"))
+        procs.append(envoy)
+        hz = os.sysconf("SC_CLK_TCK")
         targets = {
             "envoy → 2 gateways": f"http://127.0.0.1:{PORT_BASE + 2}",
             "one gateway (scaled)": gws[0],
@@ -141,12 +149,15 @@ def main():
             order = names[r % 3:] + names[:r % 3]
             for op in OPS:
                 for t in order:
+                    before = cpu_ticks(envoy.pid)
                     res = load(op, targets[t], os.path.join(work, f"{r}-{op}.json"))
+                    envoy_us = (cpu_ticks(envoy.pid) - before) * 1e6 / hz / max(res["requests"], 1)
                     runs[(t, op)].append(res)
                     lat = res["latency_us"]
                     print(f"round {r + 1} {t:>22} {op:>6}: {res['ok_per_sec']:8.0f}/s, "
                           f"p50 {lat['p50'] / 1000:.1f} ms, p99 {lat['p99'] / 1000:.1f} ms, "
-                          f"errors {res['errors']}", flush=True)
+                          f"errors {res['errors']}, Envoy {envoy_us:.0f} µs CPU per request",
+                          flush=True)
         for op in OPS:
             for t in names:
                 rs = runs[(t, op)]
