@@ -173,34 +173,33 @@ impl Conn {
     /// `[0]`). A master's first slot survives its failover, so callers can keep positions
     /// (SCAN cursors) across one.
     pub async fn shards(&mut self) -> RedisResult<Vec<u16>> {
-        match self {
-            Self::Single(_) => Ok(vec![0]),
-            Self::Cluster(c) => {
-                let v: Value = c
-                    .route_command(
-                        redis::cmd("CLUSTER").arg("SLOTS").clone(),
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                    )
-                    .await?;
-                Ok(first_slots(&v))
-            }
-        }
+        Ok(match self.cluster_slots().await? {
+            Some(v) => first_slots(&v),
+            None => vec![0],
+        })
     }
 
     /// Which master serves which slots: `(first, last, "host:port")` per range of `CLUSTER
     /// SLOTS`, sorted (one server: empty).
     pub async fn slot_owners(&mut self) -> RedisResult<Vec<(i64, i64, String)>> {
+        Ok(self
+            .cluster_slots()
+            .await?
+            .map(|v| owners(&v))
+            .unwrap_or_default())
+    }
+
+    /// `CLUSTER SLOTS` as any node answers it (one server: `None`).
+    async fn cluster_slots(&mut self) -> RedisResult<Option<Value>> {
         match self {
-            Self::Single(_) => Ok(vec![]),
-            Self::Cluster(c) => {
-                let v: Value = c
-                    .route_command(
-                        redis::cmd("CLUSTER").arg("SLOTS").clone(),
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                    )
-                    .await?;
-                Ok(owners(&v))
-            }
+            Self::Single(_) => Ok(None),
+            Self::Cluster(c) => c
+                .route_command(
+                    redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                )
+                .await
+                .map(Some),
         }
     }
 
