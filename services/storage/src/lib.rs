@@ -168,10 +168,13 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
 pub const READINESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Keeps the `grpc.health.v1` status equal to storage's readiness: SERVING while Redis
-/// answers `PING` within the Redis timeout (a cluster: every master), NOT_SERVING while it
-/// does not (callers with other storage replicas then leave this one out; see
-/// `crdplane_transport::balance`). Its own connection, so a slow request path cannot hide an
-/// outage or fake one.
+/// answers `PING` within the Redis timeout, NOT_SERVING while it does not (callers with
+/// other storage replicas then leave this one out; see `crdplane_transport::balance`). Its
+/// own connection, so a slow request path cannot hide an outage or fake one. On a cluster
+/// the ping goes to each master's slot, but the cluster client sends a keyless command to
+/// any live node when a master's connection is down: one failed master leaves storage
+/// SERVING (its shard's requests fail with 503 until a replica takes over), which keeps a
+/// partial outage from taking every storage replica, and so every gateway, out of service.
 async fn follow_redis(
     target: backend::Target,
     timeout: std::time::Duration,
