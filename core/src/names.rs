@@ -205,3 +205,17 @@ pub fn announce_scheme(scheme: &str, addr: std::net::SocketAddr) {
 pub fn parse_announcement(line: &str) -> Option<&str> {
     line.trim().strip_prefix("listening on ")
 }
+
+/// Announces a service's metrics listener on stdout, before [`announce_scheme`]:
+/// `metrics on http://ADDR` (`https://` with mutual TLS).
+pub fn announce_metrics(scheme: &str, addr: std::net::SocketAddr) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "metrics on {scheme}://{addr}");
+    let _ = out.flush();
+}
+
+/// Parses an [`announce_metrics`] line back into the URL.
+pub fn parse_metrics_announcement(line: &str) -> Option<&str> {
+    line.trim().strip_prefix("metrics on ")
+}

@@ -59,10 +59,12 @@ pub struct ServeOptions {
     /// With mutual TLS, the common names of the callers served ([`mtls::callers`]); empty:
     /// any certificate of the services CA.
     pub callers: &'static [&'static str],
+    /// The methods whose responses are server streams (the `grpc_type` of [`metrics`]).
+    pub streaming: &'static [&'static str],
 }
 
 /// How long an accepted socket may take to finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// [`serve_one`] with explicit options.
 pub async fn serve_one_with<S>(
@@ -132,6 +134,7 @@ where
 {
     let acceptor = accept::Acceptor::new(listener, opts.limits);
     let callers = opts.callers;
+    let streaming = opts.streaming;
     let tls = match opts.tls {
         None => None,
         Some(t) => {
@@ -148,14 +151,14 @@ where
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(TokioIo::new(sock), svc).await,
+                None => serve_connection(TokioIo::new(sock), svc, streaming).await,
                 Some(tls) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
                         Ok(Ok(stream)) => {
                             let access =
                                 mtls::Access::of(stream.get_ref().1.peer_certificates(), callers);
                             let svc = mtls::RequireClientCert::new(svc, access);
-                            serve_connection(TokioIo::new(stream), svc).await
+                            serve_connection(TokioIo::new(stream), svc, streaming).await
                         }
                         Ok(Err(e)) => {
                             tracing::debug!(%peer, error = %e, "gRPC TLS handshake failed")
@@ -169,8 +172,9 @@ where
     }
 }
 
-/// Serves one accepted connection over HTTP/2 until it ends.
-async fn serve_connection<I, S>(io: I, svc: S)
+/// Serves one accepted connection over HTTP/2 until it ends, every call observed by
+/// [`metrics`].
+async fn serve_connection<I, S>(io: I, svc: S, streaming: &'static [&'static str])
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: tower::Service<
@@ -182,7 +186,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let svc = TowerToHyperService::new(deadline::Enforce(svc));
+    let svc = TowerToHyperService::new(metrics::Observe::new(deadline::Enforce(svc), streaming));
     let mut builder = Builder::new(TokioExecutor::new()).http2_only();
     builder
         .http2()
@@ -210,6 +214,7 @@ pub mod client;
 pub mod context;
 pub mod deadline;
 pub mod health;
+pub mod metrics;
 pub mod mtls;
 pub mod tls;
 pub use balance::{Channel, ChannelOptions};

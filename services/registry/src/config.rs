@@ -38,6 +38,9 @@ pub struct Args {
     /// `crdplane_transport::mtls`); with it the endpoints are `https://`.
     #[command(flatten)]
     pub mtls: crdplane_transport::mtls::MtlsArgs,
+    /// The Prometheus metrics listener (see `crdplane_transport::metrics`).
+    #[command(flatten)]
+    pub metrics: crdplane_transport::metrics::MetricsArgs,
 }
 
 use crdplane_transport::deadline::from_flag as call_timeout;

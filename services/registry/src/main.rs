@@ -23,6 +23,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         "http"
     };
+    crdplane_transport::metrics::start(&args.metrics, &args.mtls).await?;
     crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
     crdplane_registry::serve(args.config(), listener).await
 }

@@ -115,12 +115,24 @@ pub enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// Observes one round trip in [`crate::metrics`] (its latency, and its error if it fails).
+fn timed<'a, T: Send + 'a>(op: &'static str, call: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
+    Box::pin(async move {
+        let start = std::time::Instant::now();
+        let out = call.await;
+        crate::metrics::redis_round_trip(op, start.elapsed().as_secs_f64(), out.as_ref().err());
+        out
+    })
+}
+
+/// Every command and pipeline of the store goes through here, timed ([`timed`]).
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
+        let call = match self {
             Self::Single(c) => c.req_packed_command(cmd),
             Self::Cluster(c) => c.req_packed_command(cmd),
-        }
+        };
+        timed("command", call)
     }
 
     fn req_packed_commands<'a>(
@@ -129,10 +141,11 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
+        let call = match self {
             Self::Single(c) => c.req_packed_commands(cmd, offset, count),
             Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        }
+        };
+        timed("pipeline", call)
     }
 
     fn get_db(&self) -> i64 {

@@ -18,6 +18,7 @@ pub mod durability;
 pub mod expiry;
 pub mod filter;
 pub mod keys;
+pub mod metrics;
 pub mod replies;
 pub mod server;
 pub mod store;
@@ -154,6 +155,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
                 crdplane_transport::mtls::callers::GATEWAY,
                 crdplane_transport::mtls::callers::REGISTRY,
             ],
+            streaming: &["Watch", "Changes"],
             ..Default::default()
         },
     )

@@ -22,6 +22,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         "http"
     };
+    crdplane_transport::metrics::start(&a.metrics, &a.mtls).await?;
     crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
     crdplane_storage::serve(a.config(), listener).await
 }

@@ -1073,6 +1073,7 @@ impl Storage for StorageService {
         let store = self.store.clone();
         let hub = self.hub.clone();
         tokio::spawn(async move {
+            let _watching = crate::metrics::WatchGuard::new();
             let result: Result<(), ApiError> = async {
                 let mut last = r.from_resource_version;
                 if r.send_initial_state {
@@ -1124,12 +1125,18 @@ impl Storage for StorageService {
                                     continue;
                                 }
                                 last = e.rv;
-                                if let Some(ev) = outgoing(&filter, e) && tx.send(Ok(ev)).await.is_err() {
-                                    return Ok(());
+                                if let Some(ev) = outgoing(&filter, e) {
+                                    if tx.send(Ok(ev)).await.is_err() {
+                                        return Ok(());
+                                    }
+                                    crate::metrics::WATCH_EVENTS.inc();
                                 }
                             }
                             // Too slow: close; the client resumes from its last revision.
-                            Err(broadcast::error::RecvError::Lagged(_)) => return Ok(()),
+                            Err(broadcast::error::RecvError::Lagged(_)) => {
+                                crate::metrics::WATCH_LAGGED.inc();
+                                return Ok(());
+                            }
                             Err(broadcast::error::RecvError::Closed) => return Ok(()),
                         }
                     }

@@ -26,6 +26,9 @@ pub struct Args {
     /// Mutual TLS of the gRPC listener and calls (see `crdplane_transport::mtls`).
     #[command(flatten)]
     pub mtls: crdplane_transport::mtls::MtlsArgs,
+    /// The Prometheus metrics listener (see `crdplane_transport::metrics`).
+    #[command(flatten)]
+    pub metrics: crdplane_transport::metrics::MetricsArgs,
 }
 
 impl Args {

@@ -18,6 +18,7 @@ pub mod default;
 pub mod exact;
 pub mod formats;
 pub mod metadata;
+pub mod metrics;
 pub mod pipeline;
 pub mod prune;
 pub mod server;

@@ -521,7 +521,9 @@ impl Validation for ValidationService {
 
 /// Serves the `Validation` gRPC service on `listener` until the process ends.
 pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
-    let svc = ValidationServer::new(ValidationService::new(&config))
+    let service = ValidationService::new(&config);
+    crate::metrics::CacheCollector::new(service.cache()).register();
+    let svc = ValidationServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let opts = crdplane_transport::ServeOptions {
