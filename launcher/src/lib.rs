@@ -31,6 +31,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod monitoring;
 pub mod pki;
 pub mod spawn;
 pub mod stack;
@@ -310,12 +311,34 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         None => kubeconfig_yaml(&client_url(&server)),
     };
     pki::write_private(&kubeconfig, &yaml)?;
+    // Every process's metrics, for a Prometheus on this machine.
+    let prometheus = data_dir.join("prometheus.yml");
+    let alerts = std::env::current_dir()?.join("deploy/monitoring/alerts.yml");
+    let rules: Vec<String> = if alerts.exists() {
+        vec![alerts.display().to_string()]
+    } else {
+        Vec::new()
+    };
+    pki::write_private(
+        &prometheus,
+        &monitoring::prometheus_config(&stack.metrics_targets(), pki.as_ref(), "15s", &rules),
+    )?;
     println!("crdplane is up");
     println!("  gateway:    {server}");
     if stack.gateways.len() > 1 {
         println!("  gateways:   {}", stack.gateways.join(" "));
     }
     println!("  kubeconfig: {}", kubeconfig.display());
+    println!(
+        "  metrics:    {}  (prometheus --config.file={})",
+        stack
+            .metrics_targets()
+            .iter()
+            .map(|(_, u)| u.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        prometheus.display()
+    );
     println!(
         "  data:       {}  (logs in {})",
         data_dir.display(),

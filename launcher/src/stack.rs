@@ -184,11 +184,16 @@ pub fn redis_server_bin() -> String {
 /// `args` with the value of `--listen` replaced by `addr` (a restarted service keeps the
 /// address it first announced, so the flags of the others stay valid).
 pub fn with_listen(args: &[String], addr: &str) -> Vec<String> {
+    with_flag(args, "--listen", addr)
+}
+
+/// `args` with the value of `flag` replaced by `value` (unchanged without the flag).
+pub fn with_flag(args: &[String], flag: &str, value: &str) -> Vec<String> {
     let mut out = args.to_vec();
-    if let Some(i) = out.iter().position(|a| a == "--listen")
+    if let Some(i) = out.iter().position(|a| a == flag)
         && i + 1 < out.len()
     {
-        out[i + 1] = addr.to_string();
+        out[i + 1] = value.to_string();
     }
     out
 }
@@ -264,6 +269,12 @@ impl ChildSpec {
     /// Starts the child; for a service, also returns the URL it announced (waited for up to
     /// [`ANNOUNCE_TIMEOUT`]). On failure the child is killed.
     pub fn spawn(&self) -> anyhow::Result<(Child, Option<String>)> {
+        self.spawn_announced().map(|(c, a)| (c, a.map(|a| a.url)))
+    }
+
+    /// [`ChildSpec::spawn`], with the metrics URL the service announced too (if it serves
+    /// metrics).
+    pub fn spawn_announced(&self) -> anyhow::Result<(Child, Option<Announced>)> {
         let name = &self.name;
         let mut child = spawn_tied(self.command()?)
             .map_err(|e| anyhow::anyhow!("cannot start {name} ({}): {e}", self.bin.display()))?;
@@ -276,7 +287,7 @@ impl ChildSpec {
             Output::Inherit => None,
         };
         match announced(stdout, log) {
-            Ok(url) => Ok((child, Some(url))),
+            Ok(a) => Ok((child, Some(a))),
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -286,23 +297,42 @@ impl ChildSpec {
     }
 }
 
-/// The URL a service announces on `stdout` (its first announcement line), waited for up to
-/// [`ANNOUNCE_TIMEOUT`]; every other line is copied to `log` (or dropped), on a thread that
-/// drains the pipe for the child's life so the child never blocks on it.
+/// What a service announced on its stdout.
+#[derive(Debug, Clone)]
+pub struct Announced {
+    /// Its URL (`listening on …`).
+    pub url: String,
+    /// Its metrics URL (`metrics on …`, printed before the URL), if it serves metrics.
+    pub metrics: Option<String>,
+}
+
+/// The URL a service announces on `stdout` (its first announcement line) and the metrics URL
+/// announced before it, waited for up to [`ANNOUNCE_TIMEOUT`]; every other line is copied to
+/// `log` (or dropped), on a thread that drains the pipe for the child's life so the child
+/// never blocks on it.
 fn announced(
     stdout: std::process::ChildStdout,
     mut log: Option<std::fs::File>,
-) -> Result<String, String> {
+) -> Result<Announced, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut tx = Some(tx);
+        let mut metrics = None;
         for l in std::io::BufReader::new(stdout).lines() {
             let Ok(l) = l else { break };
-            if tx.is_some()
-                && let Some(url) = crdplane_core::names::parse_announcement(&l)
-            {
-                let _ = tx.take().map(|t| t.send(url.to_string()));
-                continue;
+            if tx.is_some() {
+                if let Some(url) = crdplane_core::names::parse_metrics_announcement(&l) {
+                    metrics = Some(url.to_string());
+                    continue;
+                }
+                if let Some(url) = crdplane_core::names::parse_announcement(&l) {
+                    let a = Announced {
+                        url: url.to_string(),
+                        metrics: metrics.take(),
+                    };
+                    let _ = tx.take().map(|t| t.send(a));
+                    continue;
+                }
             }
             if let Some(f) = log.as_mut() {
                 let _ = writeln!(f, "{l}");
@@ -751,6 +781,8 @@ struct Proc {
     /// Delay before the next restart, and when it is due (supervision).
     delay: Duration,
     due: Option<Instant>,
+    /// The metrics URL it announced (services).
+    metrics: Option<String>,
 }
 
 /// A started stack: its children (in start order, Redis first when it is its own) and the
@@ -780,10 +812,14 @@ pub struct RunningStack {
 
 impl RunningStack {
     fn push(&mut self, spec: ChildSpec) -> anyhow::Result<(usize, Option<String>)> {
-        let (child, url) = spec.spawn()?;
+        let (child, announced) = spec.spawn_announced()?;
         let mut spec = spec;
-        if let Some(u) = &url {
-            spec.args = with_listen(&spec.args, crate::url_addr(u));
+        // A restart in place keeps the addresses the first start got.
+        if let Some(a) = &announced {
+            spec.args = with_listen(&spec.args, crate::url_addr(&a.url));
+            if let Some(m) = &a.metrics {
+                spec.args = with_flag(&spec.args, "--metrics-listen", crate::url_addr(m));
+            }
         }
         self.procs.push(Proc {
             spec,
@@ -791,8 +827,33 @@ impl RunningStack {
             started: Instant::now(),
             delay: Duration::ZERO,
             due: None,
+            metrics: announced.as_ref().and_then(|a| a.metrics.clone()),
         });
-        Ok((self.procs.len() - 1, url))
+        Ok((self.procs.len() - 1, announced.map(|a| a.url)))
+    }
+
+    /// The metrics endpoints of the children that serve them: (name, URL of `/metrics`),
+    /// the gateways' (`<base>/metrics`, authorized as every request) included.
+    pub fn metrics_targets(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .procs
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p.spec.name.clone(),
+                    format!("{}/metrics", p.metrics.as_ref()?),
+                ))
+            })
+            .collect();
+        for (i, g) in self.gateways.iter().enumerate() {
+            let name = if self.gateways.len() == 1 {
+                "gateway".to_string()
+            } else {
+                format!("gateway-{i}")
+            };
+            out.push((name, format!("{g}/metrics")));
+        }
+        out
     }
 
     fn push_service(
@@ -807,6 +868,11 @@ impl RunningStack {
             Some(d) => Output::File(d.join(format!("{name}.log"))),
             None => Output::Inherit,
         });
+        let mut args = args;
+        // Every service serves metrics, on a port of its own (announced, see `announced`).
+        if service != Service::Gateway && !args.iter().any(|a| a == "--metrics-listen") {
+            args.extend(["--metrics-listen".to_string(), "127.0.0.1:0".to_string()]);
+        }
         let spec = ChildSpec {
             name,
             bin: self.bin_dir.join(service.binary()),
