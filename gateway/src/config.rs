@@ -89,6 +89,14 @@ pub struct Args {
         default_value_t = crate::watch_limit::DEFAULT_TOTAL
     )]
     pub max_watches: usize,
+    /// The most tenants that are labels of the per-tenant metrics at `/metrics`
+    /// (`crdplane_tenant_*`); requests of tenants past it count as tenant "other".
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_METRICS_MAX_TENANTS",
+        default_value_t = crate::metrics::DEFAULT_MAX_TENANTS
+    )]
+    pub metrics_max_tenants: usize,
     /// The most time a non-long-running request may take, a Go duration (kube-apiserver's
     /// --request-timeout: 1m0s); a request's own `?timeout=` may only shorten it.
     #[arg(
@@ -298,6 +306,7 @@ impl Args {
                 max_total: self.max_watches,
                 max_per_client: self.max_watches_per_client,
             },
+            metrics_max_tenants: self.metrics_max_tenants,
             request_timeout: self.request_timeout,
             call_timeout: call_timeout(self.grpc_timeout)?,
             grpc_tls: self.mtls.load()?,

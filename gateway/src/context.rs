@@ -47,6 +47,8 @@ pub struct Config {
     pub idle_timeout: std::time::Duration,
     /// Bounds on concurrent watches, per client and in total (see [`crate::watch_limit`]).
     pub watches: crate::watch_limit::WatchLimits,
+    /// The most tenants that are labels of the per-tenant metrics (see [`crate::metrics`]).
+    pub metrics_max_tenants: usize,
     /// kube-apiserver's `--request-timeout`: the most time a non-long-running request may
     /// take (enforced by the limits layer, `filters/limits.rs`).
     pub request_timeout: std::time::Duration,
@@ -118,6 +120,7 @@ impl Default for Config {
             request_header_timeout: REQUEST_HEADER_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
             watches: Default::default(),
+            metrics_max_tenants: crate::metrics::DEFAULT_MAX_TENANTS,
             request_timeout: REQUEST_TIMEOUT,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
             event_ttl: EVENT_TTL,
@@ -180,6 +183,8 @@ pub struct Ctx {
     pub tenant_dir: crate::tenant_directory::Directory,
     /// Wakes the purge controller of deleted tenants (the `tenant_purge` module).
     pub tenant_purge: tokio::sync::Notify,
+    /// The request metrics (`GET /metrics`; see [`crate::metrics`]).
+    pub metrics: Arc<crate::metrics::ApiMetrics>,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -232,6 +237,7 @@ impl Ctx {
             sa_following: Default::default(),
             tenant_dir: Default::default(),
             tenant_purge: tokio::sync::Notify::new(),
+            metrics: Arc::new(crate::metrics::ApiMetrics::new(cfg.metrics_max_tenants)),
             cfg,
         }))
     }

@@ -274,6 +274,14 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             ];
             Ok(health(req, path, &named))
         }
+        "/metrics" => {
+            let mut r = Response::new(crate::http::full(ctx.metrics.encode()));
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crdplane_transport::metrics::TEXT_FORMAT),
+            );
+            Ok(r)
+        }
         "/version" => Ok(json_response(
             StatusCode::OK,
             serde_json::to_vec(&version_info()).expect("json"),

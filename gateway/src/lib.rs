@@ -46,6 +46,7 @@ pub mod gc;
 pub mod http;
 pub mod lifecycle;
 pub mod list;
+pub mod metrics;
 pub mod namespaces;
 pub mod oidc_keys;
 pub mod partial;

@@ -100,6 +100,12 @@ pub fn parse(
         .filter(|s| !s.is_empty())
         .collect();
     if parts.is_empty() || (parts[0] != "api" && parts[0] != "apis") {
+        // The process's metrics cover every tenant: they belong to the admin scope, whose
+        // RBAC decides who may read them (upstream: `get` on the non-resource URL).
+        if parts == ["metrics"] {
+            info.tenant = crate::stores::tenants::ADMIN_SCOPE.to_string();
+            info.tenant_from_path = true;
+        }
         return Ok(info);
     }
     if parts.iter().any(|p| p.len() > MAX_SEGMENT) {

@@ -14,7 +14,6 @@ use crate::api::Router;
 use crate::context::{Config, Ctx};
 use crate::filters::authentication::PeerCertificates;
 use crate::filters::limits;
-use crate::filters::metrics::RequestMetrics;
 use crate::http::Body;
 use crate::http::Payload;
 use crate::stack;
@@ -33,13 +32,13 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     // One copy for the process; each connection holds a reference, not its own copy.
     let limits: &'static crdplane_http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
     let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
-    let mut settings = stack::Settings::new(&cfg, Arc::new(RequestMetrics::default()));
     let tls = cfg.tls.clone();
     let handshake_timeout = cfg.request_header_timeout;
     if let Some(t) = &cfg.grpc_tls {
         t.spawn_reloader();
     }
     let ctx = Ctx::new(cfg)?;
+    let mut settings = stack::Settings::new(&ctx.cfg, ctx.metrics.clone());
     ctx.spawn_cache_followers();
     crate::tenant_purge::spawn(&ctx);
     settings.authz = Some(ctx.clone());

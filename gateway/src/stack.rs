@@ -10,8 +10,8 @@
 //! 2. [`trace`](crate::filters::trace): W3C `traceparent` into the request (`WithTracing`)
 //! 3. [`request_info`](crate::filters::request_info): RequestInfo + tenant from the path
 //!    (`WithRequestInfo`)
-//! 4. [`metrics`](crate::filters::metrics): counts by verb and code (`WithLatencyTrackers`,
-//!    `MonitorRequest`)
+//! 4. [`metrics`](crate::filters::metrics): upstream's request metrics
+//!    (`WithLatencyTrackers`, `MonitorRequest`; [`crate::metrics`])
 //! 5. [`limits`](crate::filters::limits): body limit; `?timeout=` and the request timeout of
 //!    non-long-running requests (`WithRequestDeadline`, `WithTimeoutForNonLongRunningRequests`)
 //! 6. [`authentication`](crate::filters::authentication) (`WithAuthentication`)
@@ -101,7 +101,7 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(PanicLayer)
         .layer(TraceLayer)
         .layer(RequestInfoLayer::new(s.default_tenant.clone()))
-        .layer(MetricsLayer::new(s.metrics.clone()))
+        .layer(MetricsLayer::new(s.metrics.clone(), s.authz.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
         .layer(AuthenticationLayer::new(s.authn.clone(), s.authz.clone()))
         .layer(ImpersonationLayer::new(s.authz.clone()))
@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(code, StatusCode::OK);
         assert_eq!(text, "acme list crontabs");
         // The metrics layer, inside the request-info layer, counted the verb it parsed.
-        assert_eq!(s.metrics.count("list", 200), 1);
+        assert_eq!(s.metrics.count("LIST", 200), 1);
         // A path request info refuses never reaches the metrics layer or the router.
         let (code, text, _) = send(edge, "GET", "/clusters/Not_A_Tenant/api/v1").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
@@ -249,7 +249,7 @@ mod tests {
             "{\"metadata\":{},\"status\":\"Failure\",\"message\":\"Timeout: request did not complete within the allotted timeout\",\"reason\":\"Timeout\",\"details\":{},\"code\":504}\n"
         );
         // The metrics layer sits outside the limits layer: it counts the 504.
-        assert_eq!(s.metrics.count("list", 504), 1);
+        assert_eq!(s.metrics.count("LIST", 504), 1);
         let (code, _, _) = send(
             edge,
             "GET",
@@ -257,6 +257,6 @@ mod tests {
         )
         .await;
         assert_eq!(code, StatusCode::OK);
-        assert_eq!(s.metrics.count("watch", 200), 1);
+        assert_eq!(s.metrics.count("WATCH", 200), 1);
     }
 }

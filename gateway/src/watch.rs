@@ -312,13 +312,16 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
         .crd
         .clone()
         .map(|crd| crd_stop(crd, t.resource.tenant.clone(), ctx.crd_changes.subscribe()));
+    // Counted as a registered watcher while the body lives; each event is one line.
+    let watching = ctx.metrics.watch(&req.info, &t.kind);
     let render = Render {
         target: t,
         output,
         include,
     };
     let run = WatchResponse::new(src, render, pending, from, p.timeout, p.bookmarks, stop);
-    let stream = futures::StreamExt::map(run.into_stream(), |chunk| {
+    let stream = futures::StreamExt::map(run.into_stream(), move |chunk| {
+        watching.sent(chunk.iter().filter(|b| **b == b'\n').count() as u64);
         Ok::<_, std::io::Error>(http_body::Frame::data(chunk))
     });
     let body = StreamBody::new(stream).boxed_unsync();

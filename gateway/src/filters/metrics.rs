@@ -1,106 +1,43 @@
 //! Request metrics: fourth layer of the edge stack (`stack.rs`), inside the
-//! request-info layer (it labels by the parsed verb) and outside the limits layer (a
+//! request-info layer (it labels by the parsed request) and outside the limits layer (a
 //! request that timed out is counted with its 504), where upstream's
 //! `WithLatencyTrackers` (staging/src/k8s.io/apiserver/pkg/endpoints/filters/webhook_duration.go)
 //! and the `apiserver_request_total` counting of `MonitorRequest`
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/metrics/metrics.go) observe requests.
 //!
-//! The seam counts completed requests by (verb, code) into [`RequestMetrics`], which a test
-//! or, with the telemetry issue, a Prometheus exporter reads. A request is counted when its
-//! response head is ready, so a watch counts once, when it is answered; the layer holds
-//! nothing in the response body.
+//! Each request is counted into [`ApiMetrics`] (`crate::metrics`) when its response head is
+//! ready, so a watch counts once, when it is answered; the layer holds nothing in the
+//! response body. While a request that is not a watch runs, it counts in
+//! `apiserver_current_inflight_requests`. The tenant is a label only once the tenant
+//! directory knows it exists (a path can name any tenant).
 
+use crate::context::Ctx;
 use crate::http::Body;
+use crate::metrics::{ApiMetrics, InFlight, RequestLabels};
 use crate::request_info::RequestInfo;
 use http::{Request, Response};
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
-/// The verbs counted under their own name; anything else is `other`.
-const VERBS: [&str; 15] = [
-    "get",
-    "list",
-    "watch",
-    "create",
-    "update",
-    "patch",
-    "delete",
-    "deletecollection",
-    // Non-resource requests: the lowercase HTTP method.
-    "post",
-    "put",
-    "head",
-    "options",
-    "connect",
-    "trace",
-    "other",
-];
-
-/// The label of `verb`, from a fixed set (a client cannot grow the table).
-pub fn verb_label(verb: &str) -> &'static str {
-    VERBS
-        .iter()
-        .find(|v| **v == verb)
-        .copied()
-        .unwrap_or("other")
-}
-
-/// Completed requests by (verb, status code).
-#[derive(Debug, Default)]
-pub struct RequestMetrics {
-    counts: Mutex<HashMap<(&'static str, u16), u64>>,
-}
-
-impl RequestMetrics {
-    /// Counts one request.
-    pub fn record(&self, verb: &'static str, code: u16) {
-        *self
-            .counts
-            .lock()
-            .expect("metrics lock")
-            .entry((verb, code))
-            .or_default() += 1;
-    }
-
-    /// Requests of `verb` answered with `code` so far.
-    pub fn count(&self, verb: &str, code: u16) -> u64 {
-        let counts = self.counts.lock().expect("metrics lock");
-        counts.get(&(verb_label(verb), code)).copied().unwrap_or(0)
-    }
-
-    /// All requests counted so far.
-    pub fn total(&self) -> u64 {
-        self.counts.lock().expect("metrics lock").values().sum()
-    }
-
-    /// Every (verb, code) count, sorted.
-    pub fn snapshot(&self) -> Vec<((&'static str, u16), u64)> {
-        let mut v: Vec<_> = self
-            .counts
-            .lock()
-            .expect("metrics lock")
-            .iter()
-            .map(|(k, n)| (*k, *n))
-            .collect();
-        v.sort_unstable();
-        v
-    }
-}
+/// The request metrics of one gateway: [`ApiMetrics`] (the name the edge settings use).
+pub type RequestMetrics = ApiMetrics;
 
 /// The layer of [`Metrics`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MetricsLayer {
-    metrics: Arc<RequestMetrics>,
+    metrics: Arc<ApiMetrics>,
+    ctx: Option<Arc<Ctx>>,
 }
 
 impl MetricsLayer {
-    /// The layer recording into `metrics`.
-    pub fn new(metrics: Arc<RequestMetrics>) -> Self {
-        Self { metrics }
+    /// The layer recording into `metrics`; with `ctx`, tenants are labels once its tenant
+    /// directory knows them (without, every tenant named is, within the bound).
+    pub fn new(metrics: Arc<ApiMetrics>, ctx: Option<Arc<Ctx>>) -> Self {
+        Self { metrics, ctx }
     }
 }
 
@@ -110,15 +47,58 @@ impl<S> tower::Layer<S> for MetricsLayer {
         Metrics {
             inner,
             metrics: self.metrics.clone(),
+            ctx: self.ctx.clone(),
         }
     }
 }
 
-/// Counts each answered request by verb and code.
-#[derive(Debug, Clone)]
+/// Observes each answered request (see the module docs).
+#[derive(Clone)]
 pub struct Metrics<S> {
     inner: S,
-    metrics: Arc<RequestMetrics>,
+    metrics: Arc<ApiMetrics>,
+    ctx: Option<Arc<Ctx>>,
+}
+
+/// What the future records once the response head is ready.
+pub struct Pending {
+    metrics: Arc<ApiMetrics>,
+    ctx: Option<Arc<Ctx>>,
+    labels: RequestLabels,
+    tenant: String,
+    start: Instant,
+    _in_flight: Option<InFlight>,
+}
+
+impl Pending {
+    fn finish(self, code: u16) {
+        let known = match &self.ctx {
+            None => true,
+            Some(ctx) => {
+                self.tenant == crate::stores::tenants::ADMIN_SCOPE
+                    || ctx.tenant_dir.cached(&self.tenant).is_some()
+            }
+        };
+        let tenant = known.then_some(self.tenant.as_str());
+        self.metrics.observe(
+            &self.labels,
+            code,
+            self.start.elapsed().as_secs_f64(),
+            tenant,
+        );
+    }
+}
+
+fn is_apply<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch"))
+}
+
+fn is_dry_run<B>(req: &Request<B>) -> bool {
+    req.uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "dryRun=All"))
 }
 
 impl<S, B> tower::Service<Request<B>> for Metrics<S>
@@ -134,23 +114,28 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let verb = req
-            .extensions()
-            .get::<RequestInfo>()
-            .map_or("other", |i| verb_label(&i.verb));
+        let start = Instant::now();
+        let record = req.extensions().get::<RequestInfo>().map(|info| Pending {
+            metrics: self.metrics.clone(),
+            ctx: self.ctx.clone(),
+            labels: self.metrics.labels(info, is_apply(&req), is_dry_run(&req)),
+            tenant: info.tenant.clone(),
+            start,
+            _in_flight: (info.verb != "watch").then(|| self.metrics.in_flight(info)),
+        });
         MetricsFuture {
             inner: self.inner.call(req),
-            record: Some((self.metrics.clone(), verb)),
+            record,
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The future of [`Metrics`]: counts the response once it is ready.
+    /// The future of [`Metrics`]: records the request once the response is ready.
     pub struct MetricsFuture<F> {
         #[pin]
         inner: F,
-        record: Option<(Arc<RequestMetrics>, &'static str)>,
+        record: Option<Pending>,
     }
 }
 
@@ -163,8 +148,8 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let out = ready!(this.inner.poll(cx));
-        if let (Some((m, verb)), Ok(resp)) = (this.record.take(), &out) {
-            m.record(verb, resp.status().as_u16());
+        if let (Some(p), Ok(resp)) = (this.record.take(), &out) {
+            p.finish(resp.status().as_u16());
         }
         Poll::Ready(out)
     }
@@ -176,35 +161,37 @@ mod tests {
     use crate::filters::testing::{echo, request};
     use tower::{Layer, ServiceExt};
 
-    #[test]
-    fn verbs_come_from_a_fixed_set() {
-        assert_eq!(verb_label("deletecollection"), "deletecollection");
-        assert_eq!(verb_label("brew"), "other");
-    }
-
     #[tokio::test]
-    async fn counts_by_the_verb_of_the_request_info_and_the_code() {
-        let m = Arc::new(RequestMetrics::default());
-        let svc = MetricsLayer::new(m.clone()).layer(echo(|_| String::new()));
-        for verb in ["list", "list", "create"] {
-            let mut req = request("GET", "/apis/g/v1/x");
-            req.extensions_mut().insert(RequestInfo {
-                verb: verb.into(),
-                ..Default::default()
-            });
+    async fn counts_by_the_request_info_and_the_code() {
+        let m = Arc::new(ApiMetrics::default());
+        let svc = MetricsLayer::new(m.clone(), None).layer(echo(|_| String::new()));
+        for (method, path) in [
+            ("GET", "/apis/g/v1/xs"),
+            ("GET", "/apis/g/v1/xs"),
+            ("POST", "/apis/g/v1/namespaces/a/xs"),
+        ] {
+            let mut req = request(method, path);
+            let info = crate::request_info::parse(method, path, false, "acme").unwrap();
+            req.extensions_mut().insert(info);
             svc.clone().oneshot(req).await.unwrap();
         }
-        // Without request info (not behind the request-info layer): `other`.
+        // Without request info (not behind the request-info layer): not counted.
         svc.oneshot(request("GET", "/")).await.unwrap();
+        assert_eq!(m.count("LIST", 200), 2);
+        assert_eq!(m.count("POST", 200), 1);
+        assert_eq!(m.total(), 3);
         assert_eq!(
-            m.snapshot(),
-            [
-                (("create", 200), 1),
-                (("list", 200), 2),
-                (("other", 200), 1)
-            ]
+            m.sum(
+                "apiserver_request_total",
+                &[("resource", "xs"), ("group", "g"), ("scope", "cluster")]
+            ),
+            2
         );
-        assert_eq!(m.count("list", 200), 2);
-        assert_eq!(m.total(), 4);
+        assert_eq!(
+            m.sum("crdplane_tenant_requests_total", &[("tenant", "acme")]),
+            3
+        );
+        // Nothing stays in flight.
+        assert_eq!(m.sum("apiserver_current_inflight_requests", &[]), 0);
     }
 }
