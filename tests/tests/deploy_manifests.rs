@@ -6,11 +6,17 @@
 //! every file a flag (or the Envoy configuration) names mounted from a key the Secrets or the
 //! generated ConfigMap hold; every service endpoint a flag names served by a Service of the
 //! render on that port.
+//!
+//! And the monitoring assets of `deploy/monitoring/`, with Debian's promtool (extracted into
+//! `.tools/prometheus/` by `scripts/deps.sh --test`): the rules pass `promtool check rules`
+//! and their unit tests `promtool test rules`, the scrape configuration `promtool check
+//! config`; the Grafana dashboard's queries parse; and every metric name the rules and the
+//! dashboard use is one the stack exports, so a renamed metric fails here.
 
 use crdplane_tests::{bin, kubectls};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -251,4 +257,507 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
         }
     }
     assert_eq!(checked, 5, "gateway, storage, validation, registry, envoy");
+}
+
+// ---- deploy/monitoring/ ---------------------------------------------------------------------
+
+/// `deploy/monitoring/<name>`.
+fn monitoring(name: &str) -> PathBuf {
+    Path::new(ROOT).join("deploy/monitoring").join(name)
+}
+
+/// Debian's promtool, extracted into `.tools/prometheus/` by `scripts/deps.sh --test`.
+fn promtool() -> PathBuf {
+    let p = Path::new(ROOT).join(".tools/prometheus/usr/bin/promtool");
+    assert!(
+        p.exists(),
+        "no promtool at {}: run scripts/deps.sh --test (it extracts Debian's prometheus into .tools/)",
+        p.display()
+    );
+    p
+}
+
+/// `deploy/monitoring/<name>` (YAML) as JSON.
+fn yaml_file(name: &str) -> Value {
+    serde_saphyr::from_str(&std::fs::read_to_string(monitoring(name)).unwrap()).unwrap()
+}
+
+/// The jobs of `prometheus.yml`, which the rules and the dashboard select on.
+const JOBS: [&str; 4] = [
+    "crdplane-gateway",
+    "crdplane-registry",
+    "crdplane-storage",
+    "crdplane-validation",
+];
+
+/// Every metric the stack exports (and Prometheus' own `up`) with its labels, besides the
+/// `job` and `instance` of the scrape: the gateway's kube-apiserver names, go-grpc-prometheus'
+/// server names of every service, and crdplane's own.
+const METRICS: &[(&str, &[&str])] = &[
+    ("up", &[]),
+    (
+        "apiserver_request_total",
+        &[
+            "verb",
+            "dry_run",
+            "group",
+            "version",
+            "resource",
+            "subresource",
+            "scope",
+            "component",
+            "code",
+        ],
+    ),
+    ("apiserver_current_inflight_requests", &["request_kind"]),
+    (
+        "apiserver_longrunning_requests",
+        &[
+            "verb",
+            "group",
+            "version",
+            "resource",
+            "subresource",
+            "scope",
+            "component",
+        ],
+    ),
+    (
+        "apiserver_registered_watchers",
+        &["group", "version", "kind"],
+    ),
+    (
+        "apiserver_watch_events_total",
+        &["group", "version", "kind"],
+    ),
+    ("crdplane_tenant_requests_total", &["tenant", "code"]),
+    (
+        "crdplane_tenant_request_duration_seconds_total",
+        &["tenant"],
+    ),
+    (
+        "grpc_server_handled_total",
+        &["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+    ),
+    ("crdplane_redis_errors_total", &[]),
+    ("crdplane_storage_watchers", &[]),
+    ("crdplane_storage_watch_events_total", &[]),
+    ("crdplane_validation_schema_cache_entries", &[]),
+];
+
+/// The histograms among them, by base name: each is the series `_bucket` (with `le`), `_sum`
+/// and `_count`.
+const HISTOGRAMS: &[(&str, &[&str])] = &[
+    (
+        "apiserver_request_duration_seconds",
+        &[
+            "verb",
+            "dry_run",
+            "group",
+            "version",
+            "resource",
+            "subresource",
+            "scope",
+            "component",
+        ],
+    ),
+    (
+        "grpc_server_handling_seconds",
+        &["grpc_type", "grpc_service", "grpc_method"],
+    ),
+    ("crdplane_redis_command_duration_seconds", &[]),
+];
+
+/// The labels of an exported series, `None` if the stack exports no series of that name.
+fn exported_labels(name: &str) -> Option<Vec<&'static str>> {
+    if let Some((_, labels)) = METRICS.iter().find(|(n, _)| *n == name) {
+        return Some(labels.to_vec());
+    }
+    HISTOGRAMS
+        .iter()
+        .find_map(|(base, labels)| match name.strip_prefix(base)? {
+            "_bucket" => Some([labels, &["le"][..]].concat()),
+            "_sum" | "_count" => Some(labels.to_vec()),
+            _ => None,
+        })
+}
+
+/// Every label any series has (what recording rules, `by` and `on` may name).
+fn any_label(label: &str) -> bool {
+    ["job", "instance", "le"].contains(&label)
+        || METRICS
+            .iter()
+            .chain(HISTOGRAMS)
+            .any(|(_, labels)| labels.contains(&label))
+}
+
+/// The names a PromQL expression refers to.
+#[derive(Debug, Default)]
+struct Names {
+    /// Each selector's metric name, with the label names of its matchers.
+    selectors: Vec<(String, Vec<String>)>,
+    /// Label names of `by`, `without`, `on`, `ignoring`, `group_left`, `group_right` lists
+    /// (and of matchers without a metric name).
+    labels: Vec<String>,
+}
+
+/// The metric and label names of `expr`: a small lexer, enough for the rules and the
+/// dashboard (strings, ranges and Grafana's `$variables` are skipped; a word followed by `(`
+/// is a function).
+fn promql_names(expr: &str) -> Names {
+    const AGGREGATIONS: &[&str] = &[
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "count",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "group",
+    ];
+    const GROUPING: &[&str] = &[
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    const OPERATORS: &[&str] = &["and", "or", "unless", "bool", "offset", "atan2"];
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let c: Vec<char> = expr.chars().collect();
+    let mut names = Names::default();
+    // Inside `{…}`: the index of the selector the matchers belong to, if it has a name.
+    let mut matchers: Option<Option<usize>> = None;
+    // Inside the label list of a grouping keyword.
+    let mut grouping = false;
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        match ch {
+            '"' | '\'' | '`' => {
+                i += 1;
+                while i < c.len() && c[i] != ch {
+                    if c[i] == '\\' && ch != '`' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            // Ranges and subqueries: durations only.
+            '[' => {
+                while i < c.len() && c[i] != ']' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            '{' => {
+                matchers.get_or_insert(None);
+                i += 1;
+            }
+            '}' => {
+                matchers = None;
+                i += 1;
+            }
+            ')' if grouping => {
+                grouping = false;
+                i += 1;
+            }
+            // Grafana's variables: `$name`, `${name}`.
+            '$' => {
+                i += 1;
+                if c.get(i) == Some(&'{') {
+                    while i < c.len() && c[i] != '}' {
+                        i += 1;
+                    }
+                    i += 1;
+                } else {
+                    while i < c.len() && word_char(c[i]) {
+                        i += 1;
+                    }
+                }
+            }
+            _ if ch.is_ascii_digit() || ch == '.' => {
+                while i < c.len() && (word_char(c[i]) || c[i] == '.') {
+                    i += 1;
+                }
+            }
+            _ if word_char(ch) => {
+                let start = i;
+                while i < c.len() && word_char(c[i]) {
+                    i += 1;
+                }
+                let word: String = c[start..i].iter().collect();
+                let next = (i..c.len()).find(|&j| !c[j].is_whitespace());
+                let next_char = next.map(|j| c[j]);
+                if let Some(selector) = matchers {
+                    match selector {
+                        Some(s) => names.selectors[s].1.push(word),
+                        None => names.labels.push(word),
+                    }
+                } else if grouping {
+                    names.labels.push(word);
+                } else if GROUPING.contains(&word.as_str()) {
+                    if next_char == Some('(') {
+                        grouping = true;
+                        i = next.unwrap() + 1;
+                    }
+                } else if AGGREGATIONS.contains(&word.as_str())
+                    || OPERATORS.contains(&word.as_str())
+                    || next_char == Some('(')
+                {
+                    // An aggregation, a keyword or a function.
+                } else {
+                    names.selectors.push((word, Vec::new()));
+                    if next_char == Some('{') {
+                        matchers = Some(Some(names.selectors.len() - 1));
+                        i = next.unwrap() + 1;
+                    }
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    names
+}
+
+/// Checks that `expr` (of `what`) uses only exported metrics, with their labels, or the
+/// recording rules of alerts.yml (`recorded`).
+fn check_names(what: &str, expr: &str, recorded: &BTreeSet<String>) {
+    let names = promql_names(expr);
+    assert!(!names.selectors.is_empty(), "{what}: no metric in {expr}");
+    for (metric, labels) in &names.selectors {
+        let own = exported_labels(metric);
+        assert!(
+            own.is_some() || recorded.contains(metric),
+            "{what}: {metric} is neither a metric the stack exports nor a recording rule of alerts.yml: {expr}"
+        );
+        for label in labels {
+            let known = match &own {
+                Some(own) => {
+                    own.contains(&label.as_str()) || ["job", "instance"].contains(&label.as_str())
+                }
+                None => any_label(label),
+            };
+            assert!(known, "{what}: {metric} has no label {label}: {expr}");
+        }
+    }
+    for label in &names.labels {
+        assert!(
+            any_label(label),
+            "{what}: no series has a label {label}: {expr}"
+        );
+    }
+}
+
+#[test]
+fn the_name_checks_see_metrics_labels_and_nothing_else() {
+    let names = promql_names(
+        r#"sum by (tenant) (rate(crdplane_tenant_requests_total{job="crdplane-gateway", instance=~"$instance"}[$__rate_interval])) / on (tenant) group_left count(up{job=~"${job}"}) and on (job) histogram_quantile(0.99, x:y:rate5m{le!="0.5"}) > 0.5"#,
+    );
+    assert_eq!(
+        names.selectors,
+        [
+            (
+                "crdplane_tenant_requests_total".to_string(),
+                vec!["job".to_string(), "instance".to_string()]
+            ),
+            ("up".to_string(), vec!["job".to_string()]),
+            ("x:y:rate5m".to_string(), vec!["le".to_string()]),
+        ]
+    );
+    assert_eq!(names.labels, ["tenant", "tenant", "job"]);
+    let recorded = BTreeSet::from(["x:y:rate5m".to_string()]);
+    for bad in [
+        "rate(grpc_server_handled{grpc_code=\"OK\"}[5m])",
+        "rate(grpc_server_handled_total{code=\"OK\"}[5m])",
+        "sum by (status) (rate(apiserver_request_total[5m]))",
+        "apiserver_request_duration_seconds_buckets",
+    ] {
+        let r = std::panic::catch_unwind(|| check_names("t", bad, &recorded));
+        assert!(r.is_err(), "{bad} passed");
+    }
+    check_names(
+        "t",
+        "histogram_quantile(0.9, sum by (le) (rate(grpc_server_handling_seconds_bucket{grpc_type=\"unary\"}[5m])))",
+        &recorded,
+    );
+}
+
+#[test]
+fn prometheus_rules_and_scrape_config_pass_promtool() {
+    let promtool = promtool();
+    let alerts = monitoring("alerts.yml");
+    let out = run(Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(&alerts));
+    assert!(out.contains("SUCCESS"), "{out}");
+    let out = run(Command::new(&promtool)
+        .args(["test", "rules"])
+        .arg(monitoring("alerts.test.yml")));
+    assert!(out.contains("SUCCESS"), "{out}");
+
+    // The scrape configuration: its jobs, its rule file beside it.
+    let config = yaml_file("prometheus.yml");
+    let jobs: BTreeSet<&str> = config["scrape_configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["job_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, BTreeSet::from(JOBS));
+    assert_eq!(config["rule_files"], serde_json::json!(["alerts.yml"]));
+    run(Command::new(&promtool)
+        .args(["check", "config", "--syntax-only"])
+        .arg(monitoring("prometheus.yml")));
+    // The full check also loads the rule files and wants the credential files the
+    // configuration names: a copy with placeholders for them (paths relative to the
+    // configuration, as Prometheus resolves them).
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["prometheus.yml", "alerts.yml"] {
+        std::fs::copy(monitoring(f), dir.path().join(f)).unwrap();
+    }
+    for s in config["scrape_configs"].as_array().unwrap() {
+        for file in [
+            &s["tls_config"]["cert_file"],
+            &s["tls_config"]["key_file"],
+            &s["authorization"]["credentials_file"],
+        ]
+        .into_iter()
+        .filter_map(Value::as_str)
+        {
+            assert!(Path::new(file).is_relative(), "{file}");
+            let placeholder = dir.path().join(file);
+            std::fs::create_dir_all(placeholder.parent().unwrap()).unwrap();
+            std::fs::write(placeholder, "").unwrap();
+        }
+    }
+    let out = run(Command::new(&promtool)
+        .args(["check", "config"])
+        .arg(dir.path().join("prometheus.yml")));
+    assert!(
+        out.contains(&format!("{}", dir.path().join("alerts.yml").display())),
+        "the rule file was not checked: {out}"
+    );
+}
+
+#[test]
+fn alerts_and_dashboard_use_exported_metrics_only() {
+    // The rules: recording rules, and alerts with a severity and their annotations.
+    let rules = yaml_file("alerts.yml");
+    let mut recorded = BTreeSet::new();
+    let mut exprs: Vec<(String, String)> = Vec::new();
+    for g in rules["groups"].as_array().unwrap() {
+        for r in g["rules"].as_array().unwrap() {
+            let expr = r["expr"].as_str().unwrap().to_string();
+            if let Some(name) = r["record"].as_str() {
+                assert_eq!(
+                    name.matches(':').count(),
+                    2,
+                    "level:metric:operations, {name}"
+                );
+                recorded.insert(name.to_string());
+                exprs.push((format!("recording rule {name}"), expr));
+            } else {
+                let name = r["alert"].as_str().unwrap();
+                let severity = r["labels"]["severity"].as_str();
+                assert!(
+                    matches!(severity, Some("critical" | "warning")),
+                    "{name}: severity {severity:?}"
+                );
+                for a in ["summary", "description"] {
+                    assert!(
+                        r["annotations"][a].as_str().is_some_and(|s| !s.is_empty()),
+                        "{name}: no {a}"
+                    );
+                }
+                exprs.push((format!("alert {name}"), expr));
+            }
+        }
+    }
+    assert!(!recorded.is_empty());
+
+    // The dashboard: every panel but the rows has targets, each with an expression, and
+    // reads the `datasource` variable.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(monitoring("grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(dashboard["schemaVersion"].as_u64().unwrap() >= 36);
+    let vars = dashboard["templating"]["list"].as_array().unwrap();
+    assert!(
+        vars.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
+        "no Prometheus datasource variable"
+    );
+    for v in vars.iter().filter(|v| v["type"] == "query") {
+        let q = v["query"]["query"]
+            .as_str()
+            .or(v["query"].as_str())
+            .unwrap();
+        let (expr, label) = q
+            .strip_prefix("label_values(")
+            .and_then(|q| q.strip_suffix(')'))
+            .and_then(|q| q.rsplit_once(','))
+            .unwrap_or_else(|| panic!("variable {}: {q}", v["name"]));
+        assert!(any_label(label.trim()), "variable {}: {q}", v["name"]);
+        check_names(&format!("variable {}", v["name"]), expr, &recorded);
+    }
+    let mut panels: Vec<&Value> = dashboard["panels"].as_array().unwrap().iter().collect();
+    let mut ids = BTreeSet::new();
+    let mut queries = 0;
+    while let Some(p) = panels.pop() {
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "panel id {} twice",
+            p["id"]
+        );
+        let title = p["title"].as_str().unwrap();
+        if p["type"] == "row" {
+            panels.extend(p["panels"].as_array().into_iter().flatten());
+            continue;
+        }
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "panel {title}");
+        let targets = p["targets"].as_array().filter(|t| !t.is_empty());
+        for t in targets.unwrap_or_else(|| panic!("panel {title}: no targets")) {
+            let expr = t["expr"].as_str().filter(|e| !e.trim().is_empty());
+            let expr = expr.unwrap_or_else(|| panic!("panel {title}: a target without expr"));
+            exprs.push((format!("panel {title}"), expr.to_string()));
+            queries += 1;
+        }
+    }
+    assert!(queries >= 15, "{queries} queries");
+
+    for (what, expr) in &exprs {
+        check_names(what, expr, &recorded);
+    }
+
+    // The dashboard's queries parse: as recording rules (Grafana's variables filled in) of
+    // a rule file that promtool checks.
+    let mut file = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, (_, expr)) in exprs
+        .iter()
+        .filter(|(what, _)| what.starts_with("panel "))
+        .enumerate()
+    {
+        let expr = expr
+            .replace("$__rate_interval", "5m")
+            .replace("$instance", ".*")
+            .replace("$job", "crdplane-.*");
+        // A JSON string is a YAML double-quoted scalar.
+        file.push_str(&format!(
+            "      - record: dashboard:query_{i}:test\n        expr: {}\n",
+            Value::String(expr)
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dashboard-queries.yml");
+    std::fs::write(&path, file).unwrap();
+    run(Command::new(promtool()).args(["check", "rules"]).arg(&path));
 }
