@@ -231,19 +231,20 @@ impl ApiMetrics {
             &REQUEST_LABELS,
         )
         .expect("metric");
-        let inflight = IntGaugeVec::new(
-            Opts::new(
-                "apiserver_current_inflight_requests",
-                "Number of requests being served, per request kind (readOnly, mutating); long-running requests are not counted.",
-            ),
+        let gauges = |name: &str, help: &str, labels: &[&str]| {
+            IntGaugeVec::new(Opts::new(name, help), labels).expect("metric")
+        };
+        let counters = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels).expect("metric")
+        };
+        let inflight = gauges(
+            "apiserver_current_inflight_requests",
+            "Number of requests being served, per request kind (readOnly, mutating); long-running requests are not counted.",
             &["request_kind"],
-        )
-        .expect("metric");
-        let longrunning = IntGaugeVec::new(
-            Opts::new(
-                "apiserver_longrunning_requests",
-                "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component.",
-            ),
+        );
+        let longrunning = gauges(
+            "apiserver_longrunning_requests",
+            "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component.",
             &[
                 "verb",
                 "group",
@@ -253,32 +254,22 @@ impl ApiMetrics {
                 "scope",
                 "component",
             ],
-        )
-        .expect("metric");
-        let watchers = IntGaugeVec::new(
-            Opts::new(
-                "apiserver_registered_watchers",
-                "Number of currently registered watchers for a given resources",
-            ),
+        );
+        let watchers = gauges(
+            "apiserver_registered_watchers",
+            "Number of currently registered watchers for a given resources",
             &["group", "version", "kind"],
-        )
-        .expect("metric");
-        let watch_events = IntCounterVec::new(
-            Opts::new(
-                "apiserver_watch_events_total",
-                "Number of events sent in watch clients",
-            ),
+        );
+        let watch_events = counters(
+            "apiserver_watch_events_total",
+            "Number of events sent in watch clients",
             &["group", "version", "kind"],
-        )
-        .expect("metric");
-        let tenant_requests = IntCounterVec::new(
-            Opts::new(
-                "crdplane_tenant_requests_total",
-                "Requests per tenant and HTTP response code (tenants past --metrics-max-tenants count as \"other\").",
-            ),
+        );
+        let tenant_requests = counters(
+            "crdplane_tenant_requests_total",
+            "Requests per tenant and HTTP response code (tenants past --metrics-max-tenants count as \"other\").",
             &["tenant", "code"],
-        )
-        .expect("metric");
+        );
         let tenant_seconds = CounterVec::new(
             Opts::new(
                 "crdplane_tenant_request_duration_seconds_total",

@@ -135,15 +135,7 @@ where
     let acceptor = accept::Acceptor::new(listener, opts.limits);
     let callers = opts.callers;
     let streaming = opts.streaming;
-    let tls = match opts.tls {
-        None => None,
-        Some(t) => {
-            t.spawn_reloader();
-            Some(t.acceptor().ok_or_else(|| {
-                std::io::Error::other("mutual TLS without a certificate of its own cannot serve")
-            })?)
-        }
-    };
+    let tls = opts.tls.map(|t| t.serve()).transpose()?;
     loop {
         let (sock, peer, guard) = acceptor.accept().await;
         let _ = sock.set_nodelay(true);

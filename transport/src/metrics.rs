@@ -292,15 +292,7 @@ pub async fn serve_metrics(
     listener: tokio::net::TcpListener,
     tls: Option<crate::mtls::Mtls>,
 ) -> std::io::Result<()> {
-    let tls = match tls {
-        None => None,
-        Some(t) => {
-            t.spawn_reloader();
-            Some(t.acceptor().ok_or_else(|| {
-                std::io::Error::other("mutual TLS without a certificate of its own cannot serve")
-            })?)
-        }
-    };
+    let tls = tls.map(|t| t.serve()).transpose()?;
     let acceptor = crate::accept::Acceptor::new(listener, crate::accept::ConnLimits::default());
     loop {
         let (sock, _peer, guard) = acceptor.accept().await;

@@ -259,6 +259,15 @@ impl Mtls {
         })
     }
 
+    /// The acceptor of a listener serving with this configuration, its files reloaded when
+    /// they change; an error when there is no certificate of its own to serve with.
+    pub fn serve(&self) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+        self.spawn_reloader();
+        self.acceptor().ok_or_else(|| {
+            std::io::Error::other("mutual TLS without a certificate of its own cannot serve")
+        })
+    }
+
     /// Handshakes accepted sockets; `None` for [`Mtls::anonymous`], which cannot serve.
     pub fn acceptor(&self) -> Option<tokio_rustls::TlsAcceptor> {
         self.server
