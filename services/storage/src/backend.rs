@@ -125,7 +125,7 @@ fn timed<'a, T: Send + 'a>(op: &'static str, call: RedisFuture<'a, T>) -> RedisF
     })
 }
 
-/// Every command and pipeline of the store goes through here, timed ([`timed`]).
+/// Every command and pipeline of the store goes through here, timed into `crate::metrics`.
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let call = match self {
