@@ -1,11 +1,11 @@
 //! The gateway's Prometheus metrics: kube-apiserver's request metrics under upstream's names
 //! and labels (staging/src/k8s.io/apiserver/pkg/endpoints/metrics/metrics.go), the
 //! per-tenant counts a multi-tenant operator needs, and their text exposition at
-//! `GET /metrics` (`crate::discovery`, authorized as upstream: non-resource URL
+//! `GET /metrics` (served by the discovery module, authorized as upstream: non-resource URL
 //! `get /metrics`, in the admin scope, since the numbers cover every tenant).
 //!
 //! Where it sits: the metrics layer of the edge (`filters/metrics.rs`) records every
-//! request; the watch handler (`crate::watch`) holds a [`WatchGuard`] for the life of each
+//! request; the watch handler (the watch module) holds a [`WatchGuard`] for the life of each
 //! watch and counts the events it writes.
 //!
 //! Label cardinality is bounded whatever clients send (tenants define their own resources;

@@ -103,7 +103,7 @@ pub fn parse(
         // The process's metrics cover every tenant: they belong to the admin scope, whose
         // RBAC decides who may read them (upstream: `get` on the non-resource URL).
         if parts == ["metrics"] {
-            info.tenant = crate::stores::tenants::ADMIN_SCOPE.to_string();
+            info.tenant = crdplane_core::tenancy::ADMIN_SCOPE.to_string();
             info.tenant_from_path = true;
         }
         return Ok(info);
