@@ -245,15 +245,12 @@ impl ApiMetrics {
         let longrunning = gauges(
             "apiserver_longrunning_requests",
             "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component.",
-            &[
-                "verb",
-                "group",
-                "version",
-                "resource",
-                "subresource",
-                "scope",
-                "component",
-            ],
+            // The request labels but dry_run, as upstream's.
+            &REQUEST_LABELS
+                .iter()
+                .copied()
+                .filter(|l| *l != "dry_run")
+                .collect::<Vec<_>>(),
         );
         let watchers = gauges(
             "apiserver_registered_watchers",
@@ -466,22 +463,40 @@ impl ApiMetrics {
 /// The `code` label.
 fn code_label(code: u16) -> &'static str {
     // Codes the gateway answers with; anything else is its class.
-    const CODES: [&str; 22] = [
-        "200", "201", "202", "204", "206", "304", "400", "401", "403", "404", "405", "406", "409",
-        "410", "413", "415", "422", "429", "500", "503", "504", "501",
+    const CODES: [(u16, &str); 22] = [
+        (200, "200"),
+        (201, "201"),
+        (202, "202"),
+        (204, "204"),
+        (206, "206"),
+        (304, "304"),
+        (400, "400"),
+        (401, "401"),
+        (403, "403"),
+        (404, "404"),
+        (405, "405"),
+        (406, "406"),
+        (409, "409"),
+        (410, "410"),
+        (413, "413"),
+        (415, "415"),
+        (422, "422"),
+        (429, "429"),
+        (500, "500"),
+        (501, "501"),
+        (503, "503"),
+        (504, "504"),
     ];
-    let s = code.to_string();
-    CODES
-        .iter()
-        .find(|c| **c == s)
-        .copied()
-        .unwrap_or(match code / 100 {
+    match CODES.iter().find(|(c, _)| *c == code) {
+        Some((_, s)) => s,
+        None => match code / 100 {
             1 => "1xx",
             2 => "2xx",
             3 => "3xx",
             4 => "4xx",
             _ => "5xx",
-        })
+        },
+    }
 }
 
 /// A request in flight (see [`ApiMetrics::in_flight`]).

@@ -132,7 +132,8 @@ const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
 
 #[test]
 fn prometheus_scrapes_every_process_and_sees_the_requests() {
-    let prometheus = prometheus_bin();
+    // Fails early, naming the command that fetches it, when Prometheus is missing.
+    prometheus_bin();
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
     let redis = crdplane_tests::RedisServer::start().unwrap();
@@ -249,7 +250,6 @@ fn prometheus_scrapes_every_process_and_sees_the_requests() {
         ),
     )
     .unwrap();
-    assert!(prometheus.exists());
     let p = Prometheus::start(&config, dir.path());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

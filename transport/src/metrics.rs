@@ -134,9 +134,16 @@ impl Call {
 
     fn end(self, code: &str) {
         let m = &*GRPC;
-        let labels = [self.kind, &self.service, &self.method];
+        // The path is the caller's: one the service does not serve (tonic answers
+        // Unimplemented) is no label of its own, so no caller can grow the series.
+        let (service, method) = if code == "Unimplemented" {
+            ("unknown", "unknown")
+        } else {
+            (self.service.as_str(), self.method.as_str())
+        };
+        let labels = [self.kind, service, method];
         m.handled
-            .with_label_values(&[self.kind, &self.service, &self.method, code])
+            .with_label_values(&[self.kind, service, method, code])
             .inc();
         m.handling
             .with_label_values(&labels)
@@ -392,6 +399,15 @@ mod tests {
         assert_eq!(code_name(4), "DeadlineExceeded");
         assert_eq!(code_name(14), "Unavailable");
         assert_eq!(code_name(99), "Unknown");
+    }
+
+    #[test]
+    fn unknown_methods_share_one_series() {
+        for path in ["/made.Up/One", "/made.Up/Two"] {
+            Call::of(path, &[]).end("Unimplemented");
+        }
+        assert_eq!(GRPC.handled("unknown", "unknown", "Unimplemented"), 2);
+        assert_eq!(GRPC.handled("made.Up", "One", "Unimplemented"), 0);
     }
 
     #[test]
