@@ -118,6 +118,9 @@ pub struct Args {
     /// `crdplane_transport::mtls`); with it their endpoints are `https://`.
     #[command(flatten)]
     pub mtls: crdplane_transport::mtls::MtlsArgs,
+    /// The audit flags (`--audit-*`).
+    #[command(flatten)]
+    pub audit: AuditArgs,
     /// How long an Event is kept after its last write, a Go duration (kube-apiserver's
     /// --event-ttl: 1h0m0s); the storage service removes it then.
     #[arg(
@@ -202,6 +205,109 @@ pub struct Args {
     pub insecure_http: bool,
 }
 
+/// A Go duration flag of at least zero.
+fn audit_duration(s: &str) -> Result<std::time::Duration, String> {
+    let nanos = crate::filters::limits::parse_go_duration(s)?;
+    u64::try_from(nanos)
+        .map(std::time::Duration::from_nanos)
+        .map_err(|_| format!("{s:?} can not be negative"))
+}
+
+/// kube-apiserver's audit flags, as the gateway takes them.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AuditArgs {
+    /// The audit policy (kube-apiserver's --audit-policy-file): an `audit.k8s.io/v1`
+    /// Policy saying which requests are recorded at which level. Without it, nothing is.
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_POLICY_FILE")]
+    pub audit_policy_file: Option<PathBuf>,
+    /// Where audit events go as JSON lines (`-`: standard output).
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_LOG_PATH")]
+    pub audit_log_path: Option<String>,
+    /// Rotate the audit log before it grows past this many megabytes (0: 100).
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_LOG_MAXSIZE", default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+    /// How many rotated audit logs to keep (0: all).
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_AUDIT_LOG_MAXBACKUP",
+        default_value_t = 0
+    )]
+    pub audit_log_maxbackup: usize,
+    /// How many days to keep rotated audit logs (0: no limit).
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_LOG_MAXAGE", default_value_t = 0)]
+    pub audit_log_maxage: u64,
+    /// How the log backend takes events: blocking (a request waits until its events are
+    /// written) or batch (queued; dropped and counted when the queue is full).
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_LOG_MODE", default_value = "blocking", value_parser = crate::audit::Mode::parse)]
+    pub audit_log_mode: crate::audit::Mode,
+    /// A kubeconfig naming the server audit events are POSTed to as EventList batches.
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_CONFIG_FILE")]
+    pub audit_webhook_config_file: Option<PathBuf>,
+    /// How the webhook backend takes events: batch or blocking.
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_MODE", default_value = "batch", value_parser = crate::audit::Mode::parse)]
+    pub audit_webhook_mode: crate::audit::Mode,
+    /// Events per webhook POST at most.
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_BATCH_MAX_SIZE",
+        default_value_t = 400
+    )]
+    pub audit_webhook_batch_max_size: usize,
+    /// How long an event may wait for its webhook batch to fill, a Go duration.
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_BATCH_MAX_WAIT", default_value = "30s", value_parser = audit_duration)]
+    pub audit_webhook_batch_max_wait: std::time::Duration,
+    /// The wait before a failed webhook POST is tried again (doubling), a Go duration.
+    #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_INITIAL_BACKOFF", default_value = "10s", value_parser = audit_duration)]
+    pub audit_webhook_initial_backoff: std::time::Duration,
+}
+
+impl AuditArgs {
+    /// The audit settings the flags ask for, the policy and webhook kubeconfig read (None:
+    /// no policy or no backend, so nothing is recorded).
+    pub fn settings(&self) -> Result<Option<crate::audit::Settings>, String> {
+        let Some(p) = &self.audit_policy_file else {
+            if self.audit_log_path.is_some() || self.audit_webhook_config_file.is_some() {
+                tracing::warn!(
+                    "an audit backend is configured but --audit-policy-file is not: nothing is audited"
+                );
+            }
+            return Ok(None);
+        };
+        let policy = crdplane_apiserver::audit::policy::Policy::load(p)
+            .map_err(|e| format!("--audit-policy-file: {e}"))?;
+        let log = self.audit_log_path.as_deref().map(|path| {
+            crate::audit::log::Settings::from_flags(
+                path,
+                self.audit_log_maxsize,
+                self.audit_log_maxbackup,
+                self.audit_log_maxage,
+            )
+        });
+        let webhook = match &self.audit_webhook_config_file {
+            Some(f) => Some(crate::audit::webhook::Settings::load(
+                f,
+                self.audit_webhook_batch_max_size,
+                self.audit_webhook_batch_max_wait,
+                self.audit_webhook_initial_backoff,
+            )?),
+            None => None,
+        };
+        if log.is_none() && webhook.is_none() {
+            tracing::warn!(
+                "--audit-policy-file is given without --audit-log-path or --audit-webhook-config-file: nothing is audited"
+            );
+            return Ok(None);
+        }
+        Ok(Some(crate::audit::Settings {
+            policy,
+            log,
+            log_mode: self.audit_log_mode,
+            webhook,
+            webhook_mode: self.audit_webhook_mode,
+        }))
+    }
+}
+
 /// `--event-ttl`: a Go duration of at least one second (storage expiry has whole seconds).
 fn event_ttl(s: &str) -> Result<std::time::Duration, String> {
     let nanos = crate::filters::limits::parse_go_duration(s)?;
@@ -251,6 +357,9 @@ impl Args {
         }
         call_timeout(self.grpc_timeout)?;
         self.mtls.files()?;
+        if self.audit.audit_webhook_batch_max_size == 0 {
+            return Err("--audit-webhook-batch-max-size must be at least 1".into());
+        }
         match (
             &self.tls_cert_file,
             &self.tls_private_key_file,
@@ -334,6 +443,10 @@ impl Args {
                 None => None,
             },
             api_audiences: self.audiences(),
+            audit: match self.audit.settings()? {
+                Some(s) => Some(std::sync::Arc::new(crate::audit::Auditor::start(s)?)),
+                None => None,
+            },
             encryption: match &self.encryption_provider_config {
                 Some(p) => Some(std::sync::Arc::new(
                     crate::encryption::load(p)

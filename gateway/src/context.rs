@@ -74,6 +74,8 @@ pub struct Config {
     /// `--encryption-provider-config`: encryption at rest of the listed built-in resources
     /// (see [`crate::encryption`]).
     pub encryption: Option<Arc<crdplane_apiserver::encryption::EncryptionConfig>>,
+    /// `--audit-*`: the audit policy and backends (see [`crate::audit`]).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
     /// `--tenant-creation`: whether a tenant exists only once a platform admin created
     /// its Tenant (see [`TenantCreation`]).
     pub tenant_creation: TenantCreation,
@@ -137,6 +139,7 @@ impl Default for Config {
             service_account_signer: None,
             api_audiences: Vec::new(),
             encryption: None,
+            audit: None,
             tenant_creation: TenantCreation::Explicit,
             adopt_stored_tenants: false,
         }

@@ -28,6 +28,7 @@
 
 pub mod access_reviews;
 pub mod api;
+pub mod audit;
 pub mod authz;
 pub mod backends;
 pub mod batch;

@@ -15,13 +15,15 @@
 //! 5. [`limits`](crate::filters::limits): body limit; `?timeout=` and the request timeout of
 //!    non-long-running requests (`WithRequestDeadline`, `WithTimeoutForNonLongRunningRequests`)
 //! 6. [`authentication`](crate::filters::authentication) (`WithAuthentication`)
-//! 7. [`impersonation`](crate::filters::impersonation) (`WithImpersonation`)
-//! 8. [`tenant_lifecycle`](crate::filters::tenant_lifecycle): does this tenant exist and
+//! 7. [`audit`](crate::filters::audit): the `Audit-Id` header and the audit events
+//!    (`WithAuditInit`, `WithAudit`)
+//! 8. [`impersonation`](crate::filters::impersonation) (`WithImpersonation`)
+//! 9. [`tenant_lifecycle`](crate::filters::tenant_lifecycle): does this tenant exist and
 //!    serve (404 for unknown tenants, 403 for Terminating ones)
-//! 9. [`tenant_access`](crate::filters::tenant_access): may this identity use this tenant
-//! 10. [`fairness`](crate::filters::fairness) (`WithPriorityAndFairness`)
-//! 11. [`authorization`](crate::filters::authorization) (`WithAuthorization`)
-//! 12. the router.
+//! 10. [`tenant_access`](crate::filters::tenant_access): may this identity use this tenant
+//! 11. [`fairness`](crate::filters::fairness) (`WithPriorityAndFairness`)
+//! 12. [`authorization`](crate::filters::authorization) (`WithAuthorization`)
+//! 13. the router.
 //!
 //! Upstream builds the chain innermost first; [`tower::ServiceBuilder`] reads outermost
 //! first, so the list above is also the order of the `.layer` calls in [`build`].
@@ -31,7 +33,7 @@
 //! connection and the watch stream hold, as before the stack existed.
 
 use crate::filters::{
-    authentication::AuthenticationLayer, authorization::AuthorizationLayer,
+    audit::AuditLayer, authentication::AuthenticationLayer, authorization::AuthorizationLayer,
     fairness::FairnessLayer, impersonation::ImpersonationLayer, limits::LimitsLayer,
     metrics::MetricsLayer, metrics::RequestMetrics, panic::PanicLayer,
     request_info::RequestInfoLayer, tenant_access::TenantAccessLayer,
@@ -57,6 +59,8 @@ pub struct Settings {
     /// The gateway whose tenants, and whose authorizer, the tenant-lifecycle,
     /// tenant-access and authorization layers ask (None: allow all).
     pub authz: Option<Arc<crate::context::Ctx>>,
+    /// The audit policy and backends (None: no audit events, only `Audit-Id`).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl Settings {
@@ -68,6 +72,7 @@ impl Settings {
             metrics,
             authn: cfg.authn.clone(),
             authz: None,
+            audit: cfg.audit.clone(),
         }
     }
 }
@@ -79,11 +84,13 @@ pub type Edge<R> = crate::filters::panic::PanicRecovery<
             crate::filters::metrics::Metrics<
                 crate::filters::limits::Limits<
                     crate::filters::authentication::Authentication<
-                        crate::filters::impersonation::Impersonation<
-                            crate::filters::tenant_lifecycle::TenantLifecycle<
-                                crate::filters::tenant_access::TenantAccess<
-                                    crate::filters::fairness::Fairness<
-                                        crate::filters::authorization::Authorization<R>,
+                        crate::filters::audit::Audit<
+                            crate::filters::impersonation::Impersonation<
+                                crate::filters::tenant_lifecycle::TenantLifecycle<
+                                    crate::filters::tenant_access::TenantAccess<
+                                        crate::filters::fairness::Fairness<
+                                            crate::filters::authorization::Authorization<R>,
+                                        >,
                                     >,
                                 >,
                             >,
@@ -103,7 +110,8 @@ pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
         .layer(RequestInfoLayer::new(s.default_tenant.clone()))
         .layer(MetricsLayer::new(s.metrics.clone(), s.authz.clone()))
         .layer(LimitsLayer::new(s.request_timeout))
-        .layer(AuthenticationLayer::new(s.authn.clone(), s.authz.clone()))
+        .layer(AuthenticationLayer::new(s.authn.clone(), s.authz.clone()).auditing(s.audit.clone()))
+        .layer(AuditLayer::new(s.audit.clone()))
         .layer(ImpersonationLayer::new(s.authz.clone()))
         .layer(TenantLifecycleLayer::checking(s.authz.clone()))
         .layer(TenantAccessLayer::checking(s.authz.clone()))
@@ -138,6 +146,7 @@ mod tests {
                 anonymous: true,
             }),
             authz: None,
+            audit: None,
         }
     }
 

@@ -62,13 +62,24 @@ impl PeerCertificates {
 pub struct AuthenticationLayer {
     authn: Arc<Authenticators>,
     accounts: Option<Arc<crate::context::Ctx>>,
+    audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 impl AuthenticationLayer {
     /// Authenticates with `authn`; service-account tokens are checked against the service
     /// accounts of `accounts` (None: every service-account token is refused).
     pub fn new(authn: Arc<Authenticators>, accounts: Option<Arc<crate::context::Ctx>>) -> Self {
-        Self { authn, accounts }
+        Self {
+            authn,
+            accounts,
+            audit: None,
+        }
+    }
+
+    /// Records refused requests in `audit` (upstream `WithFailedAuthenticationAudit`).
+    pub fn auditing(mut self, audit: Option<Arc<crate::audit::Auditor>>) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -79,6 +90,7 @@ impl<S> tower::Layer<S> for AuthenticationLayer {
             inner,
             authn: self.authn.clone(),
             accounts: self.accounts.clone(),
+            audit: self.audit.clone(),
         }
     }
 }
@@ -89,6 +101,40 @@ pub struct Authentication<S> {
     inner: S,
     authn: Arc<Authenticators>,
     accounts: Option<Arc<crate::context::Ctx>>,
+    audit: Option<Arc<crate::audit::Auditor>>,
+}
+
+/// upstream `getAuthMethods`: which credentials a refused request tried.
+fn auth_methods<B>(req: &Request<B>) -> String {
+    let mut m: Vec<&str> = Vec::new();
+    let auth = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim();
+    let mut parts = auth.split(' ');
+    let scheme = parts.next().unwrap_or("");
+    if scheme.eq_ignore_ascii_case("basic") {
+        m.push("basic");
+    }
+    if parts.next().is_some() && scheme.eq_ignore_ascii_case("bearer") {
+        m.push("bearer");
+    }
+    if req.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p.starts_with("access_token=") && p.len() > 13)
+    }) {
+        m.push("access_token");
+    }
+    if req.extensions().get::<Arc<PeerCertificates>>().is_some() {
+        m.push("x509");
+    }
+    if m.is_empty() {
+        "Authentication failed, no credentials provided".into()
+    } else {
+        format!("Authentication failed, attempted: {}", m.join(", "))
+    }
 }
 
 /// The authenticated user of a request, in its extensions.
@@ -238,6 +284,7 @@ where
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
                 let accounts = self.accounts.clone();
+                let audit = self.audit.clone();
                 Answer::Checking {
                     fut: Box::pin(async move {
                         let tenant =
@@ -279,6 +326,11 @@ where
                                 sa.name,
                                 sa.tenant
                             );
+                            if let Some(a) = &audit {
+                                // The token was taken off the request once verified.
+                                let tried = "Authentication failed, attempted: bearer".into();
+                                crate::filters::audit::failed_authentication(a, &req, tried);
+                            }
                             return Ok(unauthorized());
                         }
                         inner.call(req).await
@@ -287,6 +339,9 @@ where
             }
             Err(why) => {
                 tracing::debug!(uri = %req.uri(), "unable to authenticate the request: {why}");
+                if let Some(a) = &self.audit {
+                    crate::filters::audit::failed_authentication(a, &req, auth_methods(&req));
+                }
                 let mut resp = unauthorized();
                 if let Some(w) = warning {
                     crate::respond::add_warnings(&mut resp, &[w.to_string()]);
@@ -403,5 +458,27 @@ mod tests {
                 assert_eq!(ct.unwrap(), "application/json");
             }
         }
+    }
+
+    #[test]
+    fn the_credentials_a_refused_request_tried() {
+        use crate::filters::testing::request;
+        let mut req = request("GET", "/api?access_token=abc");
+        assert_eq!(
+            auth_methods(&req),
+            "Authentication failed, attempted: access_token"
+        );
+        req.headers_mut().insert(
+            header::AUTHORIZATION,
+            http::HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(
+            auth_methods(&req),
+            "Authentication failed, attempted: bearer, access_token"
+        );
+        assert_eq!(
+            auth_methods(&request("GET", "/api")),
+            "Authentication failed, no credentials provided"
+        );
     }
 }

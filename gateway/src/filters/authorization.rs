@@ -43,6 +43,9 @@ impl Gate for Authorize {
     fn decide(&self, policy: &Policy, user: &UserInfo, info: &RequestInfo) -> Verdict {
         verdict(policy.authorize(user, &attributes(info)))
     }
+    fn audited(&self) -> bool {
+        true
+    }
 }
 
 /// The layer of [`Authorization`].

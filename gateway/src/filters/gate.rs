@@ -27,6 +27,20 @@ pub trait Gate: Clone + Send + Sync + 'static {
     fn cached(&self, ctx: &Ctx, user: &UserInfo, info: &RequestInfo) -> Option<Verdict>;
     /// The verdict from the tenant's policy.
     fn decide(&self, policy: &Policy, user: &UserInfo, info: &RequestInfo) -> Verdict;
+    /// Whether the verdict is the authorization decision an audit event records.
+    fn audited(&self) -> bool {
+        false
+    }
+}
+
+/// Records `v` as the authorization decision of `req` when `gate` is the authorizer.
+fn record<G: Gate>(gate: &G, req: &Request<Payload>, v: &Verdict) {
+    if gate.audited() {
+        match v {
+            Ok(()) => crate::filters::audit::record_decision(req, true, ""),
+            Err(reason) => crate::filters::audit::record_decision(req, false, reason),
+        }
+    }
 }
 
 /// The user of a request that reached the layers after authentication without one.
@@ -104,7 +118,11 @@ where
             .get::<User>()
             .cloned()
             .unwrap_or_else(anonymous);
-        match self.gate.cached(ctx, &user, info) {
+        let cached = self.gate.cached(ctx, &user, info);
+        if let Some(v) = &cached {
+            record(&self.gate, &req, v);
+        }
+        match cached {
             Some(Ok(())) => Either::Left(Either::Left(self.inner.call(req))),
             Some(Err(reason)) => {
                 Either::Left(Either::Right(ready(Ok(refuse(&user, info, &reason)))))
@@ -117,10 +135,14 @@ where
                 let (ctx, gate, info) = (ctx.clone(), self.gate.clone(), info.clone());
                 Either::Right(Box::pin(async move {
                     match crate::policy::policy(&ctx, &info.tenant).await {
-                        Ok(p) => match gate.decide(&p, &user, &info) {
-                            Ok(()) => inner.call(req).await,
-                            Err(reason) => Ok(refuse(&user, &info, &reason)),
-                        },
+                        Ok(p) => {
+                            let v = gate.decide(&p, &user, &info);
+                            record(&gate, &req, &v);
+                            match v {
+                                Ok(()) => inner.call(req).await,
+                                Err(reason) => Ok(refuse(&user, &info, &reason)),
+                            }
+                        }
                         Err(e) => Ok(error_response(&e)),
                     }
                 }))

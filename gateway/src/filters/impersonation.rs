@@ -335,6 +335,7 @@ where
                     ),
                 )));
             }
+            crate::filters::audit::record_impersonation(&req, &user);
             req.extensions_mut().insert::<User>(Arc::new(user));
             inner.call(req).await
         }))

@@ -1,0 +1,333 @@
+//! The log backend: one JSON line per event (`--audit-log-format=json`, upstream's default)
+//! appended to `--audit-log-path`, or written to standard output for `-`.
+//!
+//! Rotation follows upstream's lumberjack logger: a write that would take the file past
+//! `--audit-log-maxsize` megabytes (0: lumberjack's 100) first renames it to
+//! `<name>-<UTC time 2006-01-02T15-04-05.000><ext>` beside it and starts a new file
+//! (mode 0600); then backups beyond `--audit-log-maxbackup` (0: all kept) and older than
+//! `--audit-log-maxage` days (0: no limit) are removed, oldest first. A file that exists
+//! at start is appended to.
+//!
+//! One thread writes: it takes every event queued, writes them with as few system calls
+//! as rotation allows, then wakes the requests that wait for them (blocking mode).
+
+use super::{Counters, Queued};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::mpsc;
+
+/// lumberjack's size when none is given.
+const DEFAULT_MAX_MB: u64 = 100;
+
+/// How many events the queue holds (upstream's buffered backend default, 10000).
+pub const QUEUE: usize = 10_000;
+
+/// `--audit-log-*`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The file; None: standard output (`-`).
+    pub path: Option<PathBuf>,
+    /// Rotate before a write takes the file past this many bytes.
+    pub max_bytes: u64,
+    /// How many rotated files to keep (0: all).
+    pub max_backups: usize,
+    /// How old rotated files may get (None: no limit).
+    pub max_age: Option<Duration>,
+}
+
+impl Settings {
+    /// The settings of the flags (`maxsize` in megabytes, `maxage` in days).
+    pub fn from_flags(path: &str, max_size_mb: u64, max_backups: usize, max_age_days: u64) -> Self {
+        let mb = if max_size_mb == 0 {
+            DEFAULT_MAX_MB
+        } else {
+            max_size_mb
+        };
+        Settings {
+            path: (path != "-").then(|| PathBuf::from(path)),
+            max_bytes: mb * 1024 * 1024,
+            max_backups,
+            max_age: (max_age_days > 0).then(|| Duration::from_secs(max_age_days * 86_400)),
+        }
+    }
+}
+
+/// A size-rotated file (see the module docs).
+pub struct Rotating {
+    s: Settings,
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+fn open_new(path: &Path) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)
+}
+
+impl Rotating {
+    /// Opens (appending) or creates the file of `s`, which must name one.
+    pub fn open(s: Settings) -> std::io::Result<Self> {
+        let path = s
+            .path
+            .clone()
+            .ok_or_else(|| std::io::Error::other("no path"))?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut o = OpenOptions::new();
+        o.append(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        let file = o.open(&path)?;
+        let size = file.metadata()?.len();
+        Ok(Rotating {
+            s,
+            path,
+            file,
+            size,
+        })
+    }
+
+    /// The name a rotation moves the current file to.
+    fn backup_name(&self, at: chrono::DateTime<chrono::Utc>) -> PathBuf {
+        let stem = self
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let ext = self
+            .path
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let name = format!("{stem}-{}{ext}", at.format("%Y-%m-%dT%H-%M-%S%.3f"));
+        self.path.with_file_name(name)
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        let backup = self.backup_name(chrono::Utc::now());
+        std::fs::rename(&self.path, &backup)?;
+        self.file = open_new(&self.path)?;
+        self.size = 0;
+        self.remove_old();
+        Ok(())
+    }
+
+    /// The rotated files of this log, newest first.
+    fn backups(&self) -> Vec<(SystemTime, PathBuf)> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let stem = self
+            .path
+            .file_stem()
+            .map(|s| format!("{}-", s.to_string_lossy()))
+            .unwrap_or_default();
+        let ext = self
+            .path
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let mut out: Vec<(SystemTime, PathBuf)> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let ts = name.strip_prefix(&stem)?.strip_suffix(&ext)?;
+                let t = chrono::NaiveDateTime::parse_from_str(ts, "%Y-%m-%dT%H-%M-%S%.3f").ok()?;
+                Some((SystemTime::from(t.and_utc()), e.path()))
+            })
+            .collect();
+        out.sort_by_key(|b| std::cmp::Reverse(b.0));
+        out
+    }
+
+    fn remove_old(&self) {
+        let now = SystemTime::now();
+        for (i, (t, p)) in self.backups().into_iter().enumerate() {
+            let too_many = self.s.max_backups > 0 && i >= self.s.max_backups;
+            let too_old = self
+                .s
+                .max_age
+                .is_some_and(|age| now.duration_since(t).unwrap_or_default() > age);
+            if (too_many || too_old)
+                && let Err(e) = std::fs::remove_file(&p)
+            {
+                tracing::warn!("audit log: removing the old backup {}: {e}", p.display());
+            }
+        }
+    }
+
+    /// Writes `lines` (whole JSON lines), rotating before a line that would not fit.
+    pub fn write_lines<'a>(
+        &mut self,
+        lines: impl Iterator<Item = &'a [u8]>,
+    ) -> std::io::Result<()> {
+        let mut chunk: Vec<u8> = Vec::new();
+        for l in lines {
+            let len = l.len() as u64;
+            if self.size + chunk.len() as u64 + len > self.s.max_bytes {
+                if !chunk.is_empty() {
+                    self.file.write_all(&chunk)?;
+                    self.size += chunk.len() as u64;
+                    chunk.clear();
+                }
+                if self.size > 0 {
+                    self.rotate()?;
+                }
+            }
+            chunk.extend_from_slice(l);
+        }
+        if !chunk.is_empty() {
+            self.file.write_all(&chunk)?;
+            self.size += chunk.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Where the writer thread writes.
+enum Out {
+    File(Rotating),
+    Stdout,
+}
+
+impl Out {
+    fn write_lines<'a>(&mut self, lines: impl Iterator<Item = &'a [u8]>) -> std::io::Result<()> {
+        match self {
+            Out::File(f) => f.write_lines(lines),
+            Out::Stdout => {
+                let mut o = std::io::stdout().lock();
+                for l in lines {
+                    o.write_all(l)?;
+                }
+                o.flush()
+            }
+        }
+    }
+}
+
+/// Opens the log and starts its writer thread; the queue that feeds it.
+pub(crate) fn start(s: Settings, counters: Arc<Counters>) -> Result<mpsc::Sender<Queued>, String> {
+    let mut out = match &s.path {
+        Some(p) => Out::File(
+            Rotating::open(s.clone())
+                .map_err(|e| format!("--audit-log-path {}: {e}", p.display()))?,
+        ),
+        None => Out::Stdout,
+    };
+    let (tx, mut rx) = mpsc::channel::<Queued>(QUEUE);
+    std::thread::Builder::new()
+        .name("audit-log".into())
+        .spawn(move || {
+            let mut batch: Vec<Queued> = Vec::with_capacity(256);
+            while let Some(first) = rx.blocking_recv() {
+                batch.push(first);
+                while batch.len() < 4096 {
+                    match rx.try_recv() {
+                        Ok(q) => batch.push(q),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = out.write_lines(batch.iter().map(|q| &q.line[..])) {
+                    let n = counters.lost("log", batch.len() as u64);
+                    tracing::error!(
+                        lost = batch.len(),
+                        total_lost = n,
+                        "audit log: writing events failed: {e}"
+                    );
+                }
+                for q in batch.drain(..) {
+                    if let Some(d) = q.done {
+                        let _ = d.send(());
+                    }
+                }
+            }
+        })
+        .map_err(|e| format!("starting the audit log writer: {e}"))?;
+    Ok(tx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotates_by_size_and_keeps_the_newest_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, b"old line\n").unwrap();
+        let s = Settings {
+            path: Some(path.clone()),
+            max_bytes: 100,
+            max_backups: 2,
+            max_age: None,
+        };
+        let mut r = Rotating::open(s).unwrap();
+        // Appended to what was there.
+        r.write_lines([&b"a\n"[..]].into_iter()).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"old line\na\n");
+        let line = [b'x'; 39]
+            .iter()
+            .copied()
+            .chain([b'\n'])
+            .collect::<Vec<u8>>();
+        // 11 + 40 + 40 = 91 fits; the next one rotates, and so on: three rotations.
+        for _ in 0..8 {
+            r.write_lines([&line[..]].into_iter()).unwrap();
+            // Backup names carry milliseconds: keep them apart.
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        let current = std::fs::read(&path).unwrap();
+        assert!(current.len() <= 100 && !current.is_empty());
+        assert!(current.ends_with(b"\n"));
+        let backups = r.backups();
+        assert_eq!(backups.len(), 2, "{backups:?}");
+        for (_, b) in &backups {
+            let name = b.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with("audit-") && name.ends_with(".log"),
+                "{name}"
+            );
+            assert!(std::fs::metadata(b).unwrap().len() <= 100);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+        }
+        // Every line written is in exactly one file, whole.
+        let mut all = String::new();
+        for p in std::fs::read_dir(dir.path()).unwrap() {
+            all.push_str(&std::fs::read_to_string(p.unwrap().path()).unwrap());
+        }
+        assert!(
+            all.lines()
+                .all(|l| l == "a" || l == "old line" || l.len() == 39)
+        );
+    }
+
+    #[test]
+    fn flags() {
+        let s = Settings::from_flags("-", 0, 0, 0);
+        assert_eq!(s.path, None);
+        assert_eq!(s.max_bytes, 100 * 1024 * 1024);
+        assert_eq!(s.max_age, None);
+        let s = Settings::from_flags("/var/log/audit.log", 5, 3, 2);
+        assert_eq!(s.max_bytes, 5 * 1024 * 1024);
+        assert_eq!(s.max_age, Some(Duration::from_secs(2 * 86_400)));
+    }
+}
