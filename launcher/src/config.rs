@@ -120,6 +120,11 @@ pub struct Up {
         help = "More names for the gateway's serving certificate besides localhost, 127.0.0.1, ::1 and the listen host: IP addresses or DNS names, comma-separated (kubeadm's --apiserver-cert-extra-sans)."
     )]
     pub apiserver_cert_extra_sans: Vec<String>,
+    /// Audit the gateways' requests by this policy (an `audit.k8s.io/v1` Policy, as
+    /// kube-apiserver's --audit-policy-file); each gateway writes its events to
+    /// `<data-dir>/audit/<gateway>.log`, rotated at 100 MB.
+    #[arg(long, env = "CRDPLANE_UP_AUDIT_POLICY_FILE")]
+    pub audit_policy_file: Option<PathBuf>,
 }
 
 impl Up {
@@ -173,6 +178,7 @@ impl Up {
                 .iter()
                 .map(|n| n.trim().to_string())
                 .collect(),
+            audit_policy_file: self.audit_policy_file,
         }
     }
 }

@@ -72,6 +72,8 @@ pub struct UpConfig {
     pub insecure_http: bool,
     /// More names for the serving certificate (`--apiserver-cert-extra-sans`).
     pub extra_sans: Vec<String>,
+    /// The gateways' audit policy ([`StackBuilder::audit`]).
+    pub audit_policy_file: Option<PathBuf>,
 }
 
 /// The binaries of the stack live beside the launcher.
@@ -291,6 +293,10 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
     if let Some(p) = &pki {
         builder = builder.tls(p);
     }
+    let audit_dir = data_dir.join("audit");
+    if let Some(policy) = &cfg.audit_policy_file {
+        builder = builder.audit(std::fs::canonicalize(policy)?, &audit_dir);
+    }
     let mut stack = tokio::task::spawn_blocking(move || builder.start()).await??;
 
     let server = stack.gateway().to_string();
@@ -344,6 +350,9 @@ pub async fn up(cfg: UpConfig) -> anyhow::Result<()> {
         data_dir.display(),
         logs.display()
     );
+    if cfg.audit_policy_file.is_some() {
+        println!("  audit log:  {}/<gateway>.log", audit_dir.display());
+    }
     println!();
     match &pki {
         Some(p) => {

@@ -492,6 +492,8 @@ pub struct StackBuilder {
     ready_timeout: Duration,
     tls: Option<GatewayTls>,
     mtls: Option<ServiceTls>,
+    /// The audit policy and the folder of the gateways' audit logs.
+    audit: Option<(PathBuf, PathBuf)>,
 }
 
 impl StackBuilder {
@@ -512,6 +514,7 @@ impl StackBuilder {
             ready_timeout: Duration::from_secs(60),
             tls: None,
             mtls: None,
+            audit: None,
         }
     }
 
@@ -558,6 +561,13 @@ impl StackBuilder {
     /// Appends flags for every replica of `service`.
     pub fn args<S: AsRef<str>>(mut self, service: Service, args: &[S]) -> Self {
         self.extra[service.index()].extend(args.iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// Gateways audit by the policy file `policy`, each into `<dir>/<gateway name>.log`
+    /// (`--audit-policy-file`, `--audit-log-path`).
+    pub fn audit(mut self, policy: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Self {
+        self.audit = Some((policy.into(), dir.into()));
         self
     }
 
@@ -763,7 +773,18 @@ impl StackBuilder {
                     ..peers.clone()
                 }
             };
-            let args = service_args(Service::Gateway, listen, &p, &gateway_extra);
+            let mut extra = gateway_extra.clone();
+            if let Some((policy, dir)) = &self.audit {
+                extra.extend([
+                    "--audit-policy-file".to_string(),
+                    policy.to_string_lossy().into_owned(),
+                    "--audit-log-path".into(),
+                    dir.join(format!("{name}.log"))
+                        .to_string_lossy()
+                        .into_owned(),
+                ]);
+            }
+            let args = service_args(Service::Gateway, listen, &p, &extra);
             let url = stack.push_service(Service::Gateway, name, args, Vec::new(), None)?;
             stack.gateways.push(url);
         }
