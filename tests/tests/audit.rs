@@ -103,6 +103,17 @@ fn webhook_receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     (url, got)
 }
 
+/// The `Audit-Id` of a response head.
+fn audit_id_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("audit-id:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no Audit-Id in {head}"))
+}
+
 fn by_id<'a>(evs: &'a [Value], id: &str) -> Vec<&'a Value> {
     evs.iter().filter(|e| e["auditID"] == id).collect()
 }
@@ -167,14 +178,7 @@ fn audit_log_and_webhook_record_what_kubectl_did() {
         )
         .unwrap();
     assert_eq!(code, 200);
-    let id = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("audit-id:")
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no Audit-Id in {head}"));
+    let id = audit_id_of(&head);
     let evs = wait_for(&log, "list", |e| by_id(e, &id).len() == 2);
     let list = by_id(&evs, &id);
     assert_eq!(list[0]["stage"], "RequestReceived");
@@ -273,14 +277,7 @@ fn audit_log_and_webhook_record_what_kubectl_did() {
         )
         .unwrap();
     assert_eq!(code, 403);
-    let did = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("audit-id:")
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap();
+    let did = audit_id_of(&head);
     let evs = wait_for(&log, "impersonated delete", |e| by_id(e, &did).len() == 2);
     let d = by_id(&evs, &did)[1];
     assert_eq!(d["verb"], "delete");
@@ -306,14 +303,7 @@ fn audit_log_and_webhook_record_what_kubectl_did() {
         )
         .unwrap();
     assert_eq!(code, 200);
-    let aid = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("audit-id:")
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap();
+    let aid = audit_id_of(&head);
     let evs = wait_for(&log, "admin delete", |e| by_id(e, &aid).len() == 2);
     let d = by_id(&evs, &aid)[1];
     assert_eq!(d["annotations"]["authorization.k8s.io/decision"], "allow");
@@ -362,14 +352,7 @@ fn audit_log_and_webhook_record_what_kubectl_did() {
         )
         .unwrap();
     assert_eq!(code, 200);
-    let wid = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("audit-id:")
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap();
+    let wid = audit_id_of(&head);
     let evs = wait_for(&log, "watch", |e| by_id(e, &wid).len() == 3);
     let stages: Vec<&Value> = by_id(&evs, &wid).iter().map(|e| &e["stage"]).collect();
     assert_eq!(
