@@ -206,6 +206,7 @@ pub mod client;
 pub mod context;
 pub mod deadline;
 pub mod health;
+pub mod logging;
 pub mod metrics;
 pub mod mtls;
 pub mod tls;

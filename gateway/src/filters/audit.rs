@@ -123,12 +123,52 @@ fn audit_id<B>(req: &Request<B>) -> HeaderValue {
         .expect("a UUID is a header value")
 }
 
+/// The target of the one debug line per request (`RUST_LOG=crdplane_gateway::request=debug`).
+pub const REQUEST_LOG: &str = "crdplane_gateway::request";
+
+/// What the request's debug line says, taken only while that line is enabled.
+pub struct RequestLog {
+    method: http::Method,
+    uri: http::Uri,
+    user: Option<Arc<UserInfo>>,
+    start: std::time::Instant,
+}
+
+impl RequestLog {
+    fn of<B>(req: &Request<B>) -> Option<Box<Self>> {
+        tracing::enabled!(target: REQUEST_LOG, tracing::Level::DEBUG).then(|| {
+            Box::new(RequestLog {
+                method: req.method().clone(),
+                uri: req.uri().clone(),
+                user: req.extensions().get::<Arc<UserInfo>>().cloned(),
+                start: std::time::Instant::now(),
+            })
+        })
+    }
+
+    /// The line, once the response head is ready.
+    fn write(&self, id: &HeaderValue, code: http::StatusCode) {
+        tracing::debug!(
+            target: REQUEST_LOG,
+            audit_id = id.to_str().unwrap_or_default(),
+            verb = %self.method,
+            uri = %self.uri,
+            user = self.user.as_ref().map_or("", |u| u.name.as_str()),
+            code = code.as_u16(),
+            latency_us = self.start.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
+}
+
 pin_project_lite::pin_project! {
-    /// The inner future, whose response gets the `Audit-Id` header.
+    /// The inner future, whose response gets the `Audit-Id` header (and, while enabled,
+    /// the request's debug line).
     pub struct WithAuditId<F> {
         #[pin]
         inner: F,
         id: Option<HeaderValue>,
+        log: Option<Box<RequestLog>>,
     }
 }
 
@@ -141,6 +181,9 @@ where
         let this = self.project();
         let Ok(mut resp) = ready!(this.inner.poll(cx));
         if let Some(id) = this.id.take() {
+            if let Some(l) = this.log.take() {
+                l.write(&id, resp.status());
+            }
             resp.headers_mut().insert(AUDIT_ID_HEADER, id);
         }
         Poll::Ready(Ok(resp))
@@ -313,14 +356,24 @@ where
             _ => None,
         };
         let Some((auditor, decision, info)) = decided else {
+            let log = RequestLog::of(&req);
             return Either::Left(WithAuditId {
                 inner: self.inner.call(req),
                 id: Some(id),
+                log,
             });
         };
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        Either::Right(Box::pin(audited(inner, req, auditor, decision, info, id)))
+        let log = RequestLog::of(&req);
+        Either::Right(Box::pin(async move {
+            let lid = log.is_some().then(|| id.clone());
+            let out = audited(inner, req, auditor, decision, info, id).await;
+            if let (Some(l), Some(id), Ok(r)) = (log, lid, &out) {
+                l.write(&id, r.status());
+            }
+            out
+        }))
     }
 }
 
@@ -631,5 +684,63 @@ mod tests {
             &crate::request_info::parse("GET", "/api/v1/namespaces/a/secrets", false, "t").unwrap()
         ));
         assert!(!holds_credentials(&info));
+    }
+
+    /// A writer into a shared buffer, for a test subscriber.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_debug_line_per_request_names_its_audit_id() {
+        let out = Captured::default();
+        let w = out.clone();
+        let sub = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(move || w.clone())
+            .with_env_filter(tracing_subscriber::EnvFilter::new(format!(
+                "{REQUEST_LOG}=debug"
+            )))
+            .finish();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let resp = tracing::subscriber::with_default(sub, || {
+            rt.block_on(async {
+                let svc = AuditLayer::new(None).layer(echo(|_| "ok".into()));
+                let mut req = request("DELETE", "/api/v1/namespaces/a?dryRun=All");
+                req.extensions_mut().insert(Arc::new(UserInfo {
+                    name: "jane".into(),
+                    ..Default::default()
+                }));
+                svc.oneshot(req).await.unwrap()
+            })
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let l = &lines[0];
+        assert_eq!(
+            l["audit_id"],
+            resp.headers()[AUDIT_ID_HEADER].to_str().unwrap()
+        );
+        assert_eq!(l["verb"], "DELETE");
+        assert_eq!(l["uri"], "/api/v1/namespaces/a?dryRun=All");
+        assert_eq!(l["user"], "jane");
+        assert_eq!(l["code"], 200);
+        assert_eq!(l["level"], "DEBUG");
     }
 }

@@ -9,10 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
+    crdplane_transport::logging::init("error").map_err(anyhow::Error::msg)?;
     let a = crdplane_storage::config::Args::parse();
     a.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;

@@ -9,13 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    crdplane_transport::logging::init("info").map_err(anyhow::Error::msg)?;
     let args = crdplane_validation::config::Args::parse();
     args.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
