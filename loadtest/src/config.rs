@@ -343,6 +343,11 @@ pub struct Args {
     #[arg(long)]
     pub json_out: Option<String>,
 
+    /// Write an HTML report (table, throughput and latency over time, latency histogram;
+    /// one self-contained file) to this path.
+    #[arg(long)]
+    pub html_out: Option<String>,
+
     /// Tenant used on gRPC requests when --tenant is not given.
     #[arg(long, default_value = "default")]
     pub grpc_default_tenant: String,
@@ -402,6 +407,8 @@ pub struct Config {
     pub grpc_channels: usize,
     /// Path the full JSON report is written to.
     pub json_out: Option<String>,
+    /// Path the HTML report is written to.
+    pub html_out: Option<String>,
     /// Create the CRD and namespace (HTTP) or load the schema (validation) before the run.
     pub setup: bool,
     /// Print a progress line on stderr once per second.
@@ -553,6 +560,7 @@ impl Config {
             tls,
             token: a.token,
             json_out: a.json_out,
+            html_out: a.html_out,
             setup: !a.no_setup,
             progress: !a.quiet,
         })

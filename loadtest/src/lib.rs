@@ -10,20 +10,25 @@
 //!
 //! Modules: [`config`] (CLI), [`objects`] (CRD and CronTab generation), [`schedule`]
 //! (request budget, deadline, open-loop pacing), [`http`] / [`grpc`] (targets), [`stats`]
-//! (recorders and the report), [`watch`] (watch fan-out scenarios: `watch-fanout`,
-//! `watch-selective`).
+//! (recorders and the report), [`timeline`] (per-second counts and latencies, the latency
+//! histogram), [`html`] (the HTML report with hand-drawn SVG plots), [`report`] (the
+//! `report` subcommand: HTML from saved JSON reports, several runs side by side), [`watch`]
+//! (watch fan-out scenarios: `watch-fanout`, `watch-selective`).
 
 pub mod config;
 pub mod grpc;
+pub mod html;
 pub mod http;
 pub mod objects;
+pub mod report;
 pub mod schedule;
 pub mod stats;
+pub mod timeline;
 pub mod watch;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use config::{Config, Op, TargetKind};
@@ -223,10 +228,14 @@ struct WorkerCtx {
     live: Arc<LiveCounters>,
     cfg: Arc<Config>,
     run: String,
+    /// Start of the measured phase (the timeline's origin).
+    start: Instant,
+    /// The run's timeline, fed by every worker once per second.
+    timeline: Arc<Mutex<timeline::Timeline>>,
 }
 
 async fn worker(id: usize, ctx: Arc<WorkerCtx>) -> Recorder {
-    let mut rec = Recorder::default();
+    let mut rec = Recorder::with_timeline(ctx.timeline.clone());
     let mut rng = Rng::new(0x5eed_0000_0000_0000 ^ (id as u64).wrapping_mul(0x9e37_79b9));
     let mut seq: u64 = 0;
     let objects = ctx.cfg.objects as u64;
@@ -267,6 +276,7 @@ async fn worker(id: usize, ctx: Arc<WorkerCtx>) -> Recorder {
                                 op,
                                 format!("read before update: {}", f.key),
                                 f.body.as_bytes(),
+                                ctx.start.elapsed(),
                             );
                             seq += 1;
                             continue;
@@ -282,7 +292,9 @@ async fn worker(id: usize, ctx: Arc<WorkerCtx>) -> Recorder {
             ctx.target.op(id, op, &name, seq, rv.as_deref()),
         )
         .await;
-        let latency = started.elapsed();
+        let done = Instant::now();
+        let latency = done.saturating_duration_since(started);
+        let at = done.saturating_duration_since(ctx.start);
         ctx.live.ops.fetch_add(1, Ordering::Relaxed);
         if let Some(i) = index {
             match &r {
@@ -295,10 +307,10 @@ async fn worker(id: usize, ctx: Arc<WorkerCtx>) -> Recorder {
             }
         }
         match r {
-            Ok(Ok(_)) => rec.success(op, latency),
+            Ok(Ok(_)) => rec.success(op, latency, at),
             Ok(Err(f)) => {
                 ctx.live.errors.fetch_add(1, Ordering::Relaxed);
-                rec.error(op, f.key, f.body.as_bytes());
+                rec.error(op, f.key, f.body.as_bytes(), at);
             }
             Err(_) => {
                 ctx.live.errors.fetch_add(1, Ordering::Relaxed);
@@ -306,6 +318,7 @@ async fn worker(id: usize, ctx: Arc<WorkerCtx>) -> Recorder {
                     op,
                     "timeout".into(),
                     format!("no answer within {:?}", ctx.cfg.timeout).as_bytes(),
+                    at,
                 );
             }
         }
@@ -382,18 +395,21 @@ pub async fn run(cfg: Config) -> anyhow::Result<Report> {
     let progress_task = cfg
         .progress
         .then(|| tokio::spawn(progress(live.clone(), start)));
+    let timeline = Arc::new(Mutex::new(timeline::Timeline::default()));
     let ctx = Arc::new(WorkerCtx {
         target: target.clone(),
         schedule,
         live,
         cfg: cfg.clone(),
         run,
+        start,
+        timeline: timeline.clone(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for id in 0..cfg.concurrency {
         tasks.spawn(worker(id, ctx.clone()));
     }
-    let mut total = Recorder::default();
+    let mut total = Recorder::with_timeline(timeline);
     while let Some(r) = tasks.join_next().await {
         match r {
             Ok(rec) => total.merge(rec),
@@ -421,8 +437,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<Report> {
 }
 
 /// Entry point used by `main.rs`: parse, run, print the table and the one-line JSON summary,
-/// write `--json-out`. Exit code 0 = run completed with at least one success, 1 = bad
-/// arguments or setup failure, 3 = every request failed.
+/// write `--json-out` and `--html-out`. Exit code 0 = run completed with at least one
+/// success, 1 = bad arguments or setup failure, 3 = every request failed.
 pub fn main_with_args(args: config::Args) -> std::process::ExitCode {
     use std::process::ExitCode;
     let cfg = match Config::from_args(args) {
@@ -433,6 +449,7 @@ pub fn main_with_args(args: config::Args) -> std::process::ExitCode {
         }
     };
     let json_out = cfg.json_out.clone();
+    let html_out = cfg.html_out.clone();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -455,6 +472,21 @@ pub fn main_with_args(args: config::Args) -> std::process::ExitCode {
     if let Some(path) = json_out {
         let pretty = serde_json::to_vec_pretty(&report).unwrap_or_default();
         if let Err(e) = std::fs::write(&path, pretty) {
+            eprintln!("crdplane-load: writing {path}: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(path) = html_out {
+        // named after the file: `--html-out before.html` is the report of "before"
+        let label = std::path::Path::new(&path).file_stem().map_or_else(
+            || report.scenario.clone(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        let run = html::Run {
+            label,
+            reports: vec![report.clone()],
+        };
+        if let Err(e) = std::fs::write(&path, html::render(&[run])) {
             eprintln!("crdplane-load: writing {path}: {e}");
             return ExitCode::from(1);
         }

@@ -14,5 +14,10 @@ fn main() -> std::process::ExitCode {
     ) {
         return crdplane_load::watch::main_with_args(crdplane_load::watch::WatchArgs::parse());
     }
+    // `report` runs no load: HTML from saved JSON reports (crdplane_load::report).
+    if std::env::args().nth(1).as_deref() == Some("report") {
+        let args = crdplane_load::report::ReportArgs::parse_from(std::env::args().skip(1));
+        return crdplane_load::report::main_with_args(args);
+    }
     crdplane_load::main_with_args(crdplane_load::config::Args::parse())
 }

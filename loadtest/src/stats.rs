@@ -1,16 +1,21 @@
 //! Measurements of one run: per-worker recorders (HDR histograms with microsecond
 //! resolution, error counts by HTTP status / gRPC code, a few sample error bodies), the live
 //! counters behind the progress line, and the final [`Report`] with its table and JSON forms.
+//! Each recorder also feeds the run's per-second [`timeline`](crate::timeline).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Op;
+use crate::timeline::{
+    HistogramBucket, Timeline, TimelinePoint, TimelineRecorder, histogram_buckets,
+};
 
 /// Highest latency the histograms track (longer samples are clamped to it): 1 hour in µs.
 pub const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -45,7 +50,7 @@ impl LiveCounters {
 }
 
 /// One failed request kept for display.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ErrorSample {
     /// Operation name (`create`, `get`, ...).
     pub op: String,
@@ -85,6 +90,8 @@ pub struct Recorder {
     pub errors: BTreeMap<(Op, String), u64>,
     /// The first [`MAX_ERROR_SAMPLES`] failures, with their bodies.
     pub samples: Vec<ErrorSample>,
+    /// Counts and latencies per second of the run.
+    pub timeline: TimelineRecorder,
 }
 
 /// Keeps at most `MAX_SAMPLE_BODY` bytes of `body` (cut on a char boundary), lossily decoded.
@@ -101,19 +108,30 @@ pub fn truncate_body(body: &[u8]) -> String {
 }
 
 impl Recorder {
-    /// Records a successful request and its latency (clamped to 1 µs ..= 1 h).
-    pub fn success(&mut self, op: Op, latency: Duration) {
+    /// A recorder whose timeline goes to `timeline` (shared by the workers of a run).
+    pub fn with_timeline(timeline: Arc<Mutex<Timeline>>) -> Recorder {
+        Recorder {
+            timeline: TimelineRecorder::new(timeline),
+            ..Recorder::default()
+        }
+    }
+
+    /// Records a successful request and its latency (clamped to 1 µs ..= 1 h), completed
+    /// `at` after the start of the measured phase.
+    pub fn success(&mut self, op: Op, latency: Duration, at: Duration) {
         let us = u64::try_from(latency.as_micros())
             .unwrap_or(u64::MAX)
             .clamp(1, MAX_LATENCY_US);
         let s = self.per_op.entry(op).or_default();
         s.hist.saturating_record(us);
         s.ok += 1;
+        self.timeline.ok(at, us);
     }
 
-    /// Records a failed request under its error key, keeping its body as a sample while
-    /// there is room.
-    pub fn error(&mut self, op: Op, key: String, body: &[u8]) {
+    /// Records a failed request under its error key, completed `at` after the start of the
+    /// measured phase, keeping its body as a sample while there is room.
+    pub fn error(&mut self, op: Op, key: String, body: &[u8], at: Duration) {
+        self.timeline.error(at);
         self.per_op.entry(op).or_default().errors += 1;
         if self.samples.len() < MAX_ERROR_SAMPLES {
             self.samples.push(ErrorSample {
@@ -143,11 +161,12 @@ impl Recorder {
             }
             self.samples.push(s);
         }
+        self.timeline.merge(other.timeline);
     }
 }
 
 /// Latency percentiles of successful requests, in microseconds.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct LatencySummary {
     /// Number of successful requests measured.
     pub count: u64,
@@ -196,7 +215,7 @@ impl LatencySummary {
 }
 
 /// The results of one operation in the report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OpReport {
     /// Operation name (`create`, `get`, ...).
     pub op: String,
@@ -213,7 +232,7 @@ pub struct OpReport {
 }
 
 /// How often one error occurred for one operation.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ErrorCount {
     /// Operation name (`create`, `get`, ...).
     pub op: String,
@@ -224,7 +243,10 @@ pub struct ErrorCount {
 }
 
 /// The result of one run (the JSON written by `--json-out` and summarized on stdout).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+///
+/// Read back by `crdplane-load report`; the fields added after the first version
+/// (`timeline`, `latency_histogram`) default to empty, so older files still load.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     /// Always `crdplane-load` (tells these JSON files apart from others).
     pub tool: String,
@@ -264,6 +286,14 @@ pub struct Report {
     pub error_counts: Vec<ErrorCount>,
     /// The first few failures with their bodies.
     pub error_samples: Vec<ErrorSample>,
+    /// Requests and latency percentiles per second of the measured phase (left out of the
+    /// JSON when empty, and of the summary line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelinePoint>,
+    /// Latencies of all successful requests in log-spaced buckets (20 per decade), non-empty
+    /// buckets only (left out of the JSON when empty, and of the summary line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_histogram: Vec<HistogramBucket>,
 }
 
 /// Run parameters copied into the report.
@@ -345,6 +375,8 @@ impl Report {
             ops,
             error_counts,
             error_samples: rec.samples.clone(),
+            timeline: rec.timeline.snapshot().points(secs),
+            latency_histogram: histogram_buckets(&all),
         }
     }
 
@@ -445,10 +477,13 @@ impl Report {
         out
     }
 
-    /// One line of JSON (the whole report, minus the error samples which may be long).
+    /// One line of JSON (the whole report, minus the error samples, the timeline and the
+    /// histogram, which may be long).
     pub fn summary_line(&self) -> String {
         let mut short = self.clone();
         short.error_samples.clear();
+        short.timeline.clear();
+        short.latency_histogram.clear();
         serde_json::to_string(&short).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 }
@@ -497,7 +532,7 @@ mod tests {
         let mut r = Recorder::default();
         // 1..=1000 ms for get: p50 = 500 ms, p90 = 900 ms, p99 = 990 ms, max = 1000 ms
         for ms in 1..=1000u64 {
-            r.success(Op::Get, Duration::from_millis(ms));
+            r.success(Op::Get, Duration::from_millis(ms), Duration::ZERO);
         }
         let rep = Report::build(info(), &r, Duration::from_secs(2));
         let l = &rep.latency_us;
@@ -516,15 +551,16 @@ mod tests {
     #[test]
     fn errors_are_counted_not_sampled_as_latency() {
         let mut r = Recorder::default();
-        r.success(Op::Create, Duration::from_micros(800));
+        r.success(Op::Create, Duration::from_micros(800), Duration::ZERO);
         for i in 0..10 {
             r.error(
                 Op::Create,
                 "http 409".into(),
                 format!("body {i}").as_bytes(),
+                Duration::ZERO,
             );
         }
-        r.error(Op::Get, "grpc NotFound".into(), b"");
+        r.error(Op::Get, "grpc NotFound".into(), b"", Duration::ZERO);
         let rep = Report::build(info(), &r, Duration::from_secs(1));
         assert_eq!(rep.ok, 1);
         assert_eq!(rep.errors, 11);
@@ -542,9 +578,9 @@ mod tests {
     fn merge_adds_everything() {
         let mut a = Recorder::default();
         let mut b = Recorder::default();
-        a.success(Op::Get, Duration::from_micros(100));
-        b.success(Op::Get, Duration::from_micros(300));
-        b.error(Op::Get, "timeout".into(), b"");
+        a.success(Op::Get, Duration::from_micros(100), Duration::ZERO);
+        b.success(Op::Get, Duration::from_micros(300), Duration::ZERO);
+        b.error(Op::Get, "timeout".into(), b"", Duration::ZERO);
         a.merge(b);
         let s = &a.per_op[&Op::Get];
         assert_eq!((s.ok, s.errors, s.hist.len()), (2, 1, 2));
@@ -556,10 +592,15 @@ mod tests {
     fn table_and_json_format() {
         let mut r = Recorder::default();
         for _ in 0..4 {
-            r.success(Op::Create, Duration::from_micros(1500));
+            r.success(Op::Create, Duration::from_micros(1500), Duration::ZERO);
         }
-        r.success(Op::Get, Duration::from_micros(250));
-        r.error(Op::Create, "http 422".into(), b"{\"kind\":\"Status\"}\n");
+        r.success(Op::Get, Duration::from_micros(250), Duration::ZERO);
+        r.error(
+            Op::Create,
+            "http 422".into(),
+            b"{\"kind\":\"Status\"}\n",
+            Duration::ZERO,
+        );
         let rep = Report::build(info(), &r, Duration::from_secs(1));
         let t = rep.table();
         let lines: Vec<&str> = t.lines().collect();
@@ -591,6 +632,38 @@ mod tests {
     }
 
     #[test]
+    fn report_json_has_timeline_and_histogram_and_reads_back() {
+        let mut r = Recorder::default();
+        for ms in 0..2000u64 {
+            r.success(
+                Op::Get,
+                Duration::from_micros(500),
+                Duration::from_millis(ms),
+            );
+        }
+        r.error(Op::Get, "timeout".into(), b"", Duration::from_millis(1500));
+        let rep = Report::build(info(), &r, Duration::from_millis(2000));
+        assert_eq!(rep.timeline.len(), 2);
+        assert_eq!((rep.timeline[0].ok, rep.timeline[0].errors), (1000, 0));
+        assert_eq!((rep.timeline[1].ok, rep.timeline[1].errors), (1000, 1));
+        assert_eq!(rep.timeline[1].p99_us, 500);
+        assert_eq!(rep.latency_histogram.len(), 1);
+        assert_eq!(rep.latency_histogram[0].count, 2000);
+        let full: serde_json::Value = serde_json::to_value(&rep).unwrap();
+        assert_eq!(full["timeline"][1]["t_s"], 1.0);
+        assert_eq!(full["timeline"][1]["p50_us"], 500);
+        assert_eq!(full["latency_histogram"][0]["count"], 2000);
+        // the old fields are unchanged, and come first
+        let text = serde_json::to_string(&rep).unwrap();
+        assert!(text.starts_with("{\"tool\":\"crdplane-load\",\"target\":\"http\""));
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, rep);
+        // the summary line stays one short line
+        let line: serde_json::Value = serde_json::from_str(&rep.summary_line()).unwrap();
+        assert!(line.get("timeline").is_none() && line.get("latency_histogram").is_none());
+    }
+
+    #[test]
     fn body_truncation_is_bounded_and_utf8_safe() {
         let long = "é".repeat(1000);
         let t = truncate_body(long.as_bytes());
@@ -615,8 +688,8 @@ mod tests {
     #[test]
     fn latency_is_clamped() {
         let mut r = Recorder::default();
-        r.success(Op::Get, Duration::from_secs(100_000));
-        r.success(Op::Get, Duration::ZERO);
+        r.success(Op::Get, Duration::from_secs(100_000), Duration::ZERO);
+        r.success(Op::Get, Duration::ZERO, Duration::ZERO);
         let s = &r.per_op[&Op::Get];
         assert_eq!(s.hist.len(), 2);
         assert_eq!(s.hist.min(), 1);

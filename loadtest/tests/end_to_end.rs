@@ -312,6 +312,65 @@ async fn http_errors_are_counted_by_status_and_sampled() {
     assert!(rep.table().contains("http 422 Invalid"));
 }
 
+/// A whole run through the command-line entry point: `--json-out` gains the timeline and the
+/// histogram (adding up to the totals) and `--html-out` writes the page with its plots.
+#[test]
+fn run_writes_json_with_timeline_and_html_report() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = Arc::new(Fake {
+        reject_replicas: Some(3),
+        ..Default::default()
+    });
+    let addr = rt.block_on(serve_fake(fake));
+    let dir = std::env::temp_dir().join(format!("crdplane-load-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, html) = (dir.join("run.json"), dir.join("run.html"));
+    let server = format!("http://{addr}");
+    let args = Args::try_parse_from([
+        "crdplane-load",
+        "update",
+        "--quiet",
+        "--server",
+        &server,
+        "--objects",
+        "10",
+        "--concurrency",
+        "2",
+        "--rate",
+        "400",
+        "--duration",
+        "1500ms",
+        "--json-out",
+        json.to_str().unwrap(),
+        "--html-out",
+        html.to_str().unwrap(),
+    ])
+    .unwrap();
+    let _ = crdplane_load::main_with_args(args);
+    let rep: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(rep["requests"], 600);
+    let timeline = rep["timeline"].as_array().unwrap();
+    assert!((2..=3).contains(&timeline.len()), "{timeline:?}");
+    let sum = |v: &[Value], k: &str| v.iter().map(|p| p[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum(timeline, "ok"), rep["ok"].as_u64().unwrap());
+    assert_eq!(sum(timeline, "errors"), rep["errors"].as_u64().unwrap());
+    assert!(rep["errors"].as_u64().unwrap() > 0);
+    // open loop at 400/s: the first full second has about 400 requests
+    let first = timeline[0]["ok"].as_u64().unwrap() + timeline[0]["errors"].as_u64().unwrap();
+    assert!((380..=420).contains(&first), "{first}");
+    assert!(timeline[0]["p50_us"].as_u64().unwrap() > 0);
+    let buckets = rep["latency_histogram"].as_array().unwrap();
+    assert_eq!(sum(buckets, "count"), rep["ok"].as_u64().unwrap());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("<svg").count(), 3);
+    assert!(page.contains("http 422 Invalid"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_issues_exactly_rate_times_duration() {
     let fake = Arc::new(Fake::default());
