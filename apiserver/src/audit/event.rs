@@ -178,7 +178,22 @@ pub fn new_audit_id() -> String {
 
 /// A MicroTime as upstream prints it (UTC, six fractional digits).
 pub fn micro_time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write;
+    // Written field by field: chrono's `format` parses its pattern on every call.
+    let mut s = String::with_capacity(27);
+    let _ = write!(
+        s,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.nanosecond() / 1000 % 1_000_000
+    );
+    s
 }
 
 impl Event {
@@ -335,6 +350,14 @@ mod tests {
             serde_json::to_value(&e.response_status).unwrap(),
             json!({"metadata": {}, "code": 429})
         );
+    }
+
+    #[test]
+    fn micro_times() {
+        let t = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05.006007089Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(micro_time(t), "2026-01-02T03:04:05.006007Z");
     }
 
     #[test]

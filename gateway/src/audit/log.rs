@@ -8,21 +8,23 @@
 //! `--audit-log-maxage` days (0: no limit) are removed, oldest first. A file that exists
 //! at start is appended to.
 //!
-//! One thread writes: it takes every event queued, writes them with as few system calls
-//! as rotation allows, then wakes the requests that wait for them (blocking mode).
+//! In blocking mode (the default) the request's task writes its event itself, under the
+//! file's lock, as upstream's blocking backend does: one `write` per event, no thread
+//! hand-off (handing each event to a writer thread and waking the request back cost more
+//! CPU than the write). In batch mode events gather in memory (at most [`QUEUE`]; more are
+//! dropped and counted) and a thread writes them every [`BATCH_WAIT`].
 
-use super::{Counters, Queued};
+use super::{Counters, Mode};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use tokio::sync::mpsc;
 
 /// lumberjack's size when none is given.
 const DEFAULT_MAX_MB: u64 = 100;
 
-/// How many events the queue holds (upstream's buffered backend default, 10000).
+/// How many events a batch queue holds (upstream's buffered backend default, 10000).
 pub const QUEUE: usize = 10_000;
 
 /// `--audit-log-*`.
@@ -217,45 +219,107 @@ impl Out {
     }
 }
 
-/// Opens the log and starts its writer thread; the queue that feeds it.
-pub(crate) fn start(s: Settings, counters: Arc<Counters>) -> Result<mpsc::Sender<Queued>, String> {
-    let mut out = match &s.path {
-        Some(p) => Out::File(
-            Rotating::open(s.clone())
-                .map_err(|e| format!("--audit-log-path {}: {e}", p.display()))?,
-        ),
-        None => Out::Stdout,
-    };
-    let (tx, mut rx) = mpsc::channel::<Queued>(QUEUE);
-    std::thread::Builder::new()
-        .name("audit-log".into())
-        .spawn(move || {
-            let mut batch: Vec<Queued> = Vec::with_capacity(256);
-            while let Some(first) = rx.blocking_recv() {
-                batch.push(first);
-                while batch.len() < 4096 {
-                    match rx.try_recv() {
-                        Ok(q) => batch.push(q),
-                        Err(_) => break,
+/// How long batch mode lets events gather before it writes them.
+pub const BATCH_WAIT: Duration = Duration::from_millis(100);
+
+/// The log backend of a gateway.
+pub(crate) struct LogBackend {
+    out: Mutex<Out>,
+    mode: Mode,
+    /// Batch mode: the events not yet written.
+    pending: Mutex<Vec<Arc<[u8]>>>,
+    counters: Arc<Counters>,
+}
+
+impl LogBackend {
+    /// Opens the log; in batch mode also starts the thread that writes what gathered every
+    /// [`BATCH_WAIT`].
+    pub(crate) fn start(
+        s: Settings,
+        mode: Mode,
+        counters: Arc<Counters>,
+    ) -> Result<Arc<Self>, String> {
+        let out = match &s.path {
+            Some(p) => Out::File(
+                Rotating::open(s.clone())
+                    .map_err(|e| format!("--audit-log-path {}: {e}", p.display()))?,
+            ),
+            None => Out::Stdout,
+        };
+        let b = Arc::new(LogBackend {
+            out: Mutex::new(out),
+            mode,
+            pending: Mutex::new(Vec::new()),
+            counters,
+        });
+        if mode == Mode::Batch {
+            let weak = Arc::downgrade(&b);
+            std::thread::Builder::new()
+                .name("audit-log".into())
+                .spawn(move || {
+                    while let Some(b) = weak.upgrade() {
+                        b.flush();
+                        drop(b);
+                        std::thread::sleep(BATCH_WAIT);
                     }
-                }
-                if let Err(e) = out.write_lines(batch.iter().map(|q| &q.line[..])) {
-                    let n = counters.lost("log", batch.len() as u64);
-                    tracing::error!(
-                        lost = batch.len(),
-                        total_lost = n,
-                        "audit log: writing events failed: {e}"
-                    );
-                }
-                for q in batch.drain(..) {
-                    if let Some(d) = q.done {
-                        let _ = d.send(());
+                })
+                .map_err(|e| format!("starting the audit log writer: {e}"))?;
+        }
+        Ok(b)
+    }
+
+    /// Blocking mode: writes `line` now (the request waits, as upstream's blocking
+    /// backend). Batch mode: queues it, or drops and counts it when [`QUEUE`] events wait.
+    pub(crate) fn write(&self, line: &Arc<[u8]>) {
+        match self.mode {
+            Mode::Blocking => self.write_lines(std::slice::from_ref(line)),
+            Mode::Batch => {
+                let mut p = self.pending.lock().expect("audit queue");
+                if p.len() < QUEUE {
+                    p.push(line.clone());
+                } else {
+                    drop(p);
+                    let n = self.counters.lost("log", 1);
+                    if n == 1 || n.is_multiple_of(1000) {
+                        tracing::error!(
+                            total_lost = n,
+                            "audit event dropped: audit buffer queue blocked"
+                        );
                     }
                 }
             }
-        })
-        .map_err(|e| format!("starting the audit log writer: {e}"))?;
-    Ok(tx)
+        }
+    }
+
+    /// Writes what batch mode gathered.
+    fn flush(&self) {
+        let lines = std::mem::take(&mut *self.pending.lock().expect("audit queue"));
+        if !lines.is_empty() {
+            self.write_lines(&lines);
+        }
+    }
+
+    fn write_lines(&self, lines: &[Arc<[u8]>]) {
+        let r = self
+            .out
+            .lock()
+            .expect("audit log")
+            .write_lines(lines.iter().map(|l| &l[..]));
+        if let Err(e) = r {
+            let n = self.counters.lost("log", lines.len() as u64);
+            tracing::error!(
+                lost = lines.len(),
+                total_lost = n,
+                "audit log: writing events failed: {e}"
+            );
+        }
+    }
+}
+
+impl Drop for LogBackend {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 #[cfg(test)]
@@ -318,6 +382,40 @@ mod tests {
             all.lines()
                 .all(|l| l == "a" || l == "old line" || l.len() == 39)
         );
+    }
+
+    #[test]
+    fn both_modes_write_every_line() {
+        let dir = tempfile::tempdir().unwrap();
+        for mode in [Mode::Blocking, Mode::Batch] {
+            let path = dir.path().join(format!("{mode:?}.log"));
+            let b = LogBackend::start(
+                Settings::from_flags(path.to_str().unwrap(), 0, 0, 0),
+                mode,
+                Arc::new(Counters::get()),
+            )
+            .unwrap();
+            for i in 0..3 {
+                b.write(&Arc::from(format!("{{\"n\":{i}}}\n").into_bytes()));
+            }
+            if mode == Mode::Blocking {
+                // Written before write returned.
+                assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+            }
+            // Batch mode: written by its thread within BATCH_WAIT, or at the latest when the
+            // backend goes (the thread may hold the last reference for a moment).
+            drop(b);
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while std::fs::read_to_string(&path).unwrap().lines().count() < 3
+                && std::time::Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n"
+            );
+        }
     }
 
     #[test]

@@ -8,13 +8,13 @@
 //! - [`webhook`]: `EventList` batches POSTed to the server a kubeconfig names
 //!   (`--audit-webhook-config-file`).
 //!
-//! Each backend has its own thread fed through a bounded queue. In `blocking` mode (the
-//! log's default, as upstream) a request waits until its event is written — the writer
-//! groups whatever is queued into one write, so waiting requests share a system call — and
-//! a full queue makes requests wait. In `batch` mode (the webhook's default) the request
-//! does not wait; an event that finds the queue full is dropped, counted in
-//! `apiserver_audit_error_total` and logged, as upstream's buffered backend does. Nothing
-//! fails silently: a write error is logged with its cause and counted.
+//! In `blocking` mode (the log's default, as upstream) a request waits until its event is
+//! written: the log is written by the request's own task, the webhook's POST by its thread
+//! while the request waits. In `batch` mode (the webhook's default) the request does not
+//! wait; events gather (at most 10,000 per backend) and a thread sends them; an event that
+//! finds the queue full is dropped, counted in `apiserver_audit_error_total` and logged,
+//! as upstream's buffered backend does. Nothing fails silently: a write error is logged
+//! with its cause and counted.
 
 pub mod log;
 pub mod webhook;
@@ -55,11 +55,24 @@ pub(crate) struct Queued {
     pub(crate) done: Option<oneshot::Sender<()>>,
 }
 
-/// A backend as the auditor sees it: a bounded queue to its thread.
-pub(crate) struct Backend {
-    name: &'static str,
-    mode: Mode,
-    tx: mpsc::Sender<Queued>,
+/// A backend as the auditor sees it.
+pub(crate) enum Backend {
+    /// The log, written by the request itself or gathered for its thread.
+    Log(Arc<log::LogBackend>),
+    /// The webhook: a bounded queue to its thread.
+    Webhook {
+        mode: Mode,
+        tx: mpsc::Sender<Queued>,
+    },
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Log(_) => "log",
+            Backend::Webhook { .. } => "webhook",
+        }
+    }
 }
 
 /// What happened to the events, in the process's default registry (served at the gateway's
@@ -119,7 +132,7 @@ impl std::fmt::Debug for Auditor {
         f.debug_struct("Auditor")
             .field(
                 "backends",
-                &self.backends.iter().map(|b| b.name).collect::<Vec<_>>(),
+                &self.backends.iter().map(Backend::name).collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -147,17 +160,15 @@ impl Auditor {
         let counters = Arc::new(Counters::get());
         let mut backends = Vec::new();
         if let Some(l) = s.log {
-            let tx = log::start(l, counters.clone())?;
-            backends.push(Backend {
-                name: "log",
-                mode: s.log_mode,
-                tx,
-            });
+            backends.push(Backend::Log(log::LogBackend::start(
+                l,
+                s.log_mode,
+                counters.clone(),
+            )?));
         }
         if let Some(w) = s.webhook {
             let tx = webhook::start(w, s.webhook_mode, counters.clone())?;
-            backends.push(Backend {
-                name: "webhook",
+            backends.push(Backend::Webhook {
                 mode: s.webhook_mode,
                 tx,
             });
@@ -182,42 +193,49 @@ impl Auditor {
         let line: Arc<[u8]> = ev.line().into();
         for b in &self.backends {
             self.counters.events.inc();
-            match b.mode {
-                Mode::Blocking => {
+            match b {
+                Backend::Log(l) => l.write(&line),
+                Backend::Webhook {
+                    mode: Mode::Blocking,
+                    tx,
+                } => {
                     let (done, written) = oneshot::channel();
                     let q = Queued {
                         line: line.clone(),
                         done: Some(done),
                     };
-                    if b.tx.send(q).await.is_ok() {
+                    if tx.send(q).await.is_ok() {
                         let _ = written.await;
                     } else {
-                        self.lost(b.name, "its writer has stopped");
+                        self.lost("webhook", "its writer has stopped");
                     }
                 }
-                Mode::Batch => self.offer(b, line.clone()),
+                Backend::Webhook { tx, .. } => self.offer(tx, line.clone()),
             }
         }
     }
 
-    /// Hands `ev` to every backend without waiting (for the end of a response body,
-    /// which cannot wait).
+    /// Hands `ev` to every backend without waiting for the webhook (for the end of a
+    /// response body, which cannot wait); a blocking log is written at once.
     pub fn emit_now(&self, ev: &Event) {
         let line: Arc<[u8]> = ev.line().into();
         for b in &self.backends {
             self.counters.events.inc();
-            self.offer(b, line.clone());
+            match b {
+                Backend::Log(l) => l.write(&line),
+                Backend::Webhook { tx, .. } => self.offer(tx, line.clone()),
+            }
         }
     }
 
-    fn offer(&self, b: &Backend, line: Arc<[u8]>) {
-        match b.tx.try_send(Queued { line, done: None }) {
+    fn offer(&self, tx: &mpsc::Sender<Queued>, line: Arc<[u8]>) {
+        match tx.try_send(Queued { line, done: None }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
-                self.lost(b.name, "audit buffer queue blocked")
+                self.lost("webhook", "audit buffer queue blocked")
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.lost(b.name, "its writer has stopped")
+                self.lost("webhook", "its writer has stopped")
             }
         }
     }

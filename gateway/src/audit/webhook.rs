@@ -267,17 +267,25 @@ async fn run(s: Settings, mode: Mode, mut rx: mpsc::Receiver<Queued>, counters: 
     while let Some(first) = rx.recv().await {
         batch.push(first);
         let deadline = tokio::time::Instant::now() + s.max_wait;
-        // Blocking mode sends what is queued now; batch mode fills the batch or waits out
-        // the first event's wait.
-        while batch.len() < s.max_batch {
-            match rx.try_recv() {
-                Ok(q) => batch.push(q),
-                Err(_) if mode == Mode::Blocking || batch.iter().any(|q| q.done.is_some()) => break,
-                Err(_) => match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(q)) => batch.push(q),
-                    Ok(None) | Err(_) => break,
-                },
+        // Blocking mode (or a waiting request) sends what is queued now; batch mode fills
+        // the batch or waits out the first event's wait, looking at the queue every 50 ms
+        // rather than being woken by each event.
+        loop {
+            while batch.len() < s.max_batch {
+                match rx.try_recv() {
+                    Ok(q) => batch.push(q),
+                    Err(_) => break,
+                }
             }
+            let now = tokio::time::Instant::now();
+            if batch.len() >= s.max_batch
+                || mode == Mode::Blocking
+                || batch.iter().any(|q| q.done.is_some())
+                || now >= deadline
+            {
+                break;
+            }
+            tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
         }
         let lines: Vec<&[u8]> = batch.iter().map(|q| &q.line[..]).collect();
         let body = Bytes::from(crdplane_apiserver::audit::event::event_list(&lines));
