@@ -152,7 +152,7 @@ impl RequestLog {
             target: REQUEST_LOG,
             audit_id = id.to_str().unwrap_or_default(),
             verb = %self.method,
-            uri = %self.uri,
+            uri = self.uri.path_and_query().map_or(self.uri.path(), |p| p.as_str()),
             user = self.user.as_ref().map_or("", |u| u.name.as_str()),
             code = code.as_u16(),
             latency_us = self.start.elapsed().as_micros() as u64,
@@ -718,7 +718,11 @@ mod tests {
         let resp = tracing::subscriber::with_default(sub, || {
             rt.block_on(async {
                 let svc = AuditLayer::new(None).layer(echo(|_| "ok".into()));
-                let mut req = request("DELETE", "/api/v1/namespaces/a?dryRun=All");
+                // HTTP/2 requests carry the absolute form; the line has the path and query.
+                let mut req = request(
+                    "DELETE",
+                    "https://127.0.0.1:6443/api/v1/namespaces/a?dryRun=All",
+                );
                 req.extensions_mut().insert(Arc::new(UserInfo {
                     name: "jane".into(),
                     ..Default::default()
