@@ -3,9 +3,11 @@
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/audit.go) sits, so the event records
 //! the authenticated user and the impersonation layer adds whom it impersonates.
 //!
-//! Every response carries an `Audit-Id` header (upstream's `WithAuditInit`): the client's own
-//! `Audit-ID` when it sent a usable one, else a new UUID; the same id is the event's
-//! `auditID`, so a client's error report leads to its audit lines.
+//! Every response that passes this layer carries an `Audit-Id` header (upstream's
+//! `WithAuditInit`): the client's own `Audit-ID` when it sent a usable one, else a new UUID;
+//! the same id is the event's `auditID`, so a client's error report leads to its audit lines.
+//! Answers of the outer layers (a 401, a 413, a request timeout) carry none yet: upstream
+//! sets it outermost, which would take a layer of its own before panic recovery.
 //!
 //! With `--audit-policy-file` and a backend, the policy
 //! (`crdplane_apiserver::audit::policy`) decides once per request; at level `None` nothing
