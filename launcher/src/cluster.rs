@@ -37,7 +37,30 @@ pub struct Plan {
     pub password: String,
 }
 
+/// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), 32768
+/// where it cannot be read.
+fn ephemeral_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+/// A port that is free now and outside the kernel's ephemeral range where there is room
+/// below it (from 10000 up). A port from `bind(:0)` is a poor choice here: between choosing
+/// it and the node binding it, any outgoing connection on the machine (a `redis-cli`, a
+/// client) may be given the same port as its local end, and the node then cannot listen.
+/// Below the ephemeral range the kernel hands out no ports by itself.
 fn free_port() -> anyhow::Result<u16> {
+    let top = ephemeral_start();
+    if top > 11_000 {
+        for _ in 0..1000 {
+            let port = rand::random_range(10_000..top);
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

@@ -122,20 +122,58 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     /// Starts `masters` masters and as many replicas, joined and `cluster_state:ok`.
+    ///
+    /// A node that exits while starting (its port was taken between choosing and binding it,
+    /// by another test's node) makes it start over with new ports, up to three times.
     pub fn start(masters: usize) -> anyhow::Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let plan = crdplane::cluster::Plan::in_dir(dir.path(), masters)?;
-        let mut children = Vec::new();
-        for node in &plan.nodes {
-            children.push(Some(Self::spawn(node)?));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let dir = tempfile::tempdir()?;
+            let plan = crdplane::cluster::Plan::in_dir(dir.path(), masters)?;
+            let mut children = Vec::new();
+            for node in &plan.nodes {
+                children.push(Some(Self::spawn(node)?));
+            }
+            let mut cluster = Self {
+                plan,
+                children,
+                _dir: dir,
+            };
+            match cluster.wait_listening(Duration::from_secs(30)) {
+                Ok(()) => {}
+                Err(e) if attempt < 3 => {
+                    eprintln!("redis cluster: {e}; starting over with other ports");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            cluster.plan.form(Duration::from_secs(60))?;
+            return Ok(cluster);
         }
-        let cluster = Self {
-            plan,
-            children,
-            _dir: dir,
-        };
-        cluster.plan.form(Duration::from_secs(60))?;
-        Ok(cluster)
+    }
+
+    /// Waits until every node answers PING; an error as soon as one has exited.
+    fn wait_listening(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        for i in 0..self.plan.nodes.len() {
+            let port = self.plan.nodes[i].port;
+            while !self
+                .plan
+                .cli(port, &["PING"])
+                .is_ok_and(|o| o.trim() == "PONG")
+            {
+                if let Some(status) = self.children[i].as_mut().and_then(|c| c.try_wait().ok()?) {
+                    anyhow::bail!("the node on port {port} exited ({status})");
+                }
+                anyhow::ensure!(
+                    std::time::Instant::now() < deadline,
+                    "the node on port {port} does not answer"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
     }
 
     fn spawn(node: &crdplane::cluster::Node) -> anyhow::Result<Child> {
