@@ -113,10 +113,31 @@ fn call_context(
     info: &RequestInfo,
     user: Option<&crdplane_auth::user::UserInfo>,
 ) -> crdplane_transport::CallContext {
+    let span = parts.extensions.get::<crate::filters::trace::RequestSpan>();
+    if let Some(span) = span {
+        span.annotate(|s| {
+            s.set("tenant", info.tenant.clone());
+            s.set("verb", info.verb.clone());
+            if info.is_resource_request {
+                s.set("group", info.api_group.clone());
+                s.set("version", info.api_version.clone());
+                s.set("resource", info.resource.clone());
+                if !info.subresource.is_empty() {
+                    s.set("subresource", info.subresource.clone());
+                }
+                if !info.namespace.is_empty() {
+                    s.set("namespace", info.namespace.clone());
+                }
+            }
+        });
+    }
     crdplane_transport::CallContext::new(
         &info.tenant,
         user.map_or("", |u| u.name.as_str()),
-        parts.headers.get(crdplane_transport::context::TRACEPARENT),
+        match span {
+            Some(s) => Some(s.traceparent()),
+            None => parts.headers.get(crdplane_transport::context::TRACEPARENT),
+        },
     )
 }
 

@@ -28,7 +28,9 @@ pub const MAX_BATCH: usize = 256;
 pub const MAX_BATCH_BYTES: usize = 4 << 20;
 
 type Reply<R> = oneshot::Sender<Result<R, Status>>;
-type Pending<Q, R> = (Q, Reply<R>);
+/// A request, where its answer goes, and the `traceparent` of its span when its trace is
+/// sampled (the batch's call carries the first such one; see `run`).
+type Pending<Q, R> = (Q, Reply<R>, Option<http::HeaderValue>);
 /// The outcome of a batched call: one result per request, in request order.
 type ManyResult<R> = Result<Vec<Result<R, Status>>, Status>;
 type CallMany<Q, R> =
@@ -65,7 +67,8 @@ impl<Q: Send + 'static, R: Send + 'static> Batcher<Q, R> {
             tx
         });
         let (reply, wait) = oneshot::channel();
-        tx.send((q, reply))
+        let traced = crdplane_transport::CallContext::current_sampled_traceparent();
+        tx.send((q, reply, traced))
             .map_err(|_| Status::unavailable("request batcher stopped"))?;
         wait.await
             .map_err(|_| Status::unavailable("request batcher dropped the request"))?
@@ -94,6 +97,7 @@ async fn run<Q: Send + 'static, R: Send + 'static>(
         };
         let (mut batch, mut replies) = (Vec::new(), Vec::new());
         let mut bytes = weight(&first.0);
+        let mut traced = first.2;
         batch.push(first.0);
         replies.push(first.1);
         while batch.len() < MAX_BATCH {
@@ -107,11 +111,23 @@ async fn run<Q: Send + 'static, R: Send + 'static>(
                     bytes += w;
                     batch.push(p.0);
                     replies.push(p.1);
+                    if traced.is_none() {
+                        traced = p.2;
+                    }
                 }
                 Err(_) => break,
             }
         }
+        // A batch serves many requests, so its call carries no tenant or user (each item
+        // names its tenant). When one of its requests is traced, the call continues that
+        // request's trace: the services' spans of the batch appear under it. Other traced
+        // requests of the same batch (rare at the default sampling) show the gateway's span
+        // only.
         let fut = call(batch);
+        let fut: Pin<Box<dyn Future<Output = ManyResult<R>> + Send>> = match traced {
+            Some(tp) => Box::pin(crdplane_transport::CallContext::trace_only(tp).scope(fut)),
+            None => fut,
+        };
         tokio::spawn(async move {
             let n = replies.len();
             match fut.await {

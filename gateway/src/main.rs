@@ -10,6 +10,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     crdplane_transport::logging::init("error").map_err(anyhow::Error::msg)?;
+    // Trace export when the OTEL_* environment asks for it; flushed when main returns.
+    let _traces =
+        crdplane_transport::telemetry::init("crdplane-gateway").map_err(anyhow::Error::msg)?;
     let a = crdplane_gateway::config::Args::parse();
     a.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;

@@ -494,6 +494,8 @@ pub struct StackBuilder {
     mtls: Option<ServiceTls>,
     /// The audit policy and the folder of the gateways' audit logs.
     audit: Option<(PathBuf, PathBuf)>,
+    /// Environment variables of every service process (e.g. `OTEL_*`).
+    envs: Vec<(String, String)>,
 }
 
 impl StackBuilder {
@@ -515,6 +517,7 @@ impl StackBuilder {
             tls: None,
             mtls: None,
             audit: None,
+            envs: Vec::new(),
         }
     }
 
@@ -561,6 +564,13 @@ impl StackBuilder {
     /// Appends flags for every replica of `service`.
     pub fn args<S: AsRef<str>>(mut self, service: Service, args: &[S]) -> Self {
         self.extra[service.index()].extend(args.iter().map(|a| a.as_ref().to_string()));
+        self
+    }
+
+    /// Sets an environment variable of every service process (gateways, registry,
+    /// validation, storage), e.g. the `OTEL_*` variables of trace export.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.envs.push((key.into(), value.into()));
         self
     }
 
@@ -656,6 +666,7 @@ impl StackBuilder {
             validation: String::new(),
             registry: String::new(),
             gateways: Vec::new(),
+            service_envs: self.envs.clone(),
         };
         stack.redis_url = match &self.redis {
             RedisSource::Url(u) => u.clone(),
@@ -829,6 +840,8 @@ pub struct RunningStack {
     pub registry: String,
     /// Base URLs of the gateway replicas (`http://ADDR`, `https://ADDR` with TLS).
     pub gateways: Vec<String>,
+    /// Environment variables of every service process ([`StackBuilder::env`]).
+    service_envs: Vec<(String, String)>,
 }
 
 impl RunningStack {
@@ -894,6 +907,8 @@ impl RunningStack {
         if service != Service::Gateway && !args.iter().any(|a| a == "--metrics-listen") {
             args.extend(["--metrics-listen".to_string(), "127.0.0.1:0".to_string()]);
         }
+        let mut envs = envs;
+        envs.extend(self.service_envs.iter().cloned());
         let spec = ChildSpec {
             name,
             bin: self.bin_dir.join(service.binary()),

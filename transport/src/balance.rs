@@ -288,6 +288,22 @@ impl Channel {
     ) -> Result<http::Response<RecvBody>, BoxError> {
         let (mut parts, body) = req.into_parts();
         CallContext::apply_current(&mut parts.headers);
+        // With trace export on, a client span per call whose context is sampled; the callee
+        // continues the trace from it.
+        let mut span =
+            crate::telemetry::child_of_current("grpc.client", crate::telemetry::Kind::Client);
+        if let Some(s) = &mut span {
+            let path = parts.uri.path().trim_start_matches('/');
+            if let Some((service, method)) = path.split_once('/') {
+                s.set("rpc.system", "grpc");
+                s.set("rpc.service", service.to_string());
+                s.set("rpc.method", method.to_string());
+            }
+            s.rename(path.to_string());
+            parts
+                .headers
+                .insert(crate::context::TRACEPARENT, s.traceparent());
+        }
         let limit = self.deadline(&mut parts.headers, parts.uri.path());
         let head = http::Request::from_parts(parts, ());
         let resend = self.inner.pool.is_some() && self.inner.read_only.contains(&head.uri().path());
@@ -298,7 +314,7 @@ impl Channel {
             let started = self.start(&head).await?;
             client::finish(started, body).await
         };
-        match limit {
+        let out: Result<http::Response<RecvBody>, BoxError> = match limit {
             None => call.await,
             Some(d) => match tokio::time::timeout(d, call).await {
                 Ok(r) => r,
@@ -306,7 +322,22 @@ impl Channel {
                     "deadline of {d:?} exceeded"
                 )))),
             },
+        };
+        if let Some(mut s) = span {
+            match &out {
+                Ok(resp) => {
+                    if let Some(code) = resp
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok()?.parse::<i64>().ok())
+                    {
+                        s.set_i64("rpc.grpc.status_code", code);
+                    }
+                }
+                Err(e) => s.fail(e.to_string()),
+            }
         }
+        out
     }
 }
 

@@ -14,7 +14,8 @@
 //! (`metadata.NewOutgoingContext`). The price is that work moved to another task does not
 //! inherit it: the gateway's coalescing batchers (one GetMany/CreateMany/AdmitMany for many
 //! requests) and the shared watch streams serve several requests at once and carry no
-//! request context — their messages name the tenant of each item themselves.
+//! tenant or user — their messages name the tenant of each item themselves; a batch carries
+//! only the `traceparent` of one sampled request in it ([`CallContext::trace_only`]).
 //!
 //! Metadata keys: `crdplane-tenant`, `crdplane-user` (empty until authentication lands) and
 //! `traceparent` (the W3C Trace Context header, as OpenTelemetry's gRPC propagators name it).
@@ -55,6 +56,29 @@ impl CallContext {
                 .filter(|v| valid_traceparent(v.as_bytes()))
                 .cloned(),
         }
+    }
+
+    /// A context that carries only a `traceparent` (no tenant, no user): what a call made
+    /// for several requests at once (a coalesced batch) carries when one of them is traced.
+    pub fn trace_only(traceparent: HeaderValue) -> Self {
+        Self {
+            tenant: None,
+            user: None,
+            traceparent: Some(traceparent),
+        }
+    }
+
+    /// The `traceparent` of the current context when its trace is sampled (flags bit 0 set;
+    /// see [`crate::telemetry`]), while trace export is on.
+    pub fn current_sampled_traceparent() -> Option<HeaderValue> {
+        if !crate::telemetry::enabled() {
+            return None;
+        }
+        CURRENT
+            .try_with(|c| c.traceparent.clone())
+            .ok()
+            .flatten()
+            .filter(|v| v.as_bytes().last().is_some_and(|d| d & 1 == 1))
     }
 
     /// The context carried by an incoming call's headers.

@@ -178,7 +178,10 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let svc = TowerToHyperService::new(metrics::Observe::new(deadline::Enforce(svc), streaming));
+    let svc = TowerToHyperService::new(metrics::Observe::new(
+        deadline::Enforce(telemetry::ServerSpans::new(svc)),
+        streaming,
+    ));
     let mut builder = Builder::new(TokioExecutor::new()).http2_only();
     builder
         .http2()
@@ -209,6 +212,7 @@ pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod mtls;
+pub mod telemetry;
 pub mod tls;
 pub use balance::{Channel, ChannelOptions};
 pub use context::CallContext;

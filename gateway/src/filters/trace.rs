@@ -4,14 +4,76 @@
 //! `otelhttp` handler) sits.
 //!
 //! A valid W3C `traceparent` header (Trace Context, §3.2) becomes a [`TraceContext`] in the
-//! request extensions, with the `tracestate` header beside it, for the backend calls to
-//! carry on; an invalid one is ignored, as the specification asks (§4.3: a receiver that
-//! cannot parse it starts a new trace). No spans are recorded and nothing is exported yet:
-//! the telemetry issue adds the exporter (`OTEL_*` variables) and a span of the gateway's own
-//! whose id replaces `parent_id` on the way out.
+//! request extensions, with the `tracestate` header beside it; an invalid one is ignored, as
+//! the specification asks (§4.3: a receiver that cannot parse it starts a new trace).
+//!
+//! With trace export on (`OTEL_*`, see `crdplane_transport::telemetry`) the layer also starts
+//! the gateway's span of the request (`KubernetesAPI`, upstream's operation name), a child of
+//! the incoming `traceparent`, and puts a [`RequestSpan`] handle into the extensions: the
+//! handler names the tenant, verb, group, resource and namespace on it and sends the span's
+//! own `traceparent` on to the services; the audit layer adds the audit id. The span ends
+//! with the response head (its status code recorded; 5xx marks it failed).
 
-use http::{HeaderValue, Request};
-use std::task::{Context, Poll};
+use http::{HeaderValue, Request, Response};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+
+use crdplane_transport::telemetry;
+
+/// The gateway's span of one request (see the module docs); cheap to clone.
+#[derive(Clone)]
+pub struct RequestSpan(Arc<RequestSpanInner>);
+
+struct RequestSpanInner {
+    span: Mutex<Option<telemetry::Span>>,
+    traceparent: HeaderValue,
+    trace_id: String,
+    recording: bool,
+}
+
+impl RequestSpan {
+    fn new(span: telemetry::Span) -> Self {
+        Self(Arc::new(RequestSpanInner {
+            traceparent: span.traceparent(),
+            trace_id: span.trace_id(),
+            recording: span.is_recording(),
+            span: Mutex::new(Some(span)),
+        }))
+    }
+
+    /// The `traceparent` naming this span, for the backend calls made for the request.
+    pub fn traceparent(&self) -> &HeaderValue {
+        &self.0.traceparent
+    }
+
+    /// The trace id (32 hex digits) when the span is sampled, for logs and audit events.
+    pub fn sampled_trace_id(&self) -> Option<&str> {
+        self.0.recording.then_some(self.0.trace_id.as_str())
+    }
+
+    /// Sets attributes while the span is open and recording.
+    pub fn annotate(&self, f: impl FnOnce(&mut telemetry::Span)) {
+        if self.0.recording
+            && let Ok(mut g) = self.0.span.lock()
+            && let Some(s) = g.as_mut()
+        {
+            f(s);
+        }
+    }
+
+    fn finish(&self, status: http::StatusCode) {
+        if let Ok(mut g) = self.0.span.lock()
+            && let Some(mut s) = g.take()
+        {
+            s.set_i64("http.response.status_code", i64::from(status.as_u16()));
+            if status.is_server_error() {
+                s.fail(status.as_str().to_string());
+            }
+            s.end();
+        }
+    }
+}
 
 /// The W3C trace context of a request (`traceparent`, plus `tracestate` as received).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,33 +171,78 @@ impl<S> tower::Layer<S> for TraceLayer {
     }
 }
 
-/// Puts the request's [`TraceContext`] into its extensions.
+/// Puts the request's [`TraceContext`] (and, with export on, its [`RequestSpan`]) into its
+/// extensions.
 #[derive(Debug, Clone)]
 pub struct Tracing<S> {
     inner: S,
 }
 
-impl<S, B> tower::Service<Request<B>> for Tracing<S>
+pin_project_lite::pin_project! {
+    /// The inner future; the request's span ends with its response head.
+    pub struct Traced<F> {
+        #[pin]
+        inner: F,
+        span: Option<RequestSpan>,
+    }
+}
+
+impl<F, RB, E> Future for Traced<F>
 where
-    S: tower::Service<Request<B>>,
+    F: Future<Output = Result<Response<RB>, E>>,
+{
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let out = ready!(this.inner.poll(cx));
+        if let Some(span) = this.span.take() {
+            match &out {
+                Ok(resp) => span.finish(resp.status()),
+                Err(_) => span.finish(http::StatusCode::INTERNAL_SERVER_ERROR),
+            }
+        }
+        Poll::Ready(out)
+    }
+}
+
+impl<S, B, RB> tower::Service<Request<B>> for Tracing<S>
+where
+    S: tower::Service<Request<B>, Response = Response<RB>>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Traced<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<B>) -> S::Future {
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
         // Most requests carry none: then nothing is parsed or stored.
-        if let Some(tp) = req.headers().get("traceparent")
+        let incoming = req.headers().get("traceparent").cloned();
+        if let Some(tp) = &incoming
             && let Some(mut tc) = TraceContext::parse(tp.as_bytes())
         {
             tc.tracestate = req.headers().get("tracestate").cloned();
             req.extensions_mut().insert(tc);
         }
-        self.inner.call(req)
+        let span = telemetry::start(
+            "KubernetesAPI",
+            telemetry::Kind::Server,
+            incoming.as_ref().map(HeaderValue::as_bytes),
+        )
+        .map(|mut s| {
+            s.set("http.request.method", req.method().as_str().to_string());
+            s.set("url.path", req.uri().path().to_string());
+            RequestSpan::new(s)
+        });
+        if let Some(s) = &span {
+            req.extensions_mut().insert(s.clone());
+        }
+        Traced {
+            inner: self.inner.call(req),
+            span,
+        }
     }
 }
 

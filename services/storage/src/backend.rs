@@ -115,12 +115,28 @@ pub enum Conn {
     Cluster(ClusterConnection),
 }
 
-/// Observes one round trip in [`crate::metrics`] (its latency, and its error if it fails).
+/// Observes one round trip in [`crate::metrics`] (its latency, and its error if it fails)
+/// and, when the call it serves is traced and sampled, as a span (`redis command` or
+/// `redis pipeline`, child of the gRPC call's span; see `crdplane_transport::telemetry`).
 fn timed<'a, T: Send + 'a>(op: &'static str, call: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
     Box::pin(async move {
+        let mut span = crdplane_transport::telemetry::child_of_current(
+            if op == "pipeline" {
+                "redis pipeline"
+            } else {
+                "redis command"
+            },
+            crdplane_transport::telemetry::Kind::Client,
+        );
+        if let Some(s) = &mut span {
+            s.set("db.system.name", "redis");
+        }
         let start = std::time::Instant::now();
         let out = call.await;
         crate::metrics::redis_round_trip(op, start.elapsed().as_secs_f64(), out.as_ref().err());
+        if let (Some(s), Err(e)) = (&mut span, &out) {
+            s.fail(format!("{:?}", e.kind()));
+        }
         out
     })
 }

@@ -10,6 +10,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     crdplane_transport::logging::init("info").map_err(anyhow::Error::msg)?;
+    // Trace export when the OTEL_* environment asks for it; flushed when main returns.
+    let _traces =
+        crdplane_transport::telemetry::init("crdplane-validation").map_err(anyhow::Error::msg)?;
     let args = crdplane_validation::config::Args::parse();
     args.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;

@@ -267,6 +267,30 @@ fn admit_bytes(req: &pb::AdmitRequest) -> usize {
     req.object.len() + req.old_object.len()
 }
 
+/// The span of schema admission (prune, default, validate) when the call is traced and
+/// sampled: the kind and apiVersion admitted, the operation, and how many objects (more
+/// than one for a coalesced batch; the first one's kind is named). Never object contents.
+fn admission_span(
+    n: usize,
+    first: &pb::AdmitRequest,
+) -> Option<crdplane_transport::telemetry::Span> {
+    let mut span = crdplane_transport::telemetry::child_of_current(
+        "schema admission",
+        crdplane_transport::telemetry::Kind::Internal,
+    )?;
+    span.set("kind", first.kind.clone());
+    span.set("apiVersion", first.api_version.clone());
+    span.set(
+        "operation",
+        match pb::admit_request::Operation::try_from(first.operation) {
+            Ok(pb::admit_request::Operation::Update) => "UPDATE",
+            _ => "CREATE",
+        },
+    );
+    span.set_i64("objects", n as i64);
+    Some(span)
+}
+
 /// One admission against a loaded schema: `admit::admit` with the request's parameters.
 fn admit_one(schema: &Schema, req: &pb::AdmitRequest) -> pb::AdmitResponse {
     let operation = match pb::admit_request::Operation::try_from(req.operation) {
@@ -429,6 +453,7 @@ impl Validation for ValidationService {
             .as_ref()
             .ok_or_else(|| bad_request("schema reference is required"))?;
         let schema = self.schema_for(r, &req.crd_json).await?;
+        let _span = admission_span(1, &req);
         // Small objects are cheaper inline than a hop to the blocking pool.
         let resp = if admit_bytes(&req) < INLINE_ADMIT_BYTES {
             admit_one(&schema, &req)
@@ -474,6 +499,9 @@ impl Validation for ValidationService {
             })
             .collect();
         let total: usize = items.iter().map(|(req, _)| admit_bytes(req)).sum();
+        let _span = items
+            .first()
+            .and_then(|(req, _)| admission_span(items.len(), req));
         let run = move || {
             items
                 .iter()

@@ -1,0 +1,269 @@
+//! OpenTelemetry traces end to end: the stack's four services export over OTLP/gRPC (the
+//! standard `OTEL_*` variables) to a collector of the test's own (opentelemetry-proto's
+//! `TraceService`, served on 127.0.0.1:0); a custom resource created with a W3C
+//! `traceparent` yields one trace whose spans come from the gateway, the validation and the
+//! storage service, each parented on the one before it, down to the Redis round trip —
+//! and no span names object contents.
+
+use crdplane_tests::{Stack, http_request};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One received span, flattened.
+#[derive(Debug, Clone)]
+struct Got {
+    service: String,
+    name: String,
+    trace: String,
+    id: String,
+    parent: String,
+    attrs: HashMap<String, String>,
+}
+
+#[derive(Clone, Default)]
+struct Collector {
+    spans: Arc<Mutex<Vec<Got>>>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn text(v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match v.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(Any::StringValue(s)) => s.clone(),
+        Some(Any::IntValue(i)) => i.to_string(),
+        Some(Any::BoolValue(b)) => b.to_string(),
+        Some(Any::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut out = self.spans.lock().unwrap();
+        for rs in request.into_inner().resource_spans {
+            let service = rs
+                .resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|kv| kv.key == "service.name")
+                .map(|kv| text(&kv.value))
+                .unwrap_or_default();
+            for ss in rs.scope_spans {
+                for s in ss.spans {
+                    out.push(Got {
+                        service: service.clone(),
+                        name: s.name,
+                        trace: hex(&s.trace_id),
+                        id: hex(&s.span_id),
+                        parent: hex(&s.parent_span_id),
+                        attrs: s
+                            .attributes
+                            .iter()
+                            .map(|kv| (kv.key.clone(), text(&kv.value)))
+                            .collect(),
+                    });
+                }
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+/// A value only the object's body holds: no span may carry it.
+const PAYLOAD: &str = "payload-that-must-not-be-traced";
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+/// A POST with a `traceparent` header; the status code.
+fn post_traced(gw: &str, path: &str, body: &str) -> u16 {
+    let rest = gw.strip_prefix("http://").unwrap();
+    let mut s = std::net::TcpStream::connect(rest).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {rest}\r\nContent-Type: application/json\r\ntraceparent: 00-{TRACE}-{PARENT}-01\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// The chain of services from `span` up to the trace's root, nearest first.
+fn ancestry<'a>(spans: &'a [Got], span: &'a Got) -> Vec<&'a Got> {
+    let mut out = vec![span];
+    let mut cur = span;
+    while let Some(p) = spans.iter().find(|s| s.id == cur.parent) {
+        out.push(p);
+        cur = p;
+        assert!(out.len() < 64, "a cycle of parents");
+    }
+    out
+}
+
+#[test]
+fn a_create_is_one_trace_across_gateway_validation_and_storage() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let collector = Collector::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let svc = TraceServiceServer::new(collector.clone());
+    rt.spawn(crdplane_transport::serve_one(listener, svc));
+
+    let stack = Stack::start_with_redis_using(|b| {
+        b.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+            .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+    })
+    .unwrap();
+    let gw = &stack.gateway;
+    let crd = json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
+        "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
+        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
+    let (code, body) = http_request(
+        "POST",
+        &format!("{gw}{CRD}"),
+        Some("application/json"),
+        Some(&crd.to_string()),
+    )
+    .unwrap();
+    assert_eq!(code, 201, "{body}");
+    // Wait until the resource is served (these creates are traced too, as new traces).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let obj = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"warm-up"}});
+        let (code, body) = http_request(
+            "POST",
+            &format!("{gw}{CRONTABS}"),
+            Some("application/json"),
+            Some(&obj.to_string()),
+        )
+        .unwrap();
+        if code == 201 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{code} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let obj = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"traced"},"spec":{"image":PAYLOAD}});
+    assert_eq!(post_traced(gw, CRONTABS, &obj.to_string()), 201);
+
+    // The spans arrive in batches (every 50 ms per process).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let spans: Vec<Got> = collector
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.trace == TRACE)
+            .cloned()
+            .collect();
+        let has = |svc: &str, name: &str| {
+            spans
+                .iter()
+                .any(|s| s.service == svc && s.name.contains(name))
+        };
+        if has("crdplane-gateway", "KubernetesAPI")
+            && has("crdplane-validation", "schema admission")
+            && has("crdplane-storage", "redis")
+        {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the trace is incomplete: {spans:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+
+    // The gateway's span continues the caller's.
+    let root = spans
+        .iter()
+        .find(|s| s.service == "crdplane-gateway" && s.name == "KubernetesAPI")
+        .unwrap();
+    assert_eq!(root.parent, PARENT, "{root:#?}");
+    for (k, v) in [
+        ("verb", "create"),
+        ("resource", "crontabs"),
+        ("group", "stable.example.com"),
+        ("namespace", "default"),
+        ("http.response.status_code", "201"),
+        ("http.request.method", "POST"),
+    ] {
+        assert_eq!(
+            root.attrs.get(k).map(String::as_str),
+            Some(v),
+            "{k}: {root:#?}"
+        );
+    }
+    assert!(root.attrs.contains_key("tenant"), "{root:#?}");
+    assert!(root.attrs.contains_key("audit-id"), "{root:#?}");
+
+    // Every other span of the trace descends from it, through the services in call order.
+    for s in &spans {
+        let chain = ancestry(&spans, s);
+        assert_eq!(
+            chain.last().unwrap().id,
+            root.id,
+            "{} of {} does not descend from the request span: {chain:#?}",
+            s.name,
+            s.service
+        );
+    }
+    let services = |name: &str, svc: &str| -> Vec<String> {
+        let s = spans
+            .iter()
+            .find(|s| s.service == svc && s.name.contains(name))
+            .unwrap();
+        ancestry(&spans, s)
+            .iter()
+            .map(|g| format!("{}:{}", g.service, g.name))
+            .collect()
+    };
+    let admission = services("schema admission", "crdplane-validation");
+    assert!(
+        admission[1].starts_with("crdplane-validation:crdplane.v1.Validation/Admit")
+            && admission[2].starts_with("crdplane-gateway:crdplane.v1.Validation/Admit")
+            && admission.last().unwrap() == "crdplane-gateway:KubernetesAPI",
+        "{admission:#?}"
+    );
+    let redis = services("redis", "crdplane-storage");
+    assert!(
+        redis[1].starts_with("crdplane-storage:crdplane.v1.Storage/")
+            && redis[2].starts_with("crdplane-gateway:crdplane.v1.Storage/")
+            && redis.last().unwrap() == "crdplane-gateway:KubernetesAPI",
+        "{redis:#?}"
+    );
+    // Metadata only: the object's contents are in no span.
+    for s in &spans {
+        for v in s.attrs.values() {
+            assert!(!v.contains(PAYLOAD), "{s:#?}");
+        }
+    }
+}

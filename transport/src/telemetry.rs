@@ -1,0 +1,442 @@
+//! OpenTelemetry traces of every crdplane process, exported over OTLP.
+//!
+//! Where it sits: [`init`] runs once in each binary's `main` (after the log subscriber, inside
+//! the Tokio runtime the OTLP/gRPC client needs). Spans are then started at four places:
+//! the gateway's trace filter (the request), [`crate::Channel`] (a client span per backend
+//! call), the accept loop of every gRPC server (a server span per call, see [`ServerSpans`])
+//! and the storage's Redis connection (a span per round trip). A validation span for schema
+//! admission sits in the validation service's handler.
+//!
+//! Propagation is W3C Trace Context, as upstream's `WithTracing` filter
+//! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/traces.go) and client-go/gRPC-Go's
+//! `otelgrpc` do it: the `traceparent` of the request parents the gateway's span; every
+//! gRPC call carries the `traceparent` of the span it was made under, in the call metadata
+//! that already carries the tenant ([`crate::CallContext`]), and the receiving server
+//! continues the trace from it.
+//!
+//! Configuration is the standard `OTEL_*` environment (the OpenTelemetry SDK reads most of
+//! it itself):
+//! - export is on when `OTEL_TRACES_EXPORTER=otlp`, or when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set and `OTEL_TRACES_EXPORTER` is not `none`;
+//!   `OTEL_SDK_DISABLED=true` turns it off;
+//! - `OTEL_EXPORTER_OTLP_*` endpoint, headers, timeout and compression as the
+//!   `opentelemetry-otlp` crate reads them; protocol `grpc` only (this build has no HTTP
+//!   exporter: `http/protobuf` or `http/json` is refused at start with a clear error);
+//! - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` as the SDK reads them; unset, the
+//!   sampler is [`DEFAULT_SAMPLER`] (a parent's decision is followed; a trace started here
+//!   is kept with probability [`DEFAULT_RATIO`]), so the cost stays bounded under load;
+//! - `OTEL_SERVICE_NAME` (else the binary's name, e.g. `crdplane-gateway`),
+//!   `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_*` for the batch processor.
+//!
+//! Why the OpenTelemetry API directly rather than a `tracing` bridge
+//! (`tracing-opentelemetry`): with export off nothing here runs at all (one relaxed load
+//! per span site), and with export on a span the sampler drops is a non-recording span — no
+//! attributes are kept and nothing reaches the exporter. A bridge builds every `tracing`
+//! span's data before the sampler sees it. Span attributes are metadata only (tenant, verb,
+//! group, resource, namespace, status codes, the audit id), never object contents.
+
+use std::sync::OnceLock;
+
+use http::HeaderValue;
+use opentelemetry::trace::{
+    Span as _, SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState,
+    Tracer as _, TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
+
+/// The sampler when `OTEL_TRACES_SAMPLER` is unset.
+pub const DEFAULT_SAMPLER: &str = "parentbased_traceidratio";
+/// Its ratio: one trace in a hundred started here.
+pub const DEFAULT_RATIO: f64 = 0.01;
+
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+
+/// Whether spans are recorded and exported in this process.
+#[inline]
+pub fn enabled() -> bool {
+    TRACER.get().is_some()
+}
+
+/// Flushes and stops the exporter when dropped (keep it in `main` until the process ends).
+pub struct Guard(SdkTracerProvider);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown();
+    }
+}
+
+/// Whether the environment asks for trace export (see the module docs); an error for a
+/// setting this build cannot honour.
+pub fn wanted(env: &dyn Fn(&str) -> Option<String>) -> Result<bool, String> {
+    let set = |k: &str| env(k).is_some_and(|v| !v.trim().is_empty());
+    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(false);
+    }
+    let on = match env("OTEL_TRACES_EXPORTER").as_deref().map(str::trim) {
+        None | Some("") => {
+            set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        }
+        Some("none") => false,
+        Some("otlp") => true,
+        Some(other) => {
+            return Err(format!(
+                "OTEL_TRACES_EXPORTER={other:?}: this build exports traces with \"otlp\" (or \"none\")"
+            ));
+        }
+    };
+    if on {
+        for k in [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ] {
+            if let Some(p) = env(k) {
+                let p = p.trim();
+                if !p.is_empty() && p != "grpc" {
+                    return Err(format!(
+                        "{k}={p:?}: this build exports OTLP over \"grpc\" only"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(on)
+}
+
+/// Starts trace export when the environment asks for it (see the module docs), naming the
+/// process `service` unless `OTEL_SERVICE_NAME` does. Must run inside the Tokio runtime.
+pub fn init(service: &str) -> Result<Option<Guard>, String> {
+    let env = |k: &str| std::env::var(k).ok();
+    if !wanted(&env)? {
+        return Ok(None);
+    }
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .build()
+        .map_err(|e| format!("OTLP trace exporter: {e}"))?;
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
+    if !named {
+        resource = resource.with_service_name(service.to_string());
+    }
+    let mut b = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build());
+    if env("OTEL_TRACES_SAMPLER").is_none() {
+        b = b.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            DEFAULT_RATIO,
+        ))));
+    }
+    let provider = b.build();
+    let tracer = provider.tracer("crdplane");
+    TRACER
+        .set(tracer)
+        .map_err(|_| "telemetry::init called twice".to_string())?;
+    Ok(Some(Guard(provider)))
+}
+
+/// A span of this process; ended when dropped (or by [`Span::end`]).
+pub struct Span {
+    inner: opentelemetry_sdk::trace::Span,
+}
+
+impl std::fmt::Debug for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Span({})", self.traceparent_string())
+    }
+}
+
+/// The parent a `traceparent` value names (a remote span context), if it is valid.
+fn parent_of(traceparent: &[u8]) -> Option<SpanContext> {
+    if !crate::context::valid_traceparent(traceparent) {
+        return None;
+    }
+    let s = std::str::from_utf8(traceparent).ok()?;
+    let trace = TraceId::from_hex(&s[3..35]).ok()?;
+    let span = SpanId::from_hex(&s[36..52]).ok()?;
+    let flags = u8::from_str_radix(&s[53..55], 16).ok()?;
+    Some(SpanContext::new(
+        trace,
+        span,
+        TraceFlags::new(flags),
+        true,
+        TraceState::default(),
+    ))
+}
+
+/// Starts a span named `name` of `kind` under the span `parent` names (a `traceparent`
+/// value); a new trace when there is none or it is invalid. `None` while export is off.
+pub fn start(name: &'static str, kind: SpanKind, parent: Option<&[u8]>) -> Option<Span> {
+    let tracer = TRACER.get()?;
+    let cx = match parent.and_then(parent_of) {
+        Some(sc) => Context::new().with_remote_span_context(sc),
+        None => Context::new(),
+    };
+    let inner = tracer.build_with_context(
+        opentelemetry::trace::SpanBuilder::from_name(name).with_kind(kind),
+        &cx,
+    );
+    Some(Span { inner })
+}
+
+/// Starts a child of the span the current call context names (see
+/// [`crate::CallContext::scope`]); `None` while export is off, outside a call context, or
+/// when the context's trace is not sampled (a round trip of an unsampled request costs
+/// nothing here).
+pub fn child_of_current(name: &'static str, kind: SpanKind) -> Option<Span> {
+    if !enabled() {
+        return None;
+    }
+    let ctx = crate::CallContext::current()?;
+    let tp = ctx.traceparent()?;
+    // Flags are the last two hex digits; bit 0 is "sampled".
+    if !tp.ends_with('1') && !tp.ends_with('3') {
+        return None;
+    }
+    start(name, kind, Some(tp.as_bytes()))
+}
+
+impl Span {
+    /// Whether this span is recorded (the sampler kept it).
+    pub fn is_recording(&self) -> bool {
+        self.inner.is_recording()
+    }
+
+    /// Sets a string attribute (only while recording).
+    pub fn set(&mut self, key: &'static str, value: impl Into<String>) {
+        if self.inner.is_recording() {
+            self.inner.set_attribute(KeyValue::new(key, value.into()));
+        }
+    }
+
+    /// Sets an integer attribute (only while recording).
+    pub fn set_i64(&mut self, key: &'static str, value: i64) {
+        if self.inner.is_recording() {
+            self.inner.set_attribute(KeyValue::new(key, value));
+        }
+    }
+
+    /// Renames the span (e.g. once the request is parsed).
+    pub fn rename(&mut self, name: String) {
+        if self.inner.is_recording() {
+            self.inner.update_name(name);
+        }
+    }
+
+    /// Marks the span as failed, with a short description (never object contents).
+    pub fn fail(&mut self, description: impl Into<String>) {
+        if self.inner.is_recording() {
+            self.inner
+                .set_status(opentelemetry::trace::Status::error(description.into()));
+        }
+    }
+
+    /// The trace id, as 32 hex digits.
+    pub fn trace_id(&self) -> String {
+        self.inner.span_context().trace_id().to_string()
+    }
+
+    fn traceparent_string(&self) -> String {
+        let sc = self.inner.span_context();
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    }
+
+    /// The `traceparent` that makes a callee's span a child of this one.
+    pub fn traceparent(&self) -> HeaderValue {
+        HeaderValue::from_str(&self.traceparent_string()).expect("hex digits and dashes")
+    }
+
+    /// Ends the span now.
+    pub fn end(mut self) {
+        self.inner.end();
+    }
+}
+
+pub use opentelemetry::trace::SpanKind as Kind;
+
+/// A tower service of a gRPC server that runs each call under a server span (when export
+/// is on): the span continues the caller's `traceparent`, is named by the method path,
+/// carries the tenant and the `grpc-status` of a trailers-only answer, and the handler runs
+/// in a [`crate::CallContext`] whose `traceparent` names it, so the handler's own calls and
+/// Redis round trips become its children. With export off, calls pass straight through.
+#[derive(Debug, Clone)]
+pub struct ServerSpans<S> {
+    inner: S,
+}
+
+impl<S> ServerSpans<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+}
+
+impl<S, B, RB> tower::Service<http::Request<B>> for ServerSpans<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    RB: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::Either<
+        S::Future,
+        std::pin::Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        if !enabled() {
+            return futures::future::Either::Left(self.inner.call(req));
+        }
+        let parent = req.headers().get(crate::context::TRACEPARENT).cloned();
+        let Some(mut span) = start(
+            "grpc.server",
+            SpanKind::Server,
+            parent.as_ref().map(HeaderValue::as_bytes),
+        ) else {
+            return futures::future::Either::Left(self.inner.call(req));
+        };
+        let path = req.uri().path().trim_start_matches('/').to_string();
+        if span.is_recording() {
+            if let Some((service, method)) = path.split_once('/') {
+                span.set("rpc.system", "grpc");
+                span.set("rpc.service", service.to_string());
+                span.set("rpc.method", method.to_string());
+            }
+            if let Some(t) = req
+                .headers()
+                .get(crate::context::TENANT)
+                .and_then(|v| v.to_str().ok())
+            {
+                span.set("tenant", t.to_string());
+            }
+        }
+        span.rename(path);
+        req.headers_mut()
+            .insert(crate::context::TRACEPARENT, span.traceparent());
+        let ctx = crate::CallContext::from_headers(req.headers());
+        let fut = self.inner.call(req);
+        futures::future::Either::Right(Box::pin(async move {
+            let out = ctx.scope(fut).await;
+            if let Ok(resp) = &out
+                && let Some(code) = resp
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok()?.parse::<i64>().ok())
+            {
+                span.set_i64("rpc.grpc.status_code", code);
+                if code != 0 {
+                    span.fail(format!("grpc-status {code}"));
+                }
+            }
+            drop(span);
+            out
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn export_is_asked_by_the_standard_variables() {
+        assert_eq!(wanted(&env(&[])), Ok(false));
+        assert_eq!(
+            wanted(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317")])),
+            Ok(true)
+        );
+        assert_eq!(
+            wanted(&env(&[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://c:4317"
+            )])),
+            Ok(true)
+        );
+        assert_eq!(wanted(&env(&[("OTEL_TRACES_EXPORTER", "otlp")])), Ok(true));
+        assert_eq!(
+            wanted(&env(&[
+                ("OTEL_TRACES_EXPORTER", "none"),
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317")
+            ])),
+            Ok(false)
+        );
+        assert_eq!(
+            wanted(&env(&[
+                ("OTEL_SDK_DISABLED", "true"),
+                ("OTEL_TRACES_EXPORTER", "otlp")
+            ])),
+            Ok(false)
+        );
+        assert!(
+            wanted(&env(&[("OTEL_TRACES_EXPORTER", "zipkin")]))
+                .unwrap_err()
+                .contains("\"otlp\"")
+        );
+        assert!(
+            wanted(&env(&[
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+            ]))
+            .unwrap_err()
+            .contains("\"grpc\" only")
+        );
+        assert_eq!(
+            wanted(&env(&[
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+            ])),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn a_traceparent_names_a_remote_parent() {
+        let sc = parent_of(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        assert_eq!(sc.span_id().to_string(), "b7ad6b7169203331");
+        assert!(sc.is_sampled());
+        assert!(sc.is_remote());
+        assert!(
+            parent_of(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
+                .is_some_and(|s| !s.is_sampled())
+        );
+        assert!(parent_of(b"00-00000000000000000000000000000000-b7ad6b7169203331-01").is_none());
+        assert!(parent_of(b"garbage").is_none());
+    }
+
+    #[test]
+    fn nothing_is_started_while_export_is_off() {
+        // This test binary never calls init.
+        assert!(!enabled());
+        assert!(start("x", SpanKind::Internal, None).is_none());
+        assert!(child_of_current("x", SpanKind::Client).is_none());
+    }
+}
