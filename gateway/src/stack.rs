@@ -6,6 +6,8 @@
 //! (staging/src/k8s.io/apiserver/pkg/server/config.go), one file each under
 //! [`crate::filters`]:
 //!
+//! 0. [`audit_id`](crate::filters::audit_id): the request's audit id and every answer's
+//!    `Audit-Id` header (`WithAuditInit`)
 //! 1. [`panic`](crate::filters::panic): a panic becomes upstream's 500 (`WithPanicRecovery`)
 //! 2. [`trace`](crate::filters::trace): W3C `traceparent` into the request (`WithTracing`)
 //! 3. [`request_info`](crate::filters::request_info): RequestInfo + tenant from the path
@@ -15,8 +17,7 @@
 //! 5. [`limits`](crate::filters::limits): body limit; `?timeout=` and the request timeout of
 //!    non-long-running requests (`WithRequestDeadline`, `WithTimeoutForNonLongRunningRequests`)
 //! 6. [`authentication`](crate::filters::authentication) (`WithAuthentication`)
-//! 7. [`audit`](crate::filters::audit): the `Audit-Id` header and the audit events
-//!    (`WithAuditInit`, `WithAudit`)
+//! 7. [`audit`](crate::filters::audit): the audit events (`WithAudit`)
 //! 8. [`impersonation`](crate::filters::impersonation) (`WithImpersonation`)
 //! 9. [`tenant_lifecycle`](crate::filters::tenant_lifecycle): does this tenant exist and
 //!    serve (404 for unknown tenants, 403 for Terminating ones)
@@ -33,9 +34,9 @@
 //! connection and the watch stream hold, as before the stack existed.
 
 use crate::filters::{
-    audit::AuditLayer, authentication::AuthenticationLayer, authorization::AuthorizationLayer,
-    fairness::FairnessLayer, impersonation::ImpersonationLayer, limits::LimitsLayer,
-    metrics::MetricsLayer, metrics::RequestMetrics, panic::PanicLayer,
+    audit::AuditLayer, audit_id::AuditIdLayer, authentication::AuthenticationLayer,
+    authorization::AuthorizationLayer, fairness::FairnessLayer, impersonation::ImpersonationLayer,
+    limits::LimitsLayer, metrics::MetricsLayer, metrics::RequestMetrics, panic::PanicLayer,
     request_info::RequestInfoLayer, tenant_access::TenantAccessLayer,
     tenant_lifecycle::TenantLifecycleLayer, trace::TraceLayer,
 };
@@ -78,18 +79,20 @@ impl Settings {
 }
 
 /// The edge service around `router` (see the module docs for the order).
-pub type Edge<R> = crate::filters::panic::PanicRecovery<
-    crate::filters::trace::Tracing<
-        crate::filters::request_info::WithRequestInfo<
-            crate::filters::metrics::Metrics<
-                crate::filters::limits::Limits<
-                    crate::filters::authentication::Authentication<
-                        crate::filters::audit::Audit<
-                            crate::filters::impersonation::Impersonation<
-                                crate::filters::tenant_lifecycle::TenantLifecycle<
-                                    crate::filters::tenant_access::TenantAccess<
-                                        crate::filters::fairness::Fairness<
-                                            crate::filters::authorization::Authorization<R>,
+pub type Edge<R> = crate::filters::audit_id::AuditIds<
+    crate::filters::panic::PanicRecovery<
+        crate::filters::trace::Tracing<
+            crate::filters::request_info::WithRequestInfo<
+                crate::filters::metrics::Metrics<
+                    crate::filters::limits::Limits<
+                        crate::filters::authentication::Authentication<
+                            crate::filters::audit::Audit<
+                                crate::filters::impersonation::Impersonation<
+                                    crate::filters::tenant_lifecycle::TenantLifecycle<
+                                        crate::filters::tenant_access::TenantAccess<
+                                            crate::filters::fairness::Fairness<
+                                                crate::filters::authorization::Authorization<R>,
+                                            >,
                                         >,
                                     >,
                                 >,
@@ -105,6 +108,7 @@ pub type Edge<R> = crate::filters::panic::PanicRecovery<
 /// Builds the edge service, outermost layer first.
 pub fn build<R>(s: &Settings, router: R) -> Edge<R> {
     tower::ServiceBuilder::new()
+        .layer(AuditIdLayer)
         .layer(PanicLayer)
         .layer(TraceLayer)
         .layer(RequestInfoLayer::new(s.default_tenant.clone()))

@@ -236,10 +236,11 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
             if c["image"].as_str().unwrap().starts_with("envoyproxy/envoy") {
                 let cfg_path = args[args.iter().position(|a| *a == "-c").unwrap() + 1];
                 assert!(mounted(cfg_path), "{cfg_path}");
-                let cm = config_maps.values().next().unwrap();
-                let cfg = cm[Path::new(cfg_path).file_name().unwrap().to_str().unwrap()]
-                    .as_str()
-                    .unwrap();
+                let key = Path::new(cfg_path).file_name().unwrap().to_str().unwrap();
+                let cfg = config_maps
+                    .values()
+                    .find_map(|cm| cm[key].as_str())
+                    .unwrap_or_else(|| panic!("no ConfigMap holds {key}"));
                 assert_eq!(
                     cfg,
                     std::fs::read_to_string(format!("{ROOT}/deploy/envoy/front-proxy.yaml"))
@@ -257,6 +258,15 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
         }
     }
     assert_eq!(checked, 5, "gateway, storage, validation, registry, envoy");
+    // The gateways' audit policy is deploy/audit/policy.yaml (loaded by the gateway's tests).
+    let policy = config_maps
+        .values()
+        .find_map(|cm| cm["policy.yaml"].as_str())
+        .expect("the audit policy ConfigMap");
+    assert_eq!(
+        policy,
+        std::fs::read_to_string(format!("{ROOT}/deploy/audit/policy.yaml")).unwrap()
+    );
 }
 
 // ---- deploy/monitoring/ ---------------------------------------------------------------------

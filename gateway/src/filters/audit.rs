@@ -3,11 +3,10 @@
 //! (staging/src/k8s.io/apiserver/pkg/endpoints/filters/audit.go) sits, so the event records
 //! the authenticated user and the impersonation layer adds whom it impersonates.
 //!
-//! Every response that passes this layer carries an `Audit-Id` header (upstream's
-//! `WithAuditInit`): the client's own `Audit-ID` when it sent a usable one, else a new UUID;
-//! the same id is the event's `auditID`, so a client's error report leads to its audit lines.
-//! Answers of the outer layers (a 401, a 413, a request timeout) carry none yet: upstream
-//! sets it outermost, which would take a layer of its own before panic recovery.
+//! The request's audit id is decided by the outermost layer ([`crate::filters::audit_id`],
+//! upstream's `WithAuditInit`), which puts it on every answer; it is the event's `auditID`,
+//! so a client's error report leads to its audit lines. This layer sets the same header on
+//! the responses that pass it, so it also stands alone (its unit tests).
 //!
 //! With `--audit-policy-file` and a backend, the policy
 //! (`crdplane_apiserver::audit::policy`) decides once per request; at level `None` nothing
@@ -25,7 +24,8 @@
 //! protobuf of a built-in type, recorded as JSON) is the `requestObject`, and at
 //! `RequestResponse` the JSON response is the `responseObject`. Secrets and service-account
 //! tokens are never recorded above `Metadata`, whatever the policy says. The event's
-//! annotations name the tenant (`crdplane.io/tenant`) and, once the authorization layer
+//! annotations name the tenant (`crdplane.io/tenant`), the trace id of a sampled trace
+//! (`crdplane.io/trace-id`) and, once the authorization layer
 //! decided, upstream's `authorization.k8s.io/decision` and `…/reason`.
 //!
 //! Failed authentications never reach this layer; the authentication layer records them
@@ -34,6 +34,7 @@
 //! The authenticated user is the authentication layer's `Arc<UserInfo>` extension.
 
 use crate::audit::Auditor;
+use crate::filters::trace::RequestSpan;
 use crate::http::{Body, Payload};
 use crate::request_info::RequestInfo;
 use bytes::Bytes;
@@ -54,8 +55,11 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
-/// The response header with the request's audit id (upstream `Audit-Id`).
-pub const AUDIT_ID_HEADER: &str = "audit-id";
+/// The annotation with the request's trace id, when its trace is sampled (see
+/// `crate::filters::trace`).
+pub const TRACE_ANNOTATION: &str = "crdplane.io/trace-id";
+
+pub use crate::filters::audit_id::AUDIT_ID_HEADER;
 
 /// What the layers after this one add to the event of an audited request.
 #[derive(Debug, Default)]
@@ -113,16 +117,10 @@ pub struct Audit<S> {
     auditor: Option<Arc<Auditor>>,
 }
 
-/// The client's `Audit-ID` when it is 1–64 visible ASCII characters, else a new UUID.
+/// The request's audit id, as the outer audit-id layer decided it (see
+/// [`crate::filters::audit_id`]); the client's or a new one where that layer did not run.
 fn audit_id<B>(req: &Request<B>) -> HeaderValue {
-    if let Some(v) = req.headers().get(AUDIT_ID_HEADER)
-        && (1..=64).contains(&v.len())
-        && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
-    {
-        return v.clone();
-    }
-    HeaderValue::from_str(&crdplane_apiserver::audit::event::new_audit_id())
-        .expect("a UUID is a header value")
+    crate::filters::audit_id::of(req)
 }
 
 /// The target of the one debug line per request (`RUST_LOG=crdplane_gateway::request=debug`).
@@ -286,6 +284,14 @@ fn event<B>(req: &Request<B>, info: &RequestInfo, level: Level, id: &HeaderValue
     }
     ev.annotations
         .insert(TENANT_ANNOTATION.into(), info.tenant.clone());
+    if let Some(t) = req
+        .extensions()
+        .get::<RequestSpan>()
+        .and_then(RequestSpan::sampled_trace_id)
+    {
+        ev.annotations
+            .insert(TRACE_ANNOTATION.into(), t.to_string());
+    }
     ev
 }
 
@@ -346,6 +352,9 @@ where
 
     fn call(&mut self, req: Request<Payload>) -> Self::Future {
         let id = audit_id(&req);
+        if let Some(span) = req.extensions().get::<RequestSpan>() {
+            span.annotate(|s| s.set("audit-id", id.to_str().unwrap_or_default().to_string()));
+        }
         let decided = match (&self.auditor, crate::filters::request_info::of(&req)) {
             (Some(a), Some(info)) => {
                 let user = req.extensions().get::<Arc<UserInfo>>().map(|u| &**u);

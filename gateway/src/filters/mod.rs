@@ -1,12 +1,13 @@
 //! The layers of the edge stack, one per file, in the order `stack.rs` composes them
 //! (outermost first, as upstream's `DefaultBuildHandlerChain` in
-//! staging/src/k8s.io/apiserver/pkg/server/config.go): [`panic`](mod@panic), [`trace`],
+//! staging/src/k8s.io/apiserver/pkg/server/config.go): [`audit_id`], [`panic`](mod@panic), [`trace`],
 //! [`request_info`], [`metrics`], [`limits`], [`authentication`], [`audit`], [`impersonation`],
 //! [`tenant_lifecycle`], [`tenant_access`], [`fairness`], [`authorization`] ([`gate`] is the service the last two
 //! policy-gated layers share). Each is a `tower::Layer` and its `tower::Service`, with
 //! an in-process test against a stub inner service.
 
 pub mod audit;
+pub mod audit_id;
 pub mod authentication;
 pub mod authorization;
 pub mod fairness;
