@@ -80,6 +80,11 @@ pub fn record_impersonation<B>(req: &Request<B>, user: &UserInfo) {
     }
 }
 
+/// Whether `req` is being audited (an event at a level above `None` is open for it).
+pub fn is_audited<B>(req: &Request<B>) -> bool {
+    req.extensions().get::<Slot>().is_some()
+}
+
 /// Records the authorization decision on `req`, when it is audited.
 pub fn record_decision<B>(req: &Request<B>, allowed: bool, reason: &str) {
     if let Some(s) = req.extensions().get::<Slot>() {

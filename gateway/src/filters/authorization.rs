@@ -46,6 +46,34 @@ impl Gate for Authorize {
     fn audited(&self) -> bool {
         true
     }
+    /// Upstream's reasons: the privileged-group and AlwaysAllow authorizers give none; RBAC
+    /// names the binding, role and subject that allowed (`RBAC: allowed by ClusterRoleBinding
+    /// "b" of ClusterRole "r" to User "u"`).
+    fn explain_allow(
+        &self,
+        ctx: &Ctx,
+        policy: Option<&Policy>,
+        user: &UserInfo,
+        info: &RequestInfo,
+    ) -> String {
+        if ctx.authz.mode() == crate::authz::Mode::AlwaysAllow
+            || crdplane_auth::rbac::is_privileged(user)
+        {
+            return String::new();
+        }
+        let cached;
+        let policy = match policy {
+            Some(p) => p,
+            None => match ctx.authz.cached(&info.tenant) {
+                Some(p) => {
+                    cached = p;
+                    &*cached
+                }
+                None => return String::new(),
+            },
+        };
+        policy.authorize_explained(user, &attributes(info)).1
+    }
 }
 
 /// The layer of [`Authorization`].
@@ -117,6 +145,27 @@ mod tests {
             groups: vec!["system:authenticated".into()],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_allow_is_explained_as_upstreams_rbac_authorizer_does() {
+        let c = ctx(crate::authz::Mode::Rbac);
+        let info =
+            crate::request_info::parse("GET", "/api/v1/namespaces/team-a/configmaps", false, "t1")
+                .unwrap();
+        assert_eq!(
+            Authorize.explain_allow(&c, None, &jane(), &info),
+            "RBAC: allowed by RoleBinding \"jane-view/team-a\" of ClusterRole \"view\" to User \"jane\""
+        );
+        // The privileged group and AlwaysAllow give no reason, as upstream's.
+        let admin = UserInfo {
+            name: "admin".into(),
+            groups: vec!["system:masters".into()],
+            ..Default::default()
+        };
+        assert_eq!(Authorize.explain_allow(&c, None, &admin, &info), "");
+        let open = ctx(crate::authz::Mode::AlwaysAllow);
+        assert_eq!(Authorize.explain_allow(&open, None, &jane(), &info), "");
     }
 
     #[tokio::test]

@@ -31,13 +31,36 @@ pub trait Gate: Clone + Send + Sync + 'static {
     fn audited(&self) -> bool {
         false
     }
+    /// Why a request passed, as the audit event's `authorization.k8s.io/reason` says it
+    /// (upstream's authorizer reason; "" where upstream gives none). `policy` is the
+    /// tenant's policy when it was just read. Asked only for requests being audited.
+    fn explain_allow(
+        &self,
+        _ctx: &Ctx,
+        _policy: Option<&Policy>,
+        _user: &UserInfo,
+        _info: &RequestInfo,
+    ) -> String {
+        String::new()
+    }
 }
 
 /// Records `v` as the authorization decision of `req` when `gate` is the authorizer.
-fn record<G: Gate>(gate: &G, req: &Request<Payload>, v: &Verdict) {
-    if gate.audited() {
+fn record<G: Gate>(
+    gate: &G,
+    ctx: &Ctx,
+    policy: Option<&Policy>,
+    user: &UserInfo,
+    info: &RequestInfo,
+    req: &Request<Payload>,
+    v: &Verdict,
+) {
+    if gate.audited() && crate::filters::audit::is_audited(req) {
         match v {
-            Ok(()) => crate::filters::audit::record_decision(req, true, ""),
+            Ok(()) => {
+                let why = gate.explain_allow(ctx, policy, user, info);
+                crate::filters::audit::record_decision(req, true, &why)
+            }
             Err(reason) => crate::filters::audit::record_decision(req, false, reason),
         }
     }
@@ -120,7 +143,7 @@ where
             .unwrap_or_else(anonymous);
         let cached = self.gate.cached(ctx, &user, info);
         if let Some(v) = &cached {
-            record(&self.gate, &req, v);
+            record(&self.gate, ctx, None, &user, info, &req, v);
         }
         match cached {
             Some(Ok(())) => Either::Left(Either::Left(self.inner.call(req))),
@@ -137,7 +160,7 @@ where
                     match crate::policy::policy(&ctx, &info.tenant).await {
                         Ok(p) => {
                             let v = gate.decide(&p, &user, &info);
-                            record(&gate, &req, &v);
+                            record(&gate, &ctx, Some(&p), &user, &info, &req, &v);
                             match v {
                                 Ok(()) => inner.call(req).await,
                                 Err(reason) => Ok(refuse(&user, &info, &reason)),
