@@ -237,13 +237,15 @@ pub struct AuditArgs {
     #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_LOG_MAXAGE", default_value_t = 0)]
     pub audit_log_maxage: u64,
     /// How the log backend takes events: blocking (a request waits until its events are
-    /// written) or batch (queued; dropped and counted when the queue is full).
+    /// written), blocking-strict (as blocking, and a request whose RequestReceived event
+    /// cannot be written fails with a 500) or batch (queued; dropped and counted when the
+    /// queue is full).
     #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_LOG_MODE", default_value = "blocking", value_parser = crate::audit::Mode::parse)]
     pub audit_log_mode: crate::audit::Mode,
     /// A kubeconfig naming the server audit events are POSTed to as EventList batches.
     #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_CONFIG_FILE")]
     pub audit_webhook_config_file: Option<PathBuf>,
-    /// How the webhook backend takes events: batch or blocking.
+    /// How the webhook backend takes events: batch, blocking or blocking-strict.
     #[arg(long, env = "CRDPLANE_GATEWAY_AUDIT_WEBHOOK_MODE", default_value = "batch", value_parser = crate::audit::Mode::parse)]
     pub audit_webhook_mode: crate::audit::Mode,
     /// Events per webhook POST at most.

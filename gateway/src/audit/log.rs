@@ -270,9 +270,10 @@ impl LogBackend {
 
     /// Blocking mode: writes `line` now (the request waits, as upstream's blocking
     /// backend). Batch mode: queues it, or drops and counts it when [`QUEUE`] events wait.
-    pub(crate) fn write(&self, line: &Arc<[u8]>) {
+    /// False when a blocking write failed (the error is logged and counted either way).
+    pub(crate) fn write(&self, line: &Arc<[u8]>) -> bool {
         match self.mode {
-            Mode::Blocking => self.write_lines(std::slice::from_ref(line)),
+            Mode::Blocking | Mode::BlockingStrict => self.write_lines(std::slice::from_ref(line)),
             Mode::Batch => {
                 let mut p = self.pending.lock().expect("audit queue");
                 if p.len() < QUEUE {
@@ -287,25 +288,31 @@ impl LogBackend {
                         );
                     }
                 }
+                true
             }
         }
+    }
+
+    /// The backend's mode.
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// Writes what batch mode gathered.
     fn flush(&self) {
         let lines = std::mem::take(&mut *self.pending.lock().expect("audit queue"));
         if !lines.is_empty() {
-            self.write_lines(&lines);
+            let _ = self.write_lines(&lines);
         }
     }
 
-    fn write_lines(&self, lines: &[Arc<[u8]>]) {
+    fn write_lines(&self, lines: &[Arc<[u8]>]) -> bool {
         let r = self
             .out
             .lock()
             .expect("audit log")
             .write_lines(lines.iter().map(|l| &l[..]));
-        if let Err(e) = r {
+        if let Err(e) = &r {
             let n = self.counters.lost("log", lines.len() as u64);
             tracing::error!(
                 lost = lines.len(),
@@ -313,6 +320,7 @@ impl LogBackend {
                 "audit log: writing events failed: {e}"
             );
         }
+        r.is_ok()
     }
 }
 

@@ -29,30 +29,37 @@ use tokio::sync::{mpsc, oneshot};
 pub enum Mode {
     /// The request waits until its event is written.
     Blocking,
+    /// As [`Mode::Blocking`], and a request whose `RequestReceived` event could not be
+    /// written fails (500, "failed to store audit event") instead of going on unaudited.
+    BlockingStrict,
     /// Events are queued and written in batches; a full queue drops them.
     Batch,
 }
 
 impl Mode {
-    /// Parses a mode flag.
+    /// Parses a mode flag (upstream's modes and message).
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "blocking" => Ok(Mode::Blocking),
+            "blocking-strict" => Ok(Mode::BlockingStrict),
             "batch" => Ok(Mode::Batch),
-            "blocking-strict" => {
-                Err("audit mode \"blocking-strict\" is not supported; use blocking or batch".into())
-            }
             _ => Err(format!(
-                "invalid audit mode {s:?}, allowed modes are \"batch\", \"blocking\""
+                "invalid audit mode {s}, allowed modes are \"batch,blocking,blocking-strict\""
             )),
         }
+    }
+
+    /// Whether the request waits for its event.
+    pub fn blocks(self) -> bool {
+        matches!(self, Mode::Blocking | Mode::BlockingStrict)
     }
 }
 
 /// One queued event line, with the waiter of a blocking backend.
 pub(crate) struct Queued {
     pub(crate) line: Arc<[u8]>,
-    pub(crate) done: Option<oneshot::Sender<()>>,
+    /// Told whether the line was stored.
+    pub(crate) done: Option<oneshot::Sender<bool>>,
 }
 
 /// A backend as the auditor sees it.
@@ -188,31 +195,40 @@ impl Auditor {
         self.policy.evaluate(a)
     }
 
-    /// Hands `ev` to every backend; returns once every blocking backend wrote it.
-    pub async fn emit(&self, ev: &Event) {
+    /// Hands `ev` to every backend; returns once every blocking backend wrote it. False
+    /// when a `blocking-strict` backend could not store it (upstream's `ProcessEvents`; the
+    /// other modes ignore their errors here, as upstream's wrappers do).
+    pub async fn emit(&self, ev: &Event) -> bool {
         let line: Arc<[u8]> = ev.line().into();
+        let mut stored = true;
         for b in &self.backends {
             self.counters.events.inc();
             match b {
-                Backend::Log(l) => l.write(&line),
-                Backend::Webhook {
-                    mode: Mode::Blocking,
-                    tx,
-                } => {
+                Backend::Log(l) => {
+                    if !l.write(&line) && l.mode() == Mode::BlockingStrict {
+                        stored = false;
+                    }
+                }
+                Backend::Webhook { mode, tx } if mode.blocks() => {
                     let (done, written) = oneshot::channel();
                     let q = Queued {
                         line: line.clone(),
                         done: Some(done),
                     };
-                    if tx.send(q).await.is_ok() {
-                        let _ = written.await;
+                    let ok = if tx.send(q).await.is_ok() {
+                        written.await.unwrap_or(false)
                     } else {
                         self.lost("webhook", "its writer has stopped");
+                        false
+                    };
+                    if !ok && *mode == Mode::BlockingStrict {
+                        stored = false;
                     }
                 }
                 Backend::Webhook { tx, .. } => self.offer(tx, line.clone()),
             }
         }
+        stored
     }
 
     /// Hands `ev` to every backend without waiting for the webhook (for the end of a
@@ -222,7 +238,9 @@ impl Auditor {
         for b in &self.backends {
             self.counters.events.inc();
             match b {
-                Backend::Log(l) => l.write(&line),
+                Backend::Log(l) => {
+                    let _ = l.write(&line);
+                }
                 Backend::Webhook { tx, .. } => self.offer(tx, line.clone()),
             }
         }

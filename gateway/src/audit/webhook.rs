@@ -279,7 +279,7 @@ async fn run(s: Settings, mode: Mode, mut rx: mpsc::Receiver<Queued>, counters: 
             }
             let now = tokio::time::Instant::now();
             if batch.len() >= s.max_batch
-                || mode == Mode::Blocking
+                || mode.blocks()
                 || batch.iter().any(|q| q.done.is_some())
                 || now >= deadline
             {
@@ -317,7 +317,7 @@ async fn run(s: Settings, mode: Mode, mut rx: mpsc::Receiver<Queued>, counters: 
         }
         for q in batch.drain(..) {
             if let Some(d) = q.done {
-                let _ = d.send(());
+                let _ = d.send(sent);
             }
         }
     }

@@ -409,8 +409,10 @@ where
     let mut ev = event(&req, &info, d.level, &id);
     let slot = Slot::default();
     req.extensions_mut().insert(slot.clone());
-    if !omit(Stage::RequestReceived) {
-        auditor.emit(&ev).await;
+    if !omit(Stage::RequestReceived) && !auditor.emit(&ev).await {
+        // A blocking-strict backend could not store the event: the request fails before
+        // anything is done (upstream `WithAudit`, `responsewriters.InternalError`).
+        return Ok(with_id(store_failed(req.uri()), id));
     }
     if info.is_resource_request && matches!(info.verb.as_str(), "create" | "update" | "patch") {
         let (parts, payload) = req.into_parts();
@@ -549,6 +551,26 @@ where
         auditor.emit(&ev).await;
     }
     Ok(with_id(resp, id))
+}
+
+/// Upstream's `responsewriters.InternalError` for an event a `blocking-strict` backend could
+/// not store: Go's `http.Error` with `Internal Server Error: "<request URI>": failed to store
+/// audit event` (the URI quoted as Go's `%q` does, `&`, `<`, `>` escaped as HTML).
+fn store_failed(uri: &http::Uri) -> Response<Body> {
+    let raw = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let quoted = format!("{raw:?}")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let mut r = crate::http::text_response_owned(
+        http::StatusCode::INTERNAL_SERVER_ERROR,
+        format!("Internal Server Error: {quoted}: failed to store audit event\n"),
+    );
+    r.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
 }
 
 fn with_id(mut resp: Response<Body>, id: HeaderValue) -> Response<Body> {
@@ -714,6 +736,71 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// An auditor logging everything at Metadata into a file that cannot be written
+    /// (`/dev/full`: every write fails with ENOSPC), in `mode`.
+    fn failing_auditor(mode: crate::audit::Mode) -> Arc<Auditor> {
+        let policy = crdplane_apiserver::audit::policy::Policy::parse(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+        )
+        .unwrap();
+        Arc::new(
+            Auditor::start(crate::audit::Settings {
+                policy,
+                log: Some(crate::audit::log::Settings::from_flags(
+                    "/dev/full",
+                    0,
+                    0,
+                    0,
+                )),
+                log_mode: mode,
+                webhook: None,
+                webhook_mode: crate::audit::Mode::Batch,
+            })
+            .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn blocking_strict_fails_a_request_whose_event_cannot_be_stored() {
+        let path = "/api/v1/namespaces/a/configmaps?labelSelector=a%3Db&x=y";
+        let req = || {
+            let mut r = request("GET", path);
+            r.extensions_mut().insert(
+                crate::request_info::parse("GET", "/api/v1/namespaces/a/configmaps", false, "t")
+                    .unwrap(),
+            );
+            r
+        };
+        let strict = AuditLayer::new(Some(failing_auditor(crate::audit::Mode::BlockingStrict)))
+            .layer(echo(|_| "handled".into()));
+        let resp = strict.oneshot(req()).await.unwrap();
+        assert_eq!(resp.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+        assert!(resp.headers().contains_key(AUDIT_ID_HEADER));
+        let (_, body) = read(resp).await;
+        assert_eq!(
+            body,
+            "Internal Server Error: \"/api/v1/namespaces/a/configmaps?labelSelector=a%3Db&amp;x=y\": failed to store audit event\n"
+        );
+        // Plain blocking ignores the error (it is logged and counted): the request goes on.
+        let lenient = AuditLayer::new(Some(failing_auditor(crate::audit::Mode::Blocking)))
+            .layer(echo(|_| "handled".into()));
+        let resp = lenient.oneshot(req()).await.unwrap();
+        assert_eq!(resp.status(), http::StatusCode::OK);
+        assert_eq!(read(resp).await.1, "handled");
+    }
+
+    #[test]
+    fn mode_flags() {
+        use crate::audit::Mode;
+        assert_eq!(Mode::parse("blocking-strict"), Ok(Mode::BlockingStrict));
+        assert_eq!(Mode::parse("batch"), Ok(Mode::Batch));
+        assert_eq!(
+            Mode::parse("sync").unwrap_err(),
+            "invalid audit mode sync, allowed modes are \"batch,blocking,blocking-strict\""
+        );
     }
 
     #[test]
