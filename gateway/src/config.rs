@@ -97,6 +97,10 @@ pub struct Args {
         default_value_t = crate::metrics::DEFAULT_MAX_TENANTS
     )]
     pub metrics_max_tenants: usize,
+    /// Metrics not to record or expose, by full name (kube-apiserver's --disabled-metrics,
+    /// its escape hatch for a misbehaving metric), comma-separated.
+    #[arg(long, env = "CRDPLANE_GATEWAY_DISABLED_METRICS", value_delimiter = ',')]
+    pub disabled_metrics: Vec<String>,
     /// The most time a non-long-running request may take, a Go duration (kube-apiserver's
     /// --request-timeout: 1m0s); a request's own `?timeout=` may only shorten it.
     #[arg(
@@ -418,6 +422,7 @@ impl Args {
                 max_per_client: self.max_watches_per_client,
             },
             metrics_max_tenants: self.metrics_max_tenants,
+            disabled_metrics: self.disabled_metrics.clone(),
             request_timeout: self.request_timeout,
             call_timeout: call_timeout(self.grpc_timeout)?,
             grpc_tls: self.mtls.load()?,

@@ -49,6 +49,8 @@ pub struct Config {
     pub watches: crate::watch_limit::WatchLimits,
     /// The most tenants that are labels of the per-tenant metrics (see [`crate::metrics`]).
     pub metrics_max_tenants: usize,
+    /// Metrics neither recorded nor exposed (`--disabled-metrics`).
+    pub disabled_metrics: Vec<String>,
     /// kube-apiserver's `--request-timeout`: the most time a non-long-running request may
     /// take (enforced by the limits layer, `filters/limits.rs`).
     pub request_timeout: std::time::Duration,
@@ -123,6 +125,7 @@ impl Default for Config {
             idle_timeout: IDLE_TIMEOUT,
             watches: Default::default(),
             metrics_max_tenants: crate::metrics::DEFAULT_MAX_TENANTS,
+            disabled_metrics: Vec::new(),
             request_timeout: REQUEST_TIMEOUT,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
             event_ttl: EVENT_TTL,
@@ -240,7 +243,10 @@ impl Ctx {
             sa_following: Default::default(),
             tenant_dir: Default::default(),
             tenant_purge: tokio::sync::Notify::new(),
-            metrics: Arc::new(crate::metrics::ApiMetrics::new(cfg.metrics_max_tenants)),
+            metrics: Arc::new(crate::metrics::ApiMetrics::with_disabled(
+                cfg.metrics_max_tenants,
+                &cfg.disabled_metrics,
+            )),
             cfg,
         }))
     }

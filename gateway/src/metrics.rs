@@ -183,6 +183,24 @@ pub struct ApiMetrics {
     tenant_seconds: CounterVec,
     resources: LabelBudget,
     tenants: LabelBudget,
+    on: Enabled,
+}
+
+/// Which per-request metrics are recorded (`--disabled-metrics` turns them off one by one).
+#[derive(Debug, Clone, Copy)]
+struct Enabled {
+    requests: bool,
+    durations: bool,
+    inflight: bool,
+    tenant_requests: bool,
+    tenant_seconds: bool,
+}
+
+impl Enabled {
+    /// Whether the metrics layer has anything to record when a request ends.
+    fn any_at_end(&self) -> bool {
+        self.requests || self.durations || self.tenant_requests || self.tenant_seconds
+    }
 }
 
 impl std::fmt::Debug for ApiMetrics {
@@ -211,6 +229,14 @@ const REQUEST_LABELS: [&str; 8] = [
 impl ApiMetrics {
     /// A registry of its own with every metric, labelling at most `max_tenants` tenants.
     pub fn new(max_tenants: usize) -> Self {
+        Self::with_disabled(max_tenants, &[])
+    }
+
+    /// As [`ApiMetrics::new`], without the metrics `disabled` names (kube-apiserver's
+    /// `--disabled-metrics`): they are neither recorded nor exposed. Names of no metric here
+    /// are ignored.
+    pub fn with_disabled(max_tenants: usize, disabled: &[String]) -> Self {
+        let off = |name: &str| disabled.iter().any(|d| d == name);
         let registry = Registry::new();
         let mut with_code = REQUEST_LABELS.to_vec();
         with_code.push("code");
@@ -285,9 +311,19 @@ impl ApiMetrics {
             Box::new(tenant_requests.clone()),
             Box::new(tenant_seconds.clone()),
         ] {
-            registry.register(m).expect("metric registered once");
+            let name = m.desc()[0].fq_name.clone();
+            if !off(&name) {
+                registry.register(m).expect("metric registered once");
+            }
         }
         Self {
+            on: Enabled {
+                requests: !off("apiserver_request_total"),
+                durations: !off("apiserver_request_duration_seconds"),
+                inflight: !off("apiserver_current_inflight_requests"),
+                tenant_requests: !off("crdplane_tenant_requests_total"),
+                tenant_seconds: !off("crdplane_tenant_request_duration_seconds_total"),
+            },
             inflight_read: inflight.with_label_values(&["readOnly"]),
             inflight_write: inflight.with_label_values(&["mutating"]),
             registry,
@@ -348,15 +384,25 @@ impl ApiMetrics {
         }
     }
 
-    /// Counts one request in flight of the kind of `info` until the guard is dropped.
-    pub fn in_flight(&self, info: &RequestInfo) -> InFlight {
+    /// Counts one request in flight of the kind of `info` until the guard is dropped (None
+    /// when `apiserver_current_inflight_requests` is disabled).
+    pub fn in_flight(&self, info: &RequestInfo) -> Option<InFlight> {
+        if !self.on.inflight {
+            return None;
+        }
         let g = if mutating(info) {
             self.inflight_write.clone()
         } else {
             self.inflight_read.clone()
         };
         g.inc();
-        InFlight(g)
+        Some(InFlight(g))
+    }
+
+    /// Whether an answered request is recorded at all (false when every per-request metric
+    /// is disabled: the metrics layer then does nothing but the in-flight count).
+    pub fn records_requests(&self) -> bool {
+        self.on.any_at_end()
     }
 
     /// Records one answered request.
@@ -372,14 +418,24 @@ impl ApiMetrics {
             l.scope,
             "apiserver",
         ];
-        self.durations.with_label_values(&v).observe(seconds);
-        let mut with_code = v.to_vec();
-        with_code.push(code);
-        self.requests.with_label_values(&with_code).inc();
-        if let Some(t) = tenant {
+        if self.on.durations {
+            self.durations.with_label_values(&v).observe(seconds);
+        }
+        if self.on.requests {
+            let mut with_code = v.to_vec();
+            with_code.push(code);
+            self.requests.with_label_values(&with_code).inc();
+        }
+        if let Some(t) = tenant
+            && (self.on.tenant_requests || self.on.tenant_seconds)
+        {
             let t = if self.tenants.admit(t) { t } else { OTHER };
-            self.tenant_requests.with_label_values(&[t, code]).inc();
-            self.tenant_seconds.with_label_values(&[t]).inc_by(seconds);
+            if self.on.tenant_requests {
+                self.tenant_requests.with_label_values(&[t, code]).inc();
+            }
+            if self.on.tenant_seconds {
+                self.tenant_seconds.with_label_values(&[t]).inc_by(seconds);
+            }
         }
     }
 

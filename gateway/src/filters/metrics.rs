@@ -67,7 +67,6 @@ pub struct Pending {
     labels: RequestLabels,
     tenant: String,
     start: Instant,
-    _in_flight: Option<InFlight>,
 }
 
 impl Pending {
@@ -115,17 +114,23 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let start = Instant::now();
-        let record = req.extensions().get::<RequestInfo>().map(|info| Pending {
-            metrics: self.metrics.clone(),
-            ctx: self.ctx.clone(),
-            labels: self.metrics.labels(info, is_apply(&req), is_dry_run(&req)),
-            tenant: info.tenant.clone(),
-            start,
-            _in_flight: (info.verb != "watch").then(|| self.metrics.in_flight(info)),
-        });
+        let info = req.extensions().get::<RequestInfo>();
+        let in_flight = info
+            .filter(|i| i.verb != "watch")
+            .and_then(|i| self.metrics.in_flight(i));
+        let record = info
+            .filter(|_| self.metrics.records_requests())
+            .map(|info| Pending {
+                metrics: self.metrics.clone(),
+                ctx: self.ctx.clone(),
+                labels: self.metrics.labels(info, is_apply(&req), is_dry_run(&req)),
+                tenant: info.tenant.clone(),
+                start,
+            });
         MetricsFuture {
             inner: self.inner.call(req),
             record,
+            _in_flight: in_flight,
         }
     }
 }
@@ -136,6 +141,8 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         record: Option<Pending>,
+        // Counted in flight until the response head is ready (or the request is dropped).
+        _in_flight: Option<InFlight>,
     }
 }
 
@@ -148,6 +155,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let out = ready!(this.inner.poll(cx));
+        drop(this._in_flight.take());
         if let (Some(p), Ok(resp)) = (this.record.take(), &out) {
             p.finish(resp.status().as_u16());
         }
@@ -193,5 +201,50 @@ mod tests {
         );
         // Nothing stays in flight.
         assert_eq!(m.sum("apiserver_current_inflight_requests", &[]), 0);
+    }
+
+    #[tokio::test]
+    async fn disabled_metrics_are_neither_recorded_nor_exposed() {
+        let off: Vec<String> = [
+            "apiserver_request_total",
+            "apiserver_request_duration_seconds",
+            "apiserver_current_inflight_requests",
+            "crdplane_tenant_requests_total",
+            "crdplane_tenant_request_duration_seconds_total",
+            "no_such_metric",
+        ]
+        .map(String::from)
+        .to_vec();
+        let m = Arc::new(ApiMetrics::with_disabled(10, &off));
+        assert!(!m.records_requests());
+        let svc = MetricsLayer::new(m.clone(), None).layer(echo(|_| String::new()));
+        let mut req = request("GET", "/apis/g/v1/xs");
+        req.extensions_mut()
+            .insert(crate::request_info::parse("GET", "/apis/g/v1/xs", false, "acme").unwrap());
+        svc.oneshot(req).await.unwrap();
+        assert_eq!(m.total(), 0);
+        // (The in-flight gauges exist from the start, so they would show if registered.)
+        let text = String::from_utf8(m.encode()).unwrap();
+        for name in &off[..5] {
+            assert!(!text.contains(name.as_str()), "{name} exposed:\n{text}");
+        }
+        // One disabled alone: the rest is recorded.
+        let m = Arc::new(ApiMetrics::with_disabled(
+            10,
+            &["apiserver_request_duration_seconds".to_string()],
+        ));
+        assert!(m.records_requests());
+        let svc = MetricsLayer::new(m.clone(), None).layer(echo(|_| String::new()));
+        let mut req = request("GET", "/apis/g/v1/xs");
+        req.extensions_mut()
+            .insert(crate::request_info::parse("GET", "/apis/g/v1/xs", false, "acme").unwrap());
+        svc.oneshot(req).await.unwrap();
+        assert_eq!(m.total(), 1);
+        let text = String::from_utf8(m.encode()).unwrap();
+        assert!(
+            !text.contains("apiserver_request_duration_seconds"),
+            "{text}"
+        );
+        assert!(text.contains("apiserver_request_total{"), "{text}");
     }
 }
