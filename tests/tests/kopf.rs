@@ -2,11 +2,48 @@
 //! update and delete handlers that patch status and labels (tests/python/kopf_operator.py)
 //! runs while objects are created, updated and deleted concurrently; every handler runs and
 //! kopf logs no ERROR (a 409 on its own patches or a failed finalizer write would be one).
+//! Twice: on a plain HTTP stack, and over HTTPS with RBAC, the operator holding a client
+//! certificate of its own and only the rights kopf's documentation lists for it.
 
-use crdplane_tests::{Stack, free_port, http_get, http_request};
+use crdplane::{Pki, kubeconfig_yaml_tls};
+use crdplane_tests::{Stack, TlsClient, free_port, http_get, http_request};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How the test itself reaches the gateway: plain HTTP, or HTTPS as the admin.
+enum Api {
+    Plain(String),
+    Tls(TlsClient, String),
+}
+
+impl Api {
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        ct: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, String) {
+        match self {
+            Api::Plain(g) => http_request(method, &format!("{g}{path}"), ct, body).unwrap(),
+            Api::Tls(c, g) => {
+                let headers: Vec<(&str, &str)> =
+                    ct.map(|c| vec![("Content-Type", c)]).unwrap_or_default();
+                let (code, _, text) = c
+                    .request(method, &format!("{g}{path}"), &headers, body)
+                    .unwrap();
+                (code, text)
+            }
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let (code, text) = self.request("GET", path, None, None);
+        (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
 
 const CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
  "metadata":{"name":"widgets.example.com"},
@@ -31,11 +68,6 @@ fn wait_until(what: &str, log: &std::path::Path, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn get(url: &str) -> (u16, Value) {
-    let (code, text) = http_get(url).expect("http");
-    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 /// Runs `f(i)` for every object at once.
 fn concurrently(f: impl Fn(usize) + Sync) {
     std::thread::scope(|s| {
@@ -46,30 +78,126 @@ fn concurrently(f: impl Fn(usize) + Sync) {
     });
 }
 
-#[test]
-fn kopf_operator_runs_without_errors() {
+fn have_kopf() -> bool {
     let have = Command::new("kopf")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
         eprintln!("skipping: kopf is not installed (scripts/deps.sh --test installs it)");
+    }
+    have
+}
+
+#[test]
+fn kopf_operator_runs_without_errors() {
+    if !have_kopf() {
         return;
     }
     let stack = Stack::start_with_redis().expect("stack");
-    let g = stack.gateway.clone();
-    let log_path = stack.home.path().join("kopf.log");
-    let (code, body) = http_request(
-        "POST",
-        &format!("{g}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
-        Some("application/json"),
-        Some(CRD),
+    let api = Api::Plain(stack.gateway.clone());
+    let kubeconfig = stack.kubeconfig.clone();
+    exercise(&stack, &api, &kubeconfig);
+}
+
+/// The rights kopf's documentation (docs/deployment.rst, "RBAC") gives an operator that
+/// serves one namespace: watching CRDs and namespaces cluster-wide, posting events, and
+/// reading, watching and patching its own resources and their status.
+const OPERATOR_RBAC: &[&str] = &[
+    r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"widget-operator"},
+        "rules":[{"apiGroups":["apiextensions.k8s.io"],"resources":["customresourcedefinitions"],"verbs":["list","watch"]},
+                 {"apiGroups":[""],"resources":["namespaces"],"verbs":["list","watch"]}]}"#,
+    r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"widget-operator"},
+        "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"widget-operator"},
+        "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"widget-operator"}]}"#,
+    r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"widget-operator","namespace":"default"},
+        "rules":[{"apiGroups":[""],"resources":["events"],"verbs":["create"]},
+                 {"apiGroups":["example.com"],"resources":["widgets"],"verbs":["get","list","watch","patch"]},
+                 {"apiGroups":["example.com"],"resources":["widgets/status"],"verbs":["get","patch"]}]}"#,
+    r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"widget-operator","namespace":"default"},
+        "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"widget-operator"},
+        "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"widget-operator"}]}"#,
+];
+
+#[test]
+fn kopf_operator_runs_over_tls_with_only_its_rbac_rights() {
+    if !have_kopf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
+    let stack = Stack::start_with_redis_using(|b| b.tls(&pki)).unwrap();
+    std::fs::write(
+        &stack.kubeconfig,
+        kubeconfig_yaml_tls(
+            &stack.gateway,
+            pki.ca_pem(),
+            pki.admin_cert_pem(),
+            pki.admin_key_pem(),
+        ),
     )
     .unwrap();
+    let admin = TlsClient::new(
+        pki.ca_pem(),
+        Some((pki.admin_cert_pem(), pki.admin_key_pem())),
+    )
+    .unwrap();
+    let api = Api::Tls(admin, stack.gateway.clone());
+    for (path, obj) in [
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            OPERATOR_RBAC[0],
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            OPERATOR_RBAC[1],
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            OPERATOR_RBAC[2],
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            OPERATOR_RBAC[3],
+        ),
+    ] {
+        let (code, text) = api.request("POST", path, Some("application/json"), Some(obj));
+        assert_eq!(code, 201, "{path}: {text}");
+    }
+    // The operator's own identity: a client certificate of the cluster CA.
+    let (cert, key) = pki.issue_client("widget-operator", &[]).unwrap();
+    let operator = TlsClient::new(pki.ca_pem(), Some((&cert, &key))).unwrap();
+    let kubeconfig = stack.home.path().join("operator.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_yaml_tls(&stack.gateway, pki.ca_pem(), &cert, &key),
+    )
+    .unwrap();
+    // Its rights end where the roles end.
+    let (code, _, _) = operator
+        .request(
+            "GET",
+            &format!("{}/api/v1/namespaces/default/secrets", stack.gateway),
+            &[],
+            None,
+        )
+        .unwrap();
+    assert_eq!(code, 403);
+    exercise(&stack, &api, &kubeconfig);
+}
+
+/// Creates the CRD, runs kopf with `kubeconfig`, drives the objects through `api` and
+/// checks kopf's work and log.
+fn exercise(stack: &Stack, api: &Api, kubeconfig: &Path) {
+    let log_path = stack.home.path().join("kopf.log");
+    let (code, body) = api.request(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some("application/json"),
+        Some(CRD),
+    );
     assert_eq!(code, 201, "{body}");
-    wait_until("the CRD to serve", &log_path, || {
-        get(&format!("{g}{WS}")).0 == 200
-    });
+    wait_until("the CRD to serve", &log_path, || api.get(WS).0 == 200);
 
     let log = std::fs::File::create(&log_path).unwrap();
     let port = free_port();
@@ -78,7 +206,7 @@ fn kopf_operator_runs_without_errors() {
         .args(["run", "--standalone", "--namespace", "default"])
         .arg(format!("--liveness=http://127.0.0.1:{port}/healthz"))
         .arg(script)
-        .env("KUBECONFIG", &stack.kubeconfig)
+        .env("KUBECONFIG", kubeconfig)
         .env("HOME", stack.home.path())
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
@@ -89,31 +217,30 @@ fn kopf_operator_runs_without_errors() {
         http_get(&format!("http://127.0.0.1:{port}/healthz")).is_ok_and(|(c, _)| c == 200)
     });
 
-    let obj = |i: usize| format!("{g}{WS}/w{i}");
+    let obj = |i: usize| format!("{WS}/w{i}");
     concurrently(|i| {
         let body = json!({"apiVersion":"example.com/v1","kind":"Widget",
                           "metadata":{"name":format!("w{i}")},"spec":{"n":0}});
-        let (code, text) = http_request(
+        let (code, text) = api.request(
             "POST",
-            &format!("{g}{WS}"),
+            WS,
             Some("application/json"),
             Some(&body.to_string()),
-        )
-        .unwrap();
+        );
         assert_eq!(code, 201, "{text}");
     });
     wait_until("every create handler", &log_path, || {
         (0..N).all(|i| {
-            let (_, v) = get(&obj(i));
+            let (_, v) = api.get(&obj(i));
             v["metadata"]["labels"]["handled"] == "created" && v["status"]["create_fn"]["n"] == 0
         })
     });
     // kopf posts the handler's `kopf.info` as a core v1 Event (kopf/_cogs/clients/events.py
     // `post_event`): served, selectable by the object, and shown by `kubectl get events`.
     wait_until("kopf's events", &log_path, || {
-        let (code, l) = get(&format!(
-            "{g}/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DWidget,involvedObject.name%3Dw0"
-        ));
+        let (code, l) = api.get(
+            "/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DWidget,involvedObject.name%3Dw0",
+        );
         code == 200
             && l["items"].as_array().is_some_and(|items| {
                 items.iter().any(|e| {
@@ -145,13 +272,12 @@ fn kopf_operator_runs_without_errors() {
                     } else {
                         json!({"metadata":{"labels":{format!("burst{j}"): "x"}}}).to_string()
                     };
-                    let (code, text) = http_request(
+                    let (code, text) = api.request(
                         "PATCH",
                         &url,
                         Some("application/merge-patch+json"),
                         Some(&p),
-                    )
-                    .unwrap();
+                    );
                     assert_eq!(code, 200, "{text}");
                 });
             }
@@ -159,21 +285,20 @@ fn kopf_operator_runs_without_errors() {
     });
     wait_until("every update handler", &log_path, || {
         (0..N).all(|i| {
-            let (_, v) = get(&obj(i));
+            let (_, v) = api.get(&obj(i));
             v["metadata"]["labels"]["handled"] == "created"
                 && v["status"]["phase"] == "Updated"
                 && v["status"]["update_fn"]["n"] == 1
         })
     });
     concurrently(|i| {
-        let (code, text) = http_request("DELETE", &obj(i), None, None).unwrap();
+        let (code, text) = api.request("DELETE", &obj(i), None, None);
         assert_eq!(code, 200, "{text}");
     });
     // kopf's finalizer holds each object until its delete handler ran.
     wait_until("every object to go", &log_path, || {
-        (0..N).all(|i| get(&obj(i)).0 == 404)
+        (0..N).all(|i| api.get(&obj(i)).0 == 404)
     });
-
     let _ = kopf.kill();
     let _ = kopf.wait();
     let log = std::fs::read_to_string(&log_path).unwrap();
