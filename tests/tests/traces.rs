@@ -94,14 +94,17 @@ const PAYLOAD: &str = "payload-that-must-not-be-traced";
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT: &str = "00f067aa0ba902b7";
 
-/// A POST with a `traceparent` header; the status code.
-fn post_traced(gw: &str, path: &str, body: &str) -> u16 {
+/// A trace the caller did not sample (flags 00): nothing of it may be exported.
+const UNSAMPLED: &str = "5a1b2c3d4e5f60718293a4b5c6d7e8f9";
+
+/// A POST with a `traceparent` header (trace `trace`, flags `flags`); the status code.
+fn post_traced(gw: &str, path: &str, body: &str, trace: &str, flags: &str) -> u16 {
     let rest = gw.strip_prefix("http://").unwrap();
     let mut s = std::net::TcpStream::connect(rest).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: {rest}\r\nContent-Type: application/json\r\ntraceparent: 00-{TRACE}-{PARENT}-01\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {rest}\r\nContent-Type: application/json\r\ntraceparent: 00-{trace}-{PARENT}-{flags}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -171,7 +174,15 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
     }
 
     let obj = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"traced"},"spec":{"image":PAYLOAD}});
-    assert_eq!(post_traced(gw, CRONTABS, &obj.to_string()), 201);
+    let unsampled = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"unsampled"}});
+    assert_eq!(
+        post_traced(gw, CRONTABS, &unsampled.to_string(), UNSAMPLED, "00"),
+        201
+    );
+    assert_eq!(
+        post_traced(gw, CRONTABS, &obj.to_string(), TRACE, "01"),
+        201
+    );
 
     // The spans arrive in batches (every 50 ms per process).
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -260,6 +271,16 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
             && redis.last().unwrap() == "crdplane-gateway:KubernetesAPI",
         "{redis:#?}"
     );
+    // The caller's "not sampled" is followed by every service (parent-based sampler).
+    let leaked: Vec<Got> = collector
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.trace == UNSAMPLED)
+        .cloned()
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
     // Metadata only: the object's contents are in no span.
     for s in &spans {
         for v in s.attrs.values() {

@@ -78,7 +78,7 @@ impl CallContext {
             .try_with(|c| c.traceparent.clone())
             .ok()
             .flatten()
-            .filter(|v| v.as_bytes().last().is_some_and(|d| d & 1 == 1))
+            .filter(|v| crate::telemetry::is_sampled(v.as_bytes()))
     }
 
     /// The context carried by an incoming call's headers.

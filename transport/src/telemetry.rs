@@ -52,6 +52,21 @@ pub const DEFAULT_RATIO: f64 = 0.01;
 
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
+/// Whether the sampler follows the parent's decision (the default and every
+/// `parentbased_*` sampler): then a call whose parent is not sampled needs no span at all.
+static PARENT_BASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether a `traceparent` value's flags say "sampled" (bit 0 of the last two hex digits).
+pub fn is_sampled(traceparent: &[u8]) -> bool {
+    sampled(traceparent)
+}
+
+fn sampled(traceparent: &[u8]) -> bool {
+    traceparent
+        .last()
+        .is_some_and(|d| matches!(d, b'1' | b'3' | b'5' | b'7' | b'9' | b'b' | b'd' | b'f'))
+}
+
 /// Whether spans are recorded and exported in this process.
 #[inline]
 pub fn enabled() -> bool {
@@ -124,6 +139,10 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
     let mut b = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_resource(resource.build());
+    PARENT_BASED.store(
+        env("OTEL_TRACES_SAMPLER").is_none_or(|v| v.trim().starts_with("parentbased_")),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if env("OTEL_TRACES_SAMPLER").is_none() {
         b = b.with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
             DEFAULT_RATIO,
@@ -191,8 +210,7 @@ pub fn child_of_current(name: &'static str, kind: SpanKind) -> Option<Span> {
     }
     let ctx = crate::CallContext::current()?;
     let tp = ctx.traceparent()?;
-    // Flags are the last two hex digits; bit 0 is "sampled".
-    if !tp.ends_with('1') && !tp.ends_with('3') {
+    if !sampled(tp.as_bytes()) {
         return None;
     }
     start(name, kind, Some(tp.as_bytes()))
@@ -261,8 +279,9 @@ impl Span {
 
 pub use opentelemetry::trace::SpanKind as Kind;
 
-/// A tower service of a gRPC server that runs each call under a server span (when export
-/// is on): the span continues the caller's `traceparent`, is named by the method path,
+/// A tower service of a gRPC server that runs each call made for a traced request under a
+/// server span (when export is on): the span continues the caller's `traceparent`, is named
+/// by the method path,
 /// carries the tenant and the `grpc-status` of a trailers-only answer, and the handler runs
 /// in a [`crate::CallContext`] whose `traceparent` names it, so the handler's own calls and
 /// Redis round trips become its children. With export off, calls pass straight through.
@@ -303,12 +322,23 @@ where
         if !enabled() {
             return futures::future::Either::Left(self.inner.call(req));
         }
-        let parent = req.headers().get(crate::context::TRACEPARENT).cloned();
-        let Some(mut span) = start(
-            "grpc.server",
-            SpanKind::Server,
-            parent.as_ref().map(HeaderValue::as_bytes),
-        ) else {
+        // Only calls made for a traced request continue a trace: a call without a
+        // `traceparent` (health checks, the registry's background work, a batch of
+        // untraced requests) starts none, so such calls do not fill the trace store with
+        // one-span roots.
+        // Nor does a call whose trace the caller did not sample, when the sampler follows
+        // the parent (it would only make a span that records nothing).
+        let Some(parent) = req
+            .headers()
+            .get(crate::context::TRACEPARENT)
+            .filter(|p| {
+                sampled(p.as_bytes()) || !PARENT_BASED.load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .cloned()
+        else {
+            return futures::future::Either::Left(self.inner.call(req));
+        };
+        let Some(mut span) = start("grpc.server", SpanKind::Server, Some(parent.as_bytes())) else {
             return futures::future::Either::Left(self.inner.call(req));
         };
         let path = req.uri().path().trim_start_matches('/').to_string();
@@ -430,6 +460,20 @@ mod tests {
         );
         assert!(parent_of(b"00-00000000000000000000000000000000-b7ad6b7169203331-01").is_none());
         assert!(parent_of(b"garbage").is_none());
+    }
+
+    #[test]
+    fn sampled_flag() {
+        let tp = |f: &str| format!("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-{f}");
+        for (flags, want) in [
+            ("01", true),
+            ("00", false),
+            ("03", true),
+            ("02", false),
+            ("ff", true),
+        ] {
+            assert_eq!(sampled(tp(flags).as_bytes()), want, "{flags}");
+        }
     }
 
     #[test]
