@@ -5,7 +5,8 @@
 //!
 //! Called first thing by each `main.rs`; the gateway's per-request debug line
 //! (`crdplane_gateway::request`) carries the request's `audit_id`, the id its response's
-//! `Audit-Id` header and its audit events carry.
+//! `Audit-Id` header, its audit events and its span (attribute `audit-id`) carry, and the
+//! `trace_id` of a sampled trace (see [`crate::telemetry`]).
 
 /// The log formats.
 pub const FORMATS: [&str; 2] = ["text", "json"];

@@ -136,6 +136,8 @@ pub struct RequestLog {
     method: http::Method,
     uri: http::Uri,
     user: Option<Arc<UserInfo>>,
+    /// The request's trace id, when its trace is sampled.
+    trace_id: Option<String>,
     start: std::time::Instant,
 }
 
@@ -146,6 +148,11 @@ impl RequestLog {
                 method: req.method().clone(),
                 uri: req.uri().clone(),
                 user: req.extensions().get::<Arc<UserInfo>>().cloned(),
+                trace_id: req
+                    .extensions()
+                    .get::<RequestSpan>()
+                    .and_then(RequestSpan::sampled_trace_id)
+                    .map(str::to_string),
                 start: std::time::Instant::now(),
             })
         })
@@ -159,6 +166,7 @@ impl RequestLog {
             verb = %self.method,
             uri = self.uri.path_and_query().map_or(self.uri.path(), |p| p.as_str()),
             user = self.user.as_ref().map_or("", |u| u.name.as_str()),
+            trace_id = self.trace_id.as_deref(),
             code = code.as_u16(),
             latency_us = self.start.elapsed().as_micros() as u64,
             "request"
