@@ -20,6 +20,7 @@ pub mod grpc;
 pub mod html;
 pub mod http;
 pub mod objects;
+pub mod otlp_sink;
 pub mod report;
 pub mod schedule;
 pub mod stats;

@@ -14,6 +14,11 @@ fn main() -> std::process::ExitCode {
     ) {
         return crdplane_load::watch::main_with_args(crdplane_load::watch::WatchArgs::parse());
     }
+    // `otlp-sink` runs no load: a trace receiver for measuring export (crdplane_load::otlp_sink).
+    if std::env::args().nth(1).as_deref() == Some("otlp-sink") {
+        let args = crdplane_load::otlp_sink::SinkArgs::parse_from(std::env::args().skip(1));
+        return crdplane_load::otlp_sink::main_with_args(args);
+    }
     // `report` runs no load: HTML from saved JSON reports (crdplane_load::report).
     if std::env::args().nth(1).as_deref() == Some("report") {
         let args = crdplane_load::report::ReportArgs::parse_from(std::env::args().skip(1));
