@@ -184,6 +184,11 @@ pub struct ApiMetrics {
     resources: LabelBudget,
     tenants: LabelBudget,
     on: Enabled,
+    /// Resolved children by label set (keys: [`ApiMetrics::series`]); bounded as the labels
+    /// are.
+    series: RwLock<std::collections::HashMap<String, std::sync::Arc<Series>>>,
+    /// Resolved per-tenant children by tenant label (at most `--metrics-max-tenants` + 1).
+    tenant_series: RwLock<std::collections::HashMap<String, std::sync::Arc<TenantSeries>>>,
 }
 
 /// Which per-request metrics are recorded (`--disabled-metrics` turns them off one by one).
@@ -336,7 +341,114 @@ impl ApiMetrics {
             tenant_seconds,
             resources: LabelBudget::new(MAX_RESOURCES),
             tenants: LabelBudget::new(max_tenants),
+            series: RwLock::default(),
+            tenant_series: RwLock::default(),
         }
+    }
+
+    /// The resolved children of the labels of a request with `info` (see [`Series`]).
+    pub fn series(&self, info: &RequestInfo, apply: bool, dry_run: bool) -> std::sync::Arc<Series> {
+        use std::fmt::Write;
+        let mut key = String::with_capacity(96);
+        let _ = write!(
+            key,
+            "{}|{}|{}|{}/{}/{}/{}|{}",
+            verb_label(info, apply),
+            u8::from(dry_run),
+            u8::from(info.is_resource_request),
+            info.api_group,
+            info.api_version,
+            info.resource,
+            if info.is_resource_request {
+                info.subresource.as_str()
+            } else {
+                info.path.as_str()
+            },
+            scope_label(info),
+        );
+        if let Some(s) = self.series.read().expect("series").get(&key) {
+            return s.clone();
+        }
+        let labels = self.labels(info, apply, dry_run);
+        let series = std::sync::Arc::new(Series {
+            duration: self.on.durations.then(|| {
+                self.durations.with_label_values(&[
+                    labels.verb,
+                    labels.dry_run,
+                    &labels.group,
+                    &labels.version,
+                    &labels.resource,
+                    &labels.subresource,
+                    labels.scope,
+                    "apiserver",
+                ])
+            }),
+            codes: Default::default(),
+            requests: self.on.requests.then(|| self.requests.clone()),
+            labels,
+        });
+        // Keys of label sets past the budgets all resolve to the `other` children; the map
+        // holds at most one entry per key ever seen, and keys are bounded as labels are
+        // only while the budget admits them, so past it the series is not kept.
+        let bounded = series.labels.resource != OTHER && series.labels.subresource != OTHER;
+        if bounded {
+            self.series
+                .write()
+                .expect("series")
+                .entry(key)
+                .or_insert(series)
+                .clone()
+        } else {
+            series
+        }
+    }
+
+    /// Records one answered request of `series`.
+    pub fn observe_series(&self, series: &Series, code: u16, seconds: f64, tenant: Option<&str>) {
+        if let Some(h) = &series.duration {
+            h.observe(seconds);
+        }
+        series.count(code);
+        if let Some(t) = tenant
+            && (self.on.tenant_requests || self.on.tenant_seconds)
+        {
+            let ts = self.tenant(t);
+            if let Some(c) = &ts.seconds {
+                c.inc_by(seconds);
+            }
+            if let Some(vec) = &ts.requests {
+                let i = code_index(code);
+                ts.codes[i]
+                    .get_or_init(|| vec.with_label_values(&[&ts.tenant, CODE_LABELS[i]]))
+                    .inc();
+            }
+        }
+    }
+
+    /// The resolved per-tenant children of tenant `t` (`other` past the budget).
+    fn tenant(&self, t: &str) -> std::sync::Arc<TenantSeries> {
+        if let Some(s) = self.tenant_series.read().expect("tenants").get(t) {
+            return s.clone();
+        }
+        let label = if self.tenants.admit(t) { t } else { OTHER };
+        let mut map = self.tenant_series.write().expect("tenants");
+        if let Some(s) = map.get(label) {
+            return s.clone();
+        }
+        let ts = std::sync::Arc::new(TenantSeries {
+            seconds: self
+                .on
+                .tenant_seconds
+                .then(|| self.tenant_seconds.with_label_values(&[label])),
+            codes: Default::default(),
+            requests: self
+                .on
+                .tenant_requests
+                .then(|| self.tenant_requests.clone()),
+            tenant: label.to_string(),
+        });
+        map.insert(label.to_string(), ts.clone());
+        ts
     }
 
     /// The labels of a request with `info`, bounded as the module docs say.
@@ -518,41 +630,77 @@ impl ApiMetrics {
 
 /// The `code` label.
 fn code_label(code: u16) -> &'static str {
-    // Codes the gateway answers with; anything else is its class.
-    const CODES: [(u16, &str); 22] = [
-        (200, "200"),
-        (201, "201"),
-        (202, "202"),
-        (204, "204"),
-        (206, "206"),
-        (304, "304"),
-        (400, "400"),
-        (401, "401"),
-        (403, "403"),
-        (404, "404"),
-        (405, "405"),
-        (406, "406"),
-        (409, "409"),
-        (410, "410"),
-        (413, "413"),
-        (415, "415"),
-        (422, "422"),
-        (429, "429"),
-        (500, "500"),
-        (501, "501"),
-        (503, "503"),
-        (504, "504"),
-    ];
-    match CODES.iter().find(|(c, _)| *c == code) {
-        Some((_, s)) => s,
+    CODE_LABELS[code_index(code)]
+}
+
+/// The codes the gateway answers with, then the classes of any other code.
+const CODE_VALUES: [u16; 22] = [
+    200, 201, 202, 204, 206, 304, 400, 401, 403, 404, 405, 406, 409, 410, 413, 415, 422, 429, 500,
+    501, 503, 504,
+];
+const CODE_LABELS: [&str; 27] = [
+    "200", "201", "202", "204", "206", "304", "400", "401", "403", "404", "405", "406", "409",
+    "410", "413", "415", "422", "429", "500", "501", "503", "504", "1xx", "2xx", "3xx", "4xx",
+    "5xx",
+];
+
+/// The position of `code`'s label in [`CODE_LABELS`].
+fn code_index(code: u16) -> usize {
+    match CODE_VALUES.iter().position(|c| *c == code) {
+        Some(i) => i,
         None => match code / 100 {
-            1 => "1xx",
-            2 => "2xx",
-            3 => "3xx",
-            4 => "4xx",
-            _ => "5xx",
+            1 => 22,
+            2 => 23,
+            3 => 24,
+            4 => 25,
+            _ => 26,
         },
     }
+}
+
+/// The metric children of one label set (see [`ApiMetrics::series`]), resolved once: a
+/// request then costs one map lookup instead of hashing its labels into every metric vector.
+/// Hand-written over the `prometheus` vectors because the GET path measured the per-request
+/// label hashing (two vectors of 8–9 labels, the label budget, the tenant's two vectors) at
+/// several percent of the gateway's CPU per request.
+pub struct Series {
+    duration: Option<prometheus::Histogram>,
+    /// `apiserver_request_total` by code ([`CODE_LABELS`] positions), made on first use.
+    codes: [std::sync::OnceLock<IntCounter>; CODE_LABELS.len()],
+    requests: Option<IntCounterVec>,
+    labels: RequestLabels,
+}
+
+impl Series {
+    fn count(&self, code: u16) {
+        if let Some(vec) = &self.requests {
+            let i = code_index(code);
+            self.codes[i]
+                .get_or_init(|| {
+                    let l = &self.labels;
+                    vec.with_label_values(&[
+                        l.verb,
+                        l.dry_run,
+                        &l.group,
+                        &l.version,
+                        &l.resource,
+                        &l.subresource,
+                        l.scope,
+                        "apiserver",
+                        CODE_LABELS[i],
+                    ])
+                })
+                .inc();
+        }
+    }
+}
+
+/// The per-tenant children of one tenant label, resolved once (see [`Series`]).
+struct TenantSeries {
+    seconds: Option<prometheus::Counter>,
+    codes: [std::sync::OnceLock<IntCounter>; CODE_LABELS.len()],
+    requests: Option<IntCounterVec>,
+    tenant: String,
 }
 
 /// A request in flight (see [`ApiMetrics::in_flight`]).
@@ -591,6 +739,76 @@ mod tests {
 
     fn info(method: &str, path: &str, watch: bool) -> RequestInfo {
         crate::request_info::parse(method, path, watch, "default").unwrap()
+    }
+
+    #[test]
+    fn resolved_series_count_as_the_label_vectors_do() {
+        let m = ApiMetrics::new(2);
+        let mut with_tenant = |path: &str, code: u16, tenant: &str| {
+            let i = crate::request_info::parse("GET", path, false, tenant).unwrap();
+            let s = m.series(&i, false, false);
+            m.observe_series(&s, code, 0.001, Some(tenant));
+        };
+        // More resources than the budget: the late ones count as `other`.
+        for r in 0..MAX_RESOURCES + 5 {
+            with_tenant(&format!("/apis/g/v1/r{r}"), 200, "t1");
+        }
+        with_tenant("/apis/g/v1/r0", 404, "t2");
+        with_tenant("/apis/g/v1/r0", 999, "t3");
+        assert_eq!(
+            m.sum("apiserver_request_total", &[]),
+            MAX_RESOURCES as u64 + 7
+        );
+        assert_eq!(m.sum("apiserver_request_total", &[("resource", OTHER)]), 5);
+        assert_eq!(
+            m.sum(
+                "apiserver_request_total",
+                &[("resource", "r0"), ("code", "200")]
+            ),
+            1
+        );
+        assert_eq!(
+            m.sum(
+                "apiserver_request_total",
+                &[("resource", "r0"), ("code", "404")]
+            ),
+            1
+        );
+        assert_eq!(
+            m.sum(
+                "apiserver_request_total",
+                &[("resource", "r0"), ("code", "5xx")]
+            ),
+            1
+        );
+        // One duration series per label set, whatever the code: r0's holds its 3 requests.
+        let text = String::from_utf8(m.encode()).unwrap();
+        let r0 = text
+            .lines()
+            .find(|l| {
+                l.starts_with("apiserver_request_duration_seconds_count")
+                    && l.contains("resource=\"r0\"")
+            })
+            .unwrap();
+        assert!(r0.ends_with(" 3"), "{r0}");
+        // Two tenants are labels; the third counts as `other`.
+        assert_eq!(
+            m.sum("crdplane_tenant_requests_total", &[("tenant", "t1")]),
+            MAX_RESOURCES as u64 + 5
+        );
+        assert_eq!(
+            m.sum(
+                "crdplane_tenant_requests_total",
+                &[("tenant", "t2"), ("code", "404")]
+            ),
+            1
+        );
+        assert_eq!(
+            m.sum("crdplane_tenant_requests_total", &[("tenant", OTHER)]),
+            1
+        );
+        // The series map holds no more than the label sets the budget admitted.
+        assert_eq!(m.series.read().unwrap().len(), MAX_RESOURCES);
     }
 
     #[test]

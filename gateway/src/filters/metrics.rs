@@ -13,7 +13,7 @@
 
 use crate::context::Ctx;
 use crate::http::Body;
-use crate::metrics::{ApiMetrics, InFlight, RequestLabels};
+use crate::metrics::{ApiMetrics, InFlight, Series};
 use crate::request_info::RequestInfo;
 use http::{Request, Response};
 use std::convert::Infallible;
@@ -64,7 +64,7 @@ pub struct Metrics<S> {
 pub struct Pending {
     metrics: Arc<ApiMetrics>,
     ctx: Option<Arc<Ctx>>,
-    labels: RequestLabels,
+    series: Arc<Series>,
     tenant: String,
     start: Instant,
 }
@@ -79,8 +79,8 @@ impl Pending {
             }
         };
         let tenant = known.then_some(self.tenant.as_str());
-        self.metrics.observe(
-            &self.labels,
+        self.metrics.observe_series(
+            &self.series,
             code,
             self.start.elapsed().as_secs_f64(),
             tenant,
@@ -123,7 +123,7 @@ where
             .map(|info| Pending {
                 metrics: self.metrics.clone(),
                 ctx: self.ctx.clone(),
-                labels: self.metrics.labels(info, is_apply(&req), is_dry_run(&req)),
+                series: self.metrics.series(info, is_apply(&req), is_dry_run(&req)),
                 tenant: info.tenant.clone(),
                 start,
             });

@@ -9,7 +9,8 @@
 //!
 //! With trace export on (`OTEL_*`, see `crdplane_transport::telemetry`) the layer also starts
 //! the gateway's span of the request (`KubernetesAPI`, upstream's operation name), a child of
-//! the incoming `traceparent`, and puts a [`RequestSpan`] handle into the extensions: the
+//! the incoming `traceparent`, and, when the sampler keeps it, puts a [`RequestSpan`] handle
+//! into the extensions (an unsampled request costs one span start and nothing more): the
 //! handler names the tenant, verb, group, resource and namespace on it and sends the span's
 //! own `traceparent` on to the services; the audit layer adds the audit id. The span ends
 //! with the response head (its status code recorded; 5xx marks it failed).
@@ -226,11 +227,15 @@ where
             tc.tracestate = req.headers().get("tracestate").cloned();
             req.extensions_mut().insert(tc);
         }
+        // A span the sampler drops records nothing: it is ended at once and the request
+        // goes on as with export off (the incoming `traceparent`, if any, is what the
+        // services see; they follow its "not sampled").
         let span = telemetry::start(
             "KubernetesAPI",
             telemetry::Kind::Server,
             incoming.as_ref().map(HeaderValue::as_bytes),
         )
+        .filter(telemetry::Span::is_recording)
         .map(|mut s| {
             s.set("http.request.method", req.method().as_str().to_string());
             s.set("url.path", req.uri().path().to_string());
