@@ -744,7 +744,7 @@ mod tests {
     #[test]
     fn resolved_series_count_as_the_label_vectors_do() {
         let m = ApiMetrics::new(2);
-        let mut with_tenant = |path: &str, code: u16, tenant: &str| {
+        let with_tenant = |path: &str, code: u16, tenant: &str| {
             let i = crate::request_info::parse("GET", path, false, tenant).unwrap();
             let s = m.series(&i, false, false);
             m.observe_series(&s, code, 0.001, Some(tenant));
