@@ -110,6 +110,16 @@ pub struct Args {
         value_parser = request_timeout
     )]
     pub request_timeout: std::time::Duration,
+    /// After SIGTERM, how long to keep serving new requests (with `/readyz` failing, so
+    /// load balancers take this gateway out) before the listener closes and requests in
+    /// flight drain, a Go duration (kube-apiserver's --shutdown-delay-duration).
+    #[arg(
+        long,
+        env = "CRDPLANE_GATEWAY_SHUTDOWN_DELAY_DURATION",
+        default_value = "0s",
+        value_parser = shutdown_delay
+    )]
+    pub shutdown_delay_duration: std::time::Duration,
     /// Seconds each call to registry, validation or storage may take, watches excepted
     /// (0 = no limit); an expired call is a 504 Timeout.
     #[arg(
@@ -331,6 +341,14 @@ fn request_timeout(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| "--request-timeout can not be negative value".to_string())
 }
 
+/// `--shutdown-delay-duration`: a Go duration, not negative.
+fn shutdown_delay(s: &str) -> Result<std::time::Duration, String> {
+    let nanos = crate::filters::limits::parse_go_duration(s)?;
+    u64::try_from(nanos)
+        .map(std::time::Duration::from_nanos)
+        .map_err(|_| "--shutdown-delay-duration can not be negative value".to_string())
+}
+
 use crdplane_transport::deadline::from_flag as call_timeout;
 
 fn seconds(flag: &str, v: f64) -> Result<std::time::Duration, String> {
@@ -424,6 +442,7 @@ impl Args {
             metrics_max_tenants: self.metrics_max_tenants,
             disabled_metrics: self.disabled_metrics.clone(),
             request_timeout: self.request_timeout,
+            shutdown_delay: self.shutdown_delay_duration,
             call_timeout: call_timeout(self.grpc_timeout)?,
             grpc_tls: self.mtls.load()?,
             event_ttl: self.event_ttl,
@@ -543,6 +562,29 @@ mod tests {
         let mut all = vec!["--insecure-http"];
         all.extend_from_slice(flags);
         parse_exactly(&all)
+    }
+
+    #[test]
+    fn shutdown_delay_is_a_go_duration_not_negative() {
+        assert_eq!(
+            parse(&[]).shutdown_delay_duration,
+            std::time::Duration::ZERO
+        );
+        assert_eq!(
+            parse(&["--shutdown-delay-duration=1m30s"]).shutdown_delay_duration,
+            std::time::Duration::from_secs(90)
+        );
+        let e = Args::try_parse_from([
+            "crdplane-gateway",
+            "--insecure-http",
+            "--shutdown-delay-duration=-1s",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--shutdown-delay-duration can not be negative value"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct Config {
     /// kube-apiserver's `--request-timeout`: the most time a non-long-running request may
     /// take (enforced by the limits layer, `filters/limits.rs`).
     pub request_timeout: std::time::Duration,
+    /// kube-apiserver's `--shutdown-delay-duration`: how long a stopping gateway keeps
+    /// serving new requests, with `/readyz` failing, before it closes its listener.
+    pub shutdown_delay: std::time::Duration,
     /// Deadline of each gRPC call that is not a watch (None: none); see
     /// `crdplane_transport::deadline`.
     pub call_timeout: Option<std::time::Duration>,
@@ -127,6 +130,7 @@ impl Default for Config {
             metrics_max_tenants: crate::metrics::DEFAULT_MAX_TENANTS,
             disabled_metrics: Vec::new(),
             request_timeout: REQUEST_TIMEOUT,
+            shutdown_delay: std::time::Duration::ZERO,
             call_timeout: Some(crdplane_transport::deadline::DEFAULT_TIMEOUT),
             event_ttl: EVENT_TTL,
             tls: None,
@@ -191,6 +195,13 @@ pub struct Ctx {
     pub tenant_purge: tokio::sync::Notify,
     /// The request metrics (`GET /metrics`; see [`crate::metrics`]).
     pub metrics: Arc<crate::metrics::ApiMetrics>,
+    /// Fires when the process begins to stop: `/readyz` fails its `shutdown` check (see
+    /// `crdplane_transport::shutdown`).
+    pub shutdown: crdplane_transport::Shutdown,
+    /// Fires when the stopping process closes its listener, `--shutdown-delay-duration`
+    /// after [`Ctx::shutdown`]: watches end and connections close once their request in
+    /// flight is answered (`server.rs`).
+    pub closing: crdplane_transport::Shutdown,
 }
 
 /// Batched calls of each kind (GetMany, CreateMany, AdmitMany) a gateway keeps in flight
@@ -216,6 +227,14 @@ impl Ctx {
     /// The gateway state: service clients on the configured endpoints (an address that does
     /// not parse is an error), batchers, and empty caches.
     pub fn new(cfg: Config) -> anyhow::Result<Arc<Self>> {
+        Self::stopped_by(cfg, crdplane_transport::Shutdown::new())
+    }
+
+    /// [`Ctx::new`] for a process that stops gracefully when `shutdown` fires.
+    pub fn stopped_by(
+        cfg: Config,
+        shutdown: crdplane_transport::Shutdown,
+    ) -> anyhow::Result<Arc<Self>> {
         let max = 256 << 20;
         let storage = StorageClient::new(channel(&cfg.storage_endpoint, &cfg)?)
             .max_decoding_message_size(max)
@@ -224,6 +243,8 @@ impl Ctx {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max);
         Ok(Arc::new(Self {
+            shutdown,
+            closing: crdplane_transport::Shutdown::new(),
             gets: crate::batch::gets(storage.clone(), BATCHES_IN_FLIGHT),
             creates: crate::batch::creates(storage.clone(), BATCHES_IN_FLIGHT),
             admits: crate::batch::admits(validation.clone(), BATCHES_IN_FLIGHT),

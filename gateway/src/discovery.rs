@@ -271,6 +271,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 ("storage", checks[0]),
                 ("registry", checks[1]),
                 ("validation", checks[2]),
+                // Fails from the stop on (k8s.io/apiserver's `shutdown` readyz check), so
+                // load balancers take the gateway out while it drains.
+                ("shutdown", !ctx.shutdown.is_triggered()),
             ];
             Ok(health(req, path, &named))
         }

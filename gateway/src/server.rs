@@ -24,11 +24,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use tower::ServiceExt;
 
-/// Serves the Kubernetes API on `listener` until the process ends.
+/// Serves the Kubernetes API on `listener` until `shutdown` fires, then stops as
+/// kube-apiserver does (see [`drain`]).
 ///
 /// The accept loop never fails (accept errors back off as Go's `net/http` does) and admits
 /// connections within `cfg.connections` (see `crdplane_transport::accept`).
-pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+pub async fn serve(
+    cfg: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: crdplane_transport::Shutdown,
+) -> anyhow::Result<()> {
     // One copy for the process; each connection holds a reference, not its own copy.
     let limits: &'static crdplane_http1::Limits = Box::leak(Box::new(http1_limits(&cfg)));
     let acceptor = crdplane_transport::accept::Acceptor::new(listener, cfg.connections);
@@ -37,7 +42,10 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
     if let Some(t) = &cfg.grpc_tls {
         t.spawn_reloader();
     }
-    let ctx = Ctx::new(cfg)?;
+    let delay = cfg.shutdown_delay;
+    let drain_timeout = cfg.request_timeout;
+    let ctx = Ctx::stopped_by(cfg, shutdown.clone())?;
+    let closing = ctx.closing.clone();
     let mut settings = stack::Settings::new(&ctx.cfg, ctx.metrics.clone());
     ctx.spawn_cache_followers();
     crate::tenant_purge::spawn(&ctx);
@@ -47,20 +55,67 @@ pub async fn serve(cfg: Config, listener: tokio::net::TcpListener) -> anyhow::Re
         t.spawn_reloader(crdplane_transport::tls::RELOAD_EVERY);
         (t.acceptor(), handshake_timeout, limits)
     });
+    let connections = tokio_util::task::TaskTracker::new();
+    // Requests are accepted until the stop, and for `delay` after it.
+    let mut closing_at = None;
     loop {
-        let (sock, peer, guard) = acceptor.accept().await;
+        let (sock, peer, guard) = tokio::select! {
+            biased;
+            _ = shutdown.triggered(), if closing_at.is_none() => {
+                tracing::info!(delay = ?delay, "stopping: /readyz fails; the listener closes after the delay");
+                closing_at = Some(tokio::time::Instant::now() + delay);
+                continue;
+            }
+            _ = sleep_until(closing_at) => break,
+            c = acceptor.accept() => c,
+        };
         let _ = sock.set_nodelay(true);
         let edge = edge.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
+        let closing = closing.clone();
+        connections.spawn(async move {
             match tls {
-                None => serve_socket(edge, sock, peer.ip(), limits).await,
+                None => serve_socket(edge, sock, peer.ip(), limits, &closing).await,
                 Some((acceptor, timeout, limits)) => {
-                    serve_tls(edge, acceptor, timeout, limits, sock, peer.ip()).await
+                    serve_tls(edge, acceptor, timeout, limits, sock, peer.ip(), &closing).await
                 }
             }
             drop(guard);
         });
+    }
+    closing.trigger();
+    drain(acceptor, connections, drain_timeout).await;
+    Ok(())
+}
+
+/// Resolves at `at`, never when there is none.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The end of a graceful stop (k8s.io/apiserver `genericapiserver.go`, after
+/// `NotAcceptingNewRequest`): the listener closes; the connections, told by the closing
+/// signal, finish their requests in flight and close (watches end on the same signal; idle
+/// connections close at once). Waits for them at most `timeout`, the longest a
+/// non-long-running request may take anyway (`--request-timeout`).
+async fn drain(
+    acceptor: crdplane_transport::accept::Acceptor,
+    connections: tokio_util::task::TaskTracker,
+    timeout: std::time::Duration,
+) {
+    drop(acceptor);
+    connections.close();
+    if tokio::time::timeout(timeout, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            "connections still open {timeout:?} after the listener closed; stopping anyway"
+        );
     }
 }
 
@@ -76,6 +131,7 @@ pub async fn serve_tls<S>(
     limits: &'static crdplane_http1::Limits,
     sock: tokio::net::TcpStream,
     peer: std::net::IpAddr,
+    closing: &crdplane_transport::Shutdown,
 ) where
     S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
         + Clone
@@ -104,8 +160,14 @@ pub async fn serve_tls<S>(
         };
         let handler = http1_handler(edge, peer, certs);
         // A TLS session is never handed back (no HTTP/2 preface over HTTP/1.1).
-        let served =
-            crdplane_http1::serve_connection(&mut conn, handler, limits::too_large, limits).await;
+        let served = crdplane_http1::serve_connection_until(
+            &mut conn,
+            handler,
+            limits::too_large,
+            limits,
+            closing.triggered(),
+        )
+        .await;
         if served.is_ok() {
             conn.close();
         }
@@ -120,7 +182,7 @@ pub async fn serve_tls<S>(
         async move { Ok::<_, Infallible>(fut.await) }
     });
     let io = hyper_util::rt::TokioIo::new(stream);
-    let _ = h2_server().serve_connection(io, svc).await;
+    serve_h2(io, svc, closing).await;
 }
 
 /// Bounds of the HTTP/1.1 layer: Go's `http.DefaultMaxHeaderBytes` (1 MiB) for the head,
@@ -191,6 +253,7 @@ pub async fn serve_socket<S>(
     sock: tokio::net::TcpStream,
     peer: std::net::IpAddr,
     limits: &'static crdplane_http1::Limits,
+    closing: &crdplane_transport::Shutdown,
 ) where
     S: tower::Service<Request<Payload>, Response = Response<Body>, Error = Infallible>
         + Clone
@@ -199,8 +262,14 @@ pub async fn serve_socket<S>(
     S::Future: Send,
 {
     let handler = http1_handler(edge.clone(), peer, None);
-    let Ok(Some(h2)) =
-        crdplane_http1::serve_connection(sock, handler, limits::too_large, limits).await
+    let Ok(Some(h2)) = crdplane_http1::serve_connection_until(
+        sock,
+        handler,
+        limits::too_large,
+        limits,
+        closing.triggered(),
+    )
+    .await
     else {
         return;
     };
@@ -209,7 +278,31 @@ pub async fn serve_socket<S>(
         async move { Ok::<_, Infallible>(fut.await) }
     });
     let io = hyper_util::rt::TokioIo::new(crdplane_http1::Rewind::new(h2));
-    let _ = h2_server().serve_connection(io, svc).await;
+    serve_h2(io, svc, closing).await;
+}
+
+/// Serves one HTTP/2 connection; when the process stops, a GOAWAY lets the streams in
+/// flight finish (watches end on the same signal) and then the connection closes.
+async fn serve_h2<I, S>(io: I, svc: S, closing: &crdplane_transport::Shutdown)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S: hyper::service::Service<
+            Request<hyper::body::Incoming>,
+            Response = Response<Body>,
+            Error = Infallible,
+        >,
+    S::Future: Send + 'static,
+{
+    let builder = h2_server();
+    let conn = builder.serve_connection(io, svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = closing.triggered() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// hyper's HTTP/2 server as the gateway runs it: HTTP/2 clients multiplex all their

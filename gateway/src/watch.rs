@@ -116,6 +116,25 @@ fn crd_stop(
     })
 }
 
+/// What ends a watch early: its CRD going away (`gone`, custom resources only) or the
+/// gateway stopping (the client then watches again, from its last resourceVersion, on
+/// another gateway).
+fn stop_on(
+    gone: Option<futures::future::BoxFuture<'static, ()>>,
+    shutdown: &crdplane_transport::Shutdown,
+) -> futures::future::BoxFuture<'static, ()> {
+    let stopping = shutdown.triggered_owned();
+    match gone {
+        None => Box::pin(stopping),
+        Some(gone) => Box::pin(async move {
+            tokio::select! {
+                _ = gone => {}
+                _ = stopping => {}
+            }
+        }),
+    }
+}
+
 /// The request's watch options, checked with upstream's rules
 /// (`crdplane_apiserver::watch::watch_options`).
 pub fn params(req: &Req) -> Result<WatchOptions, ApiError> {
@@ -308,10 +327,11 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
             Events::Direct(mux.watch_direct(&scope, from).await?, spec)
         }
     };
-    let stop = t
+    let gone = t
         .crd
         .clone()
         .map(|crd| crd_stop(crd, t.resource.tenant.clone(), ctx.crd_changes.subscribe()));
+    let stop = Some(stop_on(gone, &ctx.closing));
     // Counted as a registered watcher while the body lives; each event is one line.
     let watching = ctx.metrics.watch(&req.info, &t.kind);
     let render = Render {

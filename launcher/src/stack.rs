@@ -1113,18 +1113,23 @@ impl RunningStack {
     /// flushed): SIGTERM, then SIGKILL after 5 s.
     pub fn stop(&mut self) {
         while let Some(mut p) = self.procs.pop() {
-            let Some(mut c) = p.child.take() else {
-                continue;
-            };
-            if let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            if let Some(c) = p.child.take() {
+                let _ = terminate(c, Duration::from_secs(5));
             }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        }
+    }
+
+    /// Stops child `i` as a supervisor does (no restart until [`RunningStack::respawn`]):
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`. Its exit status, or None
+    /// when it had to be killed (or was not running).
+    pub fn terminate(
+        &mut self,
+        i: usize,
+        grace: Duration,
+    ) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self.procs[i].child.take() {
+            Some(c) => terminate(c, grace),
+            None => Ok(None),
         }
     }
 }
@@ -1138,6 +1143,27 @@ impl Drop for RunningStack {
             let _ = c.wait();
         }
     }
+}
+
+/// SIGTERM to `c`, then SIGKILL after `grace`; reaps it. Its exit status when it exited on
+/// its own within `grace`.
+fn terminate(mut c: Child, grace: Duration) -> std::io::Result<Option<std::process::ExitStatus>> {
+    if let Some(pid) = rustix::process::Pid::from_raw(c.id() as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(st) = c.try_wait()? {
+            return Ok(Some(st));
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    c.wait()?;
+    Ok(None)
 }
 
 #[cfg(test)]

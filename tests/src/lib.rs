@@ -993,6 +993,8 @@ pub fn kubectls() -> Vec<PathBuf> {
 pub struct WatchStream {
     rx: std::sync::mpsc::Receiver<serde_json::Value>,
     socket: std::net::TcpStream,
+    /// Set when the chunked body ended with its last chunk (a clean end, not a cut).
+    clean: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// HTTP status of the response.
     pub status: u16,
     /// `Content-Type` of the response.
@@ -1041,6 +1043,8 @@ impl WatchStream {
             }
         }
         let (tx, rx) = std::sync::mpsc::channel();
+        let clean = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let last_chunk = clean.clone();
         std::thread::spawn(move || {
             let mut pending = Vec::new();
             let emit = |pending: &mut Vec<u8>| {
@@ -1073,6 +1077,7 @@ impl WatchStream {
                     break;
                 };
                 if n == 0 {
+                    last_chunk.store(true, std::sync::atomic::Ordering::SeqCst);
                     break;
                 }
                 let mut chunk = vec![0; n + 2];
@@ -1089,6 +1094,7 @@ impl WatchStream {
         Ok(Self {
             rx,
             socket,
+            clean,
             status,
             content_type,
         })
@@ -1119,6 +1125,13 @@ impl WatchStream {
         self.rx
             .recv_timeout(timeout)
             .map_err(|e| matches!(e, std::sync::mpsc::RecvTimeoutError::Disconnected))
+    }
+
+    /// True when the server ended the stream within `timeout` with the chunked body's last
+    /// chunk, as a watch that times out or a stopping server ends it (a cut connection is
+    /// not a clean end).
+    pub fn ended_cleanly(&self, timeout: Duration) -> bool {
+        self.ended(timeout) && self.clean.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// True when the server ended the stream (no more events will come).
@@ -1339,4 +1352,46 @@ pub fn unix_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or_default()
+}
+
+/// Path of the CronTab CRD's collection (`crontabs.stable.example.com`).
+pub const CRDS_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+/// Path of the CronTabs of namespace `default`.
+pub const CRONTABS_PATH: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+
+/// A CronTab named `name` whose `spec.image` is `image`.
+pub fn crontab(name: &str, image: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":name},"spec":{"image":image}})
+}
+
+/// Creates the CronTab CRD (one version, no schema beyond preserve-unknown-fields) on the
+/// gateway at `gw` and then `first` in namespace `default`, retried until the new resource
+/// is served (at most 30 s).
+pub fn serve_crontabs(gw: &str, first: &serde_json::Value) {
+    let crd = serde_json::json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
+        "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
+        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
+    let (code, body) = http_request(
+        "POST",
+        &format!("{gw}{CRDS_PATH}"),
+        Some("application/json"),
+        Some(&crd.to_string()),
+    )
+    .expect("create the CRD");
+    assert_eq!(code, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, body) = http_request(
+            "POST",
+            &format!("{gw}{CRONTABS_PATH}"),
+            Some("application/json"),
+            Some(&first.to_string()),
+        )
+        .expect("create the first CronTab");
+        if code == 201 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{code} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

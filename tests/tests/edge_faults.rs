@@ -9,7 +9,7 @@
 //!   into 503 + `Retry-After` without internal text, and everything recovers when it returns;
 //! - under `crdplane up`, a child killed with SIGKILL is restarted and nothing else stops.
 
-use crdplane_tests::{RedisServer, bin, free_port, http_get, http_request};
+use crdplane_tests::{RedisServer, bin, free_port, http_get};
 use serde_json::json;
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -370,40 +370,15 @@ fn slowloris_connections_are_closed_after_the_header_timeout() {
     assert!(f.gateway_alive());
 }
 
-const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+const CRD: &str = crdplane_tests::CRDS_PATH;
+const CRONTABS: &str = crdplane_tests::CRONTABS_PATH;
 
 fn create_crd_and_object(gw: &str) {
-    let crd = json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
-        "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
-        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
-    let (code, body) = http_request(
-        "POST",
-        &format!("{gw}{CRD}"),
-        Some("application/json"),
-        Some(&crd.to_string()),
-    )
-    .unwrap();
-    assert_eq!(code, 201, "{body}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (code, body) = http_request(
-            "POST",
-            &format!("{gw}{CRONTABS}"),
-            Some("application/json"),
-            Some(&cron("first").to_string()),
-        )
-        .unwrap();
-        if code == 201 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{code} {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crdplane_tests::serve_crontabs(gw, &cron("first"));
 }
 
 fn cron(name: &str) -> serde_json::Value {
-    json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":name},"spec":{"image":"x"}})
+    crdplane_tests::crontab(name, "x")
 }
 
 /// Status, head and body of one exchange.

@@ -5,7 +5,7 @@
 //! storage service, each parented on the one before it, down to the Redis round trip —
 //! and no span names object contents.
 
-use crdplane_tests::{Stack, http_request};
+use crdplane_tests::Stack;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -87,8 +87,7 @@ impl TraceService for Collector {
     }
 }
 
-const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-const CRONTABS: &str = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+const CRONTABS: &str = crdplane_tests::CRONTABS_PATH;
 /// A value only the object's body holds: no span may carry it.
 const PAYLOAD: &str = "payload-that-must-not-be-traced";
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -126,9 +125,8 @@ fn ancestry<'a>(spans: &'a [Got], span: &'a Got) -> Vec<&'a Got> {
     out
 }
 
-#[test]
-fn a_create_is_one_trace_across_gateway_validation_and_storage() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
+/// A collector on 127.0.0.1:0 served on `rt`; its OTLP endpoint.
+fn collector(rt: &tokio::runtime::Runtime) -> (Collector, String) {
     let collector = Collector::default();
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -136,6 +134,13 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let svc = TraceServiceServer::new(collector.clone());
     rt.spawn(crdplane_transport::serve_one(listener, svc));
+    (collector, endpoint)
+}
+
+#[test]
+fn a_create_is_one_trace_across_gateway_validation_and_storage() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (collector, endpoint) = collector(&rt);
 
     let stack = Stack::start_with_redis_using(|b| {
         b.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
@@ -144,34 +149,8 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
     })
     .unwrap();
     let gw = &stack.gateway;
-    let crd = json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
-        "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
-        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
-    let (code, body) = http_request(
-        "POST",
-        &format!("{gw}{CRD}"),
-        Some("application/json"),
-        Some(&crd.to_string()),
-    )
-    .unwrap();
-    assert_eq!(code, 201, "{body}");
-    // Wait until the resource is served (these creates are traced too, as new traces).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let obj = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"warm-up"}});
-        let (code, body) = http_request(
-            "POST",
-            &format!("{gw}{CRONTABS}"),
-            Some("application/json"),
-            Some(&obj.to_string()),
-        )
-        .unwrap();
-        if code == 201 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{code} {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The CRD and a first object (traced too, as traces of their own).
+    crdplane_tests::serve_crontabs(gw, &crdplane_tests::crontab("warm-up", "x"));
 
     let obj = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"traced"},"spec":{"image":PAYLOAD}});
     let unsampled = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"unsampled"}});
@@ -287,4 +266,49 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
             assert!(!v.contains(PAYLOAD), "{s:#?}");
         }
     }
+}
+
+/// A trace of its own for the stop test.
+const AT_STOP: &str = "7c1d2e3f405162738495a6b7c8d9eaf0";
+
+/// Spans still batched when the process is told to stop are exported before it exits: a
+/// SIGTERM drains the gateway, and its exporter's guard flushes on the way out. The batch
+/// delay is an hour, so only that flush can deliver the span.
+#[test]
+fn spans_batched_at_a_sigterm_are_exported_before_the_process_exits() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (collector, endpoint) = collector(&rt);
+    let mut stack = Stack::start_with_redis_using(|b| {
+        b.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+            .env("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+    })
+    .unwrap();
+    let gw = stack.gateway.clone();
+    crdplane_tests::serve_crontabs(&gw, &crdplane_tests::crontab("first", "x"));
+    let obj = crdplane_tests::crontab("at-stop", "x");
+    assert_eq!(
+        post_traced(&gw, CRONTABS, &obj.to_string(), AT_STOP, "01"),
+        201
+    );
+    let gateway = |spans: &[Got]| {
+        spans.iter().any(|s| {
+            s.trace == AT_STOP && s.service == "crdplane-gateway" && s.name == "KubernetesAPI"
+        })
+    };
+    assert!(
+        !gateway(&collector.spans.lock().unwrap()),
+        "exported before the stop: the batch delay did not hold it back"
+    );
+    let p = stack.processes();
+    let i = p.index("gateway").expect("the gateway child");
+    let exited = p.terminate(i, Duration::from_secs(20)).unwrap();
+    assert!(
+        exited.is_some_and(|st| st.success()),
+        "the gateway did not stop on its own after SIGTERM: {exited:?}"
+    );
+    assert!(
+        gateway(&collector.spans.lock().unwrap()),
+        "the request's span was lost at the stop"
+    );
 }

@@ -61,6 +61,8 @@ pub struct ServeOptions {
     pub callers: &'static [&'static str],
     /// The methods whose responses are server streams (the `grpc_type` of [`metrics`]).
     pub streaming: &'static [&'static str],
+    /// Stops the accept loop and drains the connections when it fires ([`shutdown`]).
+    pub shutdown: shutdown::Shutdown,
 }
 
 /// How long an accepted socket may take to finish its TLS handshake.
@@ -112,7 +114,18 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    serve_raw(listener, health::WithHealth::new(svc, health), opts).await
+    let stopping = {
+        let health = health.clone();
+        let shutdown = opts.shutdown.clone();
+        tokio::spawn(async move {
+            shutdown.triggered().await;
+            // Before the accept loop stops: balanced callers leave this endpoint out.
+            health.set(false).await;
+        })
+    };
+    let served = serve_raw(listener, health::WithHealth::new(svc, health), opts).await;
+    stopping.abort();
+    served
 }
 
 /// The accept loop: every connection served over HTTP/2 by `svc` alone, after a TLS
@@ -135,22 +148,29 @@ where
     let acceptor = accept::Acceptor::new(listener, opts.limits);
     let callers = opts.callers;
     let streaming = opts.streaming;
+    let shutdown = opts.shutdown;
     let tls = opts.tls.map(|t| t.serve()).transpose()?;
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
-        let (sock, peer, guard) = acceptor.accept().await;
+        let (sock, peer, guard) = tokio::select! {
+            biased;
+            _ = shutdown.triggered() => break,
+            c = acceptor.accept() => c,
+        };
         let _ = sock.set_nodelay(true);
         let svc = svc.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
             match tls {
-                None => serve_connection(TokioIo::new(sock), svc, streaming).await,
+                None => serve_connection(TokioIo::new(sock), svc, streaming, &shutdown).await,
                 Some(tls) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(sock)).await {
                         Ok(Ok(stream)) => {
                             let access =
                                 mtls::Access::of(stream.get_ref().1.peer_certificates(), callers);
                             let svc = mtls::RequireClientCert::new(svc, access);
-                            serve_connection(TokioIo::new(stream), svc, streaming).await
+                            serve_connection(TokioIo::new(stream), svc, streaming, &shutdown).await
                         }
                         Ok(Err(e)) => {
                             tracing::debug!(%peer, error = %e, "gRPC TLS handshake failed")
@@ -162,12 +182,30 @@ where
             drop(guard);
         });
     }
+    // Stopping: no new connection; the open ones got a GOAWAY and end with their calls.
+    drop(acceptor);
+    connections.close();
+    if tokio::time::timeout(shutdown::DRAIN_TIMEOUT, connections.wait())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "{} connections still open {:?} after the stop; closing them",
+            connections.len(),
+            shutdown::DRAIN_TIMEOUT
+        );
+    }
+    Ok(())
 }
 
 /// Serves one accepted connection over HTTP/2 until it ends, every call observed by
 /// [`metrics`].
-async fn serve_connection<I, S>(io: I, svc: S, streaming: &'static [&'static str])
-where
+async fn serve_connection<I, S>(
+    io: I,
+    svc: S,
+    streaming: &'static [&'static str],
+    shutdown: &shutdown::Shutdown,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: tower::Service<
             http::Request<hyper::body::Incoming>,
@@ -179,7 +217,11 @@ where
     S::Future: Send + 'static,
 {
     let svc = TowerToHyperService::new(metrics::Observe::new(
-        deadline::Enforce(telemetry::ServerSpans::new(svc)),
+        shutdown::EndStreamsOf::new(
+            deadline::Enforce(telemetry::ServerSpans::new(svc)),
+            streaming,
+            shutdown.clone(),
+        ),
         streaming,
     ));
     let mut builder = Builder::new(TokioExecutor::new()).http2_only();
@@ -198,7 +240,17 @@ where
         .initial_connection_window_size(16 << 20)
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));
-    if let Err(e) = builder.serve_connection(io, svc).await {
+    let conn = builder.serve_connection(io, svc);
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.triggered() => {
+            // GOAWAY: calls in flight finish, streams end (EndStreamsOf), then it closes.
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = ended {
         tracing::debug!(error = %e, "gRPC connection ended");
     }
 }
@@ -212,7 +264,9 @@ pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod mtls;
+pub mod shutdown;
 pub mod telemetry;
 pub mod tls;
 pub use balance::{Channel, ChannelOptions};
 pub use context::CallContext;
+pub use shutdown::Shutdown;

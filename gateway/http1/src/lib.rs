@@ -415,7 +415,7 @@ impl Connection for TcpStream {
 /// Timers run only while a head is awaited (`header_timeout`, `idle_timeout`): a request
 /// being handled or a watch streaming its events holds none.
 pub async fn serve_connection<C, H, F, B>(
-    mut sock: C,
+    sock: C,
     handler: H,
     too_large: fn() -> Response<B>,
     limits: &Limits,
@@ -426,6 +426,30 @@ where
     F: Future<Output = Response<B>>,
     B: http_body::Body<Data = Bytes> + Unpin,
 {
+    serve_connection_until(sock, handler, too_large, limits, std::future::pending()).await
+}
+
+/// [`serve_connection`] for a server that stops gracefully when `closing` resolves, as Go's
+/// `http.Server.Shutdown` does: a connection waiting for its next request closes at once;
+/// a request in flight is answered with `Connection: close`, and then the connection
+/// closes. A head that has begun to arrive is read and answered.
+pub async fn serve_connection_until<C, H, F, B, G>(
+    mut sock: C,
+    handler: H,
+    too_large: fn() -> Response<B>,
+    limits: &Limits,
+    closing: G,
+) -> io::Result<Option<Handoff<C>>>
+where
+    C: Connection,
+    H: Fn(http::request::Parts, Bytes) -> F,
+    F: Future<Output = Response<B>>,
+    B: http_body::Body<Data = Bytes> + Unpin,
+    G: Future<Output = ()>,
+{
+    let mut closing = std::pin::pin!(closing);
+    // Whether `closing` has resolved (it is not polled again once it has).
+    let mut closed = false;
     let mut buf = BytesMut::new();
     let mut first = C::PRIOR_KNOWLEDGE_H2;
     // The first head is timed from the connection's start.
@@ -436,9 +460,14 @@ where
             None => {
                 // Kept alive: wait for the next request's first byte, then time its head.
                 if buf.is_empty() {
-                    match tokio::time::timeout(limits.idle_timeout, sock.wait_readable()).await {
-                        Err(_) => return Ok(None),
-                        Ok(r) => r?,
+                    tokio::select! {
+                        r = tokio::time::timeout(limits.idle_timeout, sock.wait_readable()) => {
+                            match r {
+                                Err(_) => return Ok(None),
+                                Ok(r) => r?,
+                            }
+                        }
+                        _ = closing.as_mut(), if !closed => return Ok(None),
                     }
                 }
                 tokio::time::Instant::now() + limits.header_timeout
@@ -609,10 +638,15 @@ where
         }
 
         let resp = handler(head.parts, body).await;
-        if resp.headers().get(header::CONNECTION).is_some_and(|v| {
-            v.to_str()
-                .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-        }) {
+        if !closed {
+            closed = futures::FutureExt::now_or_never(closing.as_mut()).is_some();
+        }
+        if closed
+            || resp.headers().get(header::CONNECTION).is_some_and(|v| {
+                v.to_str()
+                    .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+            })
+        {
             keep_alive = false;
         }
         let pipelined_cap = limits.max_head.saturating_add(limits.max_body);
@@ -1303,6 +1337,85 @@ mod tests {
         let mut out = String::new();
         c.read_to_string(&mut out).await.unwrap();
         assert!(out.ends_with("PUT /x ok"), "{out}");
+    }
+
+    /// One connection served until `closing` fires; its handler, on `/slow`, notifies
+    /// `entered` and answers only once `release` is notified. Long idle and head timeouts:
+    /// only `closing` may end it.
+    async fn closing_server(
+        closing: std::sync::Arc<tokio::sync::Notify>,
+        entered: std::sync::Arc<tokio::sync::Notify>,
+        release: std::sync::Arc<tokio::sync::Notify>,
+    ) -> std::net::SocketAddr {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let h = move |p: http::request::Parts, _b: Bytes| {
+                let release = release.clone();
+                let entered = entered.clone();
+                async move {
+                    if p.uri.path() == "/slow" {
+                        entered.notify_one();
+                        release.notified().await;
+                    }
+                    text_response(StatusCode::OK, p.uri.path().to_string())
+                }
+            };
+            let limits = Limits {
+                header_timeout: std::time::Duration::from_secs(60),
+                idle_timeout: std::time::Duration::from_secs(60),
+                ..limits()
+            };
+            let until = async move { closing.notified().await };
+            let _ = serve_connection_until(s, h, too_large, &limits, until).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn closing_answers_the_request_in_flight_then_closes() {
+        use tokio::io::AsyncWriteExt;
+        let closing = std::sync::Arc::new(tokio::sync::Notify::new());
+        let entered = std::sync::Arc::new(tokio::sync::Notify::new());
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let addr = closing_server(closing.clone(), entered.clone(), release.clone()).await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // The request is in the handler (it waits for `release`) when the server stops.
+        entered.notified().await;
+        closing.notify_one();
+        release.notify_one();
+        let out = closed_within(&mut c, 10)
+            .await
+            .expect("closed after the answer");
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.contains("connection: close\r\n"), "{out}");
+        assert!(out.ends_with("/slow"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn closing_ends_an_idle_kept_alive_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let closing = std::sync::Arc::new(tokio::sync::Notify::new());
+        let unused = std::sync::Arc::new(tokio::sync::Notify::new());
+        let addr = closing_server(closing.clone(), unused.clone(), unused).await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut first = vec![0u8; 512];
+        let n = c.read(&mut first).await.unwrap();
+        let first = String::from_utf8_lossy(&first[..n]).to_string();
+        assert!(first.ends_with("/a"), "{first}");
+        assert!(!first.contains("connection: close"), "kept alive: {first}");
+        // Idle now, with a 60 s idle timeout: only the stop can close it.
+        closing.notify_one();
+        let rest = closed_within(&mut c, 10).await.expect("closed at the stop");
+        assert!(rest.is_empty(), "{rest:?}");
     }
 
     /// Reads until the server closes; Err if it has not within `secs`.

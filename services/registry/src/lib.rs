@@ -89,8 +89,13 @@ fn lazy_channel(
         .map_err(|e| anyhow::anyhow!("invalid endpoint {endpoints:?}: {e}"))
 }
 
-/// Serves the registry on `listener` until the task is dropped or the server fails.
-pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+/// Serves the registry on `listener` until `shutdown` fires (then drains its connections,
+/// `crdplane_transport::shutdown`), the task is dropped or the server fails.
+pub async fn serve(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: crdplane_transport::Shutdown,
+) -> anyhow::Result<()> {
     let tls = crdplane_transport::mtls::Mtls::load_optional(config.tls.as_ref())
         .map_err(anyhow::Error::msg)?;
     let storage = lazy_channel(&config.storage_endpoint, config.call_timeout, tls.as_ref())?;
@@ -124,6 +129,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
         tls,
         // Only the gateway asks the registry.
         callers: &[crdplane_transport::mtls::callers::GATEWAY],
+        shutdown,
         ..Default::default()
     };
     let result = crdplane_transport::serve_with_health(listener, svc, &health, opts)

@@ -72,6 +72,7 @@ async fn stack() -> Stack {
                 ..Default::default()
             },
             sl,
+            Default::default(),
         )
         .await
         .unwrap();
@@ -97,6 +98,7 @@ async fn stack() -> Stack {
                 ..Default::default()
             },
             rl,
+            Default::default(),
         )
         .await
         .unwrap();

@@ -108,14 +108,19 @@ pub fn parse_period(s: &str) -> Result<std::time::Duration, String> {
     parse_timeout(s).map_err(|_| format!("invalid period {s:?} (e.g. 10s, 500ms, 0 = off)"))
 }
 
-/// Serves the storage gRPC API on `listener` until the process ends.
+/// Serves the storage gRPC API on `listener` until `shutdown` fires, then drains its
+/// connections (`crdplane_transport::shutdown`).
 ///
 /// An unreachable or slow Redis at startup is waited out (retried with backoff up to 2 s,
 /// each attempt logged), as kube-apiserver keeps retrying etcd rather than exiting: a
 /// supervisor starting Redis and storage together, or a Redis still loading its AOF, must
 /// not stop the stack. Persistence settings that refuse the chosen durability
 /// ([`store::Refused`]) end the process at once: that is a configuration error.
-pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+pub async fn serve(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: crdplane_transport::Shutdown,
+) -> anyhow::Result<()> {
     let tls = crdplane_transport::mtls::Mtls::load_optional(config.tls.as_ref())
         .map_err(anyhow::Error::msg)?;
     let mut delay = std::time::Duration::from_millis(100);
@@ -125,7 +130,10 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
             Err(e) if e.is::<store::Refused>() => return Err(e),
             Err(e) => {
                 tracing::warn!("Redis not usable yet ({e:#}); retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.triggered() => return Ok(()),
+                }
                 delay = (delay * 2).min(std::time::Duration::from_secs(2));
             }
         }
@@ -156,6 +164,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
                 crdplane_transport::mtls::callers::REGISTRY,
             ],
             streaming: &["Watch", "Changes"],
+            shutdown,
             ..Default::default()
         },
     )

@@ -10,9 +10,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     crdplane_transport::logging::init("error").map_err(anyhow::Error::msg)?;
-    // Trace export when the OTEL_* environment asks for it; flushed when main returns.
+    // Trace export when the OTEL_* environment asks for it; flushed when main returns,
+    // which a SIGTERM or SIGINT leads to once serving has drained.
     let _traces =
         crdplane_transport::telemetry::init("crdplane-storage").map_err(anyhow::Error::msg)?;
+    let shutdown = crdplane_transport::Shutdown::on_signals()?;
     let a = crdplane_storage::config::Args::parse();
     a.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&a.listen).await?;
@@ -24,5 +26,5 @@ async fn main() -> anyhow::Result<()> {
     };
     crdplane_transport::metrics::start(&a.metrics, &a.mtls).await?;
     crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
-    crdplane_storage::serve(a.config(), listener).await
+    crdplane_storage::serve(a.config(), listener, shutdown).await
 }

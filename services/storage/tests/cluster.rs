@@ -23,7 +23,7 @@ async fn storage(cluster: &RedisCluster, wait_replicas: u32) -> StorageClient<Ch
         wait_replicas,
         ..Default::default()
     };
-    tokio::spawn(crdplane_storage::serve(cfg, listener));
+    tokio::spawn(crdplane_storage::serve(cfg, listener, Default::default()));
     loop {
         match StorageClient::connect(format!("http://{addr}")).await {
             Ok(c) => return c,

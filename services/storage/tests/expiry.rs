@@ -46,7 +46,7 @@ async fn start(sweep: Duration) -> (RedisServer, StorageClient<Channel>, Store) 
     )
     .await
     .expect("store");
-    tokio::spawn(crdplane_storage::serve(cfg, listener));
+    tokio::spawn(crdplane_storage::serve(cfg, listener, Default::default()));
     let client = loop {
         match StorageClient::connect(format!("http://{addr}")).await {
             Ok(c) => break c,

@@ -19,7 +19,7 @@ async fn start(history_len: usize) -> (TestRedis, StorageClient<Channel>) {
         history_len,
         ..Default::default()
     };
-    tokio::spawn(crdplane_storage::serve(cfg, listener));
+    tokio::spawn(crdplane_storage::serve(cfg, listener, Default::default()));
     let client = loop {
         match StorageClient::connect(format!("http://{addr}")).await {
             Ok(c) => break c,
@@ -767,7 +767,7 @@ async fn startup_waits_for_redis() {
         redis_url: redis.url(),
         ..Default::default()
     };
-    let mut serving = tokio::spawn(crdplane_storage::serve(cfg, listener));
+    let mut serving = tokio::spawn(crdplane_storage::serve(cfg, listener, Default::default()));
     // A refused connection fails at once: without the wait, `serve` has returned by now.
     let early = tokio::time::timeout(std::time::Duration::from_millis(500), &mut serving).await;
     assert!(

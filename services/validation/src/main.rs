@@ -10,9 +10,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     crdplane_transport::logging::init("info").map_err(anyhow::Error::msg)?;
-    // Trace export when the OTEL_* environment asks for it; flushed when main returns.
+    // Trace export when the OTEL_* environment asks for it; flushed when main returns,
+    // which a SIGTERM or SIGINT leads to once serving has drained.
     let _traces =
         crdplane_transport::telemetry::init("crdplane-validation").map_err(anyhow::Error::msg)?;
+    let shutdown = crdplane_transport::Shutdown::on_signals()?;
     let args = crdplane_validation::config::Args::parse();
     args.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
@@ -25,5 +27,5 @@ async fn main() -> anyhow::Result<()> {
     };
     crdplane_transport::metrics::start(&args.metrics, &args.mtls).await?;
     crdplane_core::names::announce_scheme(scheme, listener.local_addr()?);
-    crdplane_validation::serve(args.config(), listener).await
+    crdplane_validation::serve(args.config(), listener, shutdown).await
 }

@@ -547,8 +547,13 @@ impl Validation for ValidationService {
     }
 }
 
-/// Serves the `Validation` gRPC service on `listener` until the process ends.
-pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+/// Serves the `Validation` gRPC service on `listener` until `shutdown` fires, then drains
+/// its connections (`crdplane_transport::shutdown`).
+pub async fn serve(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: crdplane_transport::Shutdown,
+) -> anyhow::Result<()> {
     let service = ValidationService::new(&config);
     crate::metrics::CacheCollector::new(service.cache()).register();
     let svc = ValidationServer::new(service)
@@ -562,6 +567,7 @@ pub async fn serve(config: Config, listener: tokio::net::TcpListener) -> anyhow:
             crdplane_transport::mtls::callers::GATEWAY,
             crdplane_transport::mtls::callers::REGISTRY,
         ],
+        shutdown,
         ..Default::default()
     };
     crdplane_transport::serve_one_with(listener, svc, opts).await?;

@@ -15,6 +15,7 @@ async fn start() -> ValidationClient<tonic::transport::Channel> {
     tokio::spawn(crdplane_validation::serve(
         crdplane_validation::Config::default(),
         listener,
+        Default::default(),
     ));
     let mut last = None;
     for _ in 0..50 {
