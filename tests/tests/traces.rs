@@ -49,14 +49,11 @@ fn text(v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String 
     }
 }
 
-#[tonic::async_trait]
-impl TraceService for Collector {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+impl Collector {
+    /// Keeps the spans of one export.
+    fn record(&self, request: ExportTraceServiceRequest) {
         let mut out = self.spans.lock().unwrap();
-        for rs in request.into_inner().resource_spans {
+        for rs in request.resource_spans {
             let service = rs
                 .resource
                 .iter()
@@ -81,10 +78,70 @@ impl TraceService for Collector {
                 }
             }
         }
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.record(request.into_inner());
         Ok(tonic::Response::new(ExportTraceServiceResponse {
             partial_success: None,
         }))
     }
+}
+
+/// The collector over OTLP/HTTP (`POST /v1/traces` with a protobuf body; anything else is
+/// a 400), served by hyper on `rt` on 127.0.0.1:0; its base URL.
+fn http_collector(rt: &tokio::runtime::Runtime) -> (Collector, String) {
+    use http_body_util::BodyExt as _;
+    use prost::Message as _;
+    let collector = Collector::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let c = collector.clone();
+    rt.spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let c = c.clone();
+                    async move {
+                        let otlp = req.method() == http::Method::POST
+                            && req.uri().path() == "/v1/traces"
+                            && req
+                                .headers()
+                                .get("content-type")
+                                .is_some_and(|v| v == "application/x-protobuf");
+                        let body = req.into_body().collect().await?.to_bytes();
+                        let (status, out) = match ExportTraceServiceRequest::decode(body) {
+                            Ok(r) if otlp => {
+                                c.record(r);
+                                (200, ExportTraceServiceResponse::default().encode_to_vec())
+                            }
+                            _ => (400, Vec::new()),
+                        };
+                        let resp = http::Response::builder()
+                            .status(status)
+                            .header("content-type", "application/x-protobuf")
+                            .body(http_body_util::Full::new(bytes::Bytes::from(out)))
+                            .unwrap();
+                        Ok::<_, hyper::Error>(resp)
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(sock);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    });
+    (collector, endpoint)
 }
 
 const CRONTABS: &str = crdplane_tests::CRONTABS_PATH;
@@ -273,13 +330,15 @@ const AT_STOP: &str = "7c1d2e3f405162738495a6b7c8d9eaf0";
 
 /// Spans still batched when the process is told to stop are exported before it exits: a
 /// SIGTERM drains the gateway, and its exporter's guard flushes on the way out. The batch
-/// delay is an hour, so only that flush can deliver the span.
+/// delay is an hour, so only that flush can deliver the span. Exported over OTLP/HTTP
+/// (`http/protobuf`), the other transport.
 #[test]
 fn spans_batched_at_a_sigterm_are_exported_before_the_process_exits() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (collector, endpoint) = collector(&rt);
+    let (collector, endpoint) = http_collector(&rt);
     let mut stack = Stack::start_with_redis_using(|b| {
         b.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
             .env("OTEL_TRACES_SAMPLER", "parentbased_always_on")
             .env("OTEL_BSP_SCHEDULE_DELAY", "3600000")
     })

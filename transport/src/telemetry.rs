@@ -19,9 +19,11 @@
 //! - export is on when `OTEL_TRACES_EXPORTER=otlp`, or when `OTEL_EXPORTER_OTLP_ENDPOINT` or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set and `OTEL_TRACES_EXPORTER` is not `none`;
 //!   `OTEL_SDK_DISABLED=true` turns it off;
-//! - `OTEL_EXPORTER_OTLP_*` endpoint, headers, timeout and compression as the
-//!   `opentelemetry-otlp` crate reads them; protocol `grpc` only (this build has no HTTP
-//!   exporter: `http/protobuf` or `http/json` is refused at start with a clear error);
+//! - `OTEL_EXPORTER_OTLP_*` endpoint, headers and timeout as the `opentelemetry-otlp` crate
+//!   reads them; `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` is `grpc` (the default here),
+//!   `http/protobuf` or `http/json` ([`Protocol`]). Over HTTP the requests are sent by
+//!   hyper on the process's own runtime ([`HyperExport`]), to an `http://` endpoint (no TLS
+//!   client for OTLP in this build: an `https://` one is refused at start);
 //! - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` as the SDK reads them; unset, the
 //!   sampler is [`DEFAULT_SAMPLER`] (a parent's decision is followed; a trace started here
 //!   is kept with probability [`DEFAULT_RATIO`]), so the cost stays bounded under load;
@@ -82,6 +84,61 @@ impl Drop for Guard {
     }
 }
 
+/// The OTLP transport the environment names (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `grpc`: OTLP/gRPC, the default when neither variable is set.
+    Grpc,
+    /// `http/protobuf`: OTLP/HTTP, protobuf bodies.
+    HttpProtobuf,
+    /// `http/json`: OTLP/HTTP, JSON bodies.
+    HttpJson,
+}
+
+impl Protocol {
+    /// The protocol `env` names; an error naming the variable for one this build lacks, or
+    /// for an `https://` endpoint with an HTTP protocol.
+    pub fn of(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut named = None;
+        for k in [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ] {
+            if let Some(p) = env(k).filter(|p| !p.trim().is_empty()) {
+                named = Some((k, p.trim().to_string()));
+                break;
+            }
+        }
+        let p = match &named {
+            None => return Ok(Protocol::Grpc),
+            Some((_, p)) if p == "grpc" => return Ok(Protocol::Grpc),
+            Some((_, p)) if p == "http/protobuf" => Protocol::HttpProtobuf,
+            Some((_, p)) if p == "http/json" => Protocol::HttpJson,
+            Some((k, p)) => {
+                return Err(format!(
+                    "{k}={p:?}: the OTLP protocol is \"grpc\", \"http/protobuf\" or \"http/json\""
+                ));
+            }
+        };
+        for k in [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ] {
+            if let Some(e) = env(k).filter(|e| !e.trim().is_empty()) {
+                if e.trim().to_ascii_lowercase().starts_with("https://") {
+                    return Err(format!(
+                        "{k}={e:?}: this build sends OTLP over HTTP without TLS; \
+                         give an http:// endpoint (e.g. a collector beside the process)"
+                    ));
+                }
+                break;
+            }
+        }
+        Ok(p)
+    }
+}
+
 /// Whether the environment asks for trace export (see the module docs); an error for a
 /// setting this build cannot honour.
 pub fn wanted(env: &dyn Fn(&str) -> Option<String>) -> Result<bool, String> {
@@ -102,19 +159,7 @@ pub fn wanted(env: &dyn Fn(&str) -> Option<String>) -> Result<bool, String> {
         }
     };
     if on {
-        for k in [
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-        ] {
-            if let Some(p) = env(k) {
-                let p = p.trim();
-                if !p.is_empty() && p != "grpc" {
-                    return Err(format!(
-                        "{k}={p:?}: this build exports OTLP over \"grpc\" only"
-                    ));
-                }
-            }
-        }
+        Protocol::of(env)?;
     }
     Ok(on)
 }
@@ -126,10 +171,24 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
     if !wanted(&env)? {
         return Ok(None);
     }
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .build()
-        .map_err(|e| format!("OTLP trace exporter: {e}"))?;
+    let exporter = match Protocol::of(&env)? {
+        Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .build(),
+        p => {
+            use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+            let protocol = match p {
+                Protocol::HttpJson => opentelemetry_otlp::Protocol::HttpJson,
+                _ => opentelemetry_otlp::Protocol::HttpBinary,
+            };
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(protocol)
+                .with_http_client(HyperExport::new(export_timeout(&env)))
+                .build()
+        }
+    }
+    .map_err(|e| format!("OTLP trace exporter: {e}"))?;
     let mut resource = opentelemetry_sdk::Resource::builder();
     let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
         || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
@@ -154,6 +213,81 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
         .set(tracer)
         .map_err(|_| "telemetry::init called twice".to_string())?;
     Ok(Some(Guard(provider)))
+}
+
+/// The HTTP client of the OTLP/HTTP exporter: hyper's pooled client, run on the runtime
+/// [`init`] was called in. The batch processor exports from a thread of its own, outside
+/// any runtime; each request is spawned onto the process's runtime and awaited from there,
+/// so the connection pool lives on one runtime for the whole process. Each request, its
+/// answer's body included, must end within the exporter's timeout, as the
+/// `opentelemetry_http::HttpClient` contract asks.
+#[derive(Debug, Clone)]
+pub struct HyperExport {
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+    runtime: tokio::runtime::Handle,
+    timeout: std::time::Duration,
+}
+
+/// The OTLP export timeout: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else the specification's 10 s.
+pub fn export_timeout(env: &dyn Fn(&str) -> Option<String>) -> std::time::Duration {
+    ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]
+        .iter()
+        .find_map(|k| env(k).and_then(|v| v.trim().parse::<u64>().ok()))
+        .map(std::time::Duration::from_millis)
+        .unwrap_or(std::time::Duration::from_secs(10))
+}
+
+/// The largest collector answer read (the `opentelemetry-http` clients' bound).
+const MAX_EXPORT_RESPONSE: usize = 4 << 20;
+
+impl HyperExport {
+    /// A client on the current Tokio runtime (panics outside one) whose requests end
+    /// within `timeout`.
+    pub fn new(timeout: std::time::Duration) -> Self {
+        let client = hyper_util::client::legacy::Client::builder(
+            hyper_util::rt::TokioExecutor::new(),
+        )
+        .build_http();
+        Self {
+            client,
+            runtime: tokio::runtime::Handle::current(),
+            timeout,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl opentelemetry_http::HttpClient for HyperExport {
+    async fn send_bytes(
+        &self,
+        request: http::Request<bytes::Bytes>,
+    ) -> Result<http::Response<bytes::Bytes>, opentelemetry_http::HttpError> {
+        use http_body_util::BodyExt as _;
+        let client = self.client.clone();
+        let timeout = self.timeout;
+        let call = async move {
+            let resp = client
+                .request(request.map(http_body_util::Full::new))
+                .await?;
+            let (parts, body) = resp.into_parts();
+            let body = http_body_util::Limited::new(body, MAX_EXPORT_RESPONSE)
+                .collect()
+                .await?
+                .to_bytes();
+            Ok::<_, opentelemetry_http::HttpError>(http::Response::from_parts(parts, body))
+        };
+        let bounded = async move {
+            match tokio::time::timeout(timeout, call).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("no answer from the OTLP collector within {timeout:?}").into()),
+            }
+        };
+        self.runtime.spawn(bounded).await?
+    }
 }
 
 /// A span of this process; ended when dropped (or by [`Span::end`]).
@@ -430,10 +564,10 @@ mod tests {
         assert!(
             wanted(&env(&[
                 ("OTEL_TRACES_EXPORTER", "otlp"),
-                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/thrift")
             ]))
             .unwrap_err()
-            .contains("\"grpc\" only")
+            .contains("\"grpc\", \"http/protobuf\" or \"http/json\"")
         );
         assert_eq!(
             wanted(&env(&[
@@ -442,6 +576,62 @@ mod tests {
             ])),
             Ok(true)
         );
+    }
+
+    #[test]
+    fn the_protocol_table() {
+        let cases: &[(&[(&str, &str)], Result<Protocol, &str>)] = &[
+            (&[], Ok(Protocol::Grpc)),
+            (&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], Ok(Protocol::Grpc)),
+            (
+                &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")],
+                Ok(Protocol::HttpProtobuf),
+            ),
+            (
+                &[("OTEL_EXPORTER_OTLP_PROTOCOL", " http/json ")],
+                Ok(Protocol::HttpJson),
+            ),
+            // The signal's own variable wins.
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+                ],
+                Ok(Protocol::HttpProtobuf),
+            ),
+            (
+                &[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "HTTP")],
+                Err("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\"HTTP\": the OTLP protocol is"),
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
+                ],
+                Err("OTEL_EXPORTER_OTLP_ENDPOINT=\"https://collector:4318\": this build sends OTLP over HTTP without TLS"),
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces"),
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://ignored:4318"),
+                ],
+                Ok(Protocol::HttpProtobuf),
+            ),
+        ];
+        for (vars, want) in cases {
+            let vars = vars.to_vec();
+            let env = move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            };
+            match (Protocol::of(&env), want) {
+                (Ok(got), Ok(w)) => assert_eq!(got, *w),
+                (Err(e), Err(w)) => assert!(e.starts_with(w), "{e}"),
+                (got, w) => panic!("{got:?}, want {w:?}"),
+            }
+        }
     }
 
     #[test]
