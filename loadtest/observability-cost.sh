@@ -9,9 +9,10 @@
 #
 # "on":  the defaults (every metric recorded) and trace export to `crdplane-load otlp-sink`
 #        (OTEL_EXPORTER_OTLP_ENDPOINT), default sampling (parentbased_traceidratio 0.01).
-# "off": no OTEL_* variable and the gateway's five per-request metrics disabled
-#        (--disabled-metrics, through CRDPLANE_GATEWAY_DISABLED_METRICS). The services'
-#        own metrics (gRPC and Redis histograms) cannot be switched off and count in both.
+# "off": no OTEL_* variable, the gateway's five per-request metrics disabled
+#        (--disabled-metrics, through CRDPLANE_GATEWAY_DISABLED_METRICS) and the services'
+#        per-call ones too (gRPC handling, Redis round trips, batch sizes: their
+#        --disabled-metrics, through CRDPLANE_DISABLED_METRICS).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${1:-$ROOT/target/release}
@@ -28,12 +29,14 @@ for _ in $(seq 1 100); do
 done
 SINK=$(sed -n 's/^listening on //p' "$W/sink.log")
 OFF_METRICS=apiserver_request_total,apiserver_request_duration_seconds,apiserver_current_inflight_requests,crdplane_tenant_requests_total,crdplane_tenant_request_duration_seconds_total
+OFF_SERVICE_METRICS=grpc_server_handled_total,grpc_server_handling_seconds,crdplane_redis_command_duration_seconds,crdplane_redis_errors_total,crdplane_storage_batch_size
 run() { # $1 = on|off, $2 = output file
   if [ "$1" = on ]; then
     env OTEL_EXPORTER_OTLP_ENDPOINT="$SINK" \
       "$ROOT/loadtest/cpu-per-request.sh" "$BIN" "$SC" >"$2"
   else
     env CRDPLANE_GATEWAY_DISABLED_METRICS="$OFF_METRICS" \
+      CRDPLANE_DISABLED_METRICS="$OFF_SERVICE_METRICS" \
       "$ROOT/loadtest/cpu-per-request.sh" "$BIN" "$SC" >"$2"
   fi
 }

@@ -109,31 +109,32 @@ fn http_collector(rt: &tokio::runtime::Runtime) -> (Collector, String) {
         while let Ok((sock, _)) = listener.accept().await {
             let c = c.clone();
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let c = c.clone();
-                    async move {
-                        let otlp = req.method() == http::Method::POST
-                            && req.uri().path() == "/v1/traces"
-                            && req
-                                .headers()
-                                .get("content-type")
-                                .is_some_and(|v| v == "application/x-protobuf");
-                        let body = req.into_body().collect().await?.to_bytes();
-                        let (status, out) = match ExportTraceServiceRequest::decode(body) {
-                            Ok(r) if otlp => {
-                                c.record(r);
-                                (200, ExportTraceServiceResponse::default().encode_to_vec())
-                            }
-                            _ => (400, Vec::new()),
-                        };
-                        let resp = http::Response::builder()
-                            .status(status)
-                            .header("content-type", "application/x-protobuf")
-                            .body(http_body_util::Full::new(bytes::Bytes::from(out)))
-                            .unwrap();
-                        Ok::<_, hyper::Error>(resp)
-                    }
-                });
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let c = c.clone();
+                        async move {
+                            let otlp = req.method() == http::Method::POST
+                                && req.uri().path() == "/v1/traces"
+                                && req
+                                    .headers()
+                                    .get("content-type")
+                                    .is_some_and(|v| v == "application/x-protobuf");
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let (status, out) = match ExportTraceServiceRequest::decode(body) {
+                                Ok(r) if otlp => {
+                                    c.record(r);
+                                    (200, ExportTraceServiceResponse::default().encode_to_vec())
+                                }
+                                _ => (400, Vec::new()),
+                            };
+                            let resp = http::Response::builder()
+                                .status(status)
+                                .header("content-type", "application/x-protobuf")
+                                .body(http_body_util::Full::new(bytes::Bytes::from(out)))
+                                .unwrap();
+                            Ok::<_, hyper::Error>(resp)
+                        }
+                    });
                 let io = hyper_util::rt::TokioIo::new(sock);
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(io, svc)

@@ -8,6 +8,10 @@
 //! kube-apiserver's live in its `legacyregistry`: a service process has one of each, and
 //! the storage, registry and validation crates add their own metrics to the same registry.
 //!
+//! `--disabled-metrics` (kube's escape hatch for a misbehaving metric, [`MetricsArgs`])
+//! names metrics that are neither exposed nor, on the per-call paths (gRPC handling here,
+//! Redis round trips and batch sizes in storage), recorded ([`is_enabled`]).
+//!
 //! A call is counted when it ends: a unary call with its response, a stream when its
 //! trailers (the `grpc-status`) pass through. The code is the `grpc-status` of the response
 //! head (trailers-only answers) or of the trailers; a stream dropped before it ended counts
@@ -34,6 +38,29 @@ const HANDLING_BUCKETS: [f64; 14] = [
 pub struct GrpcMetrics {
     handled: IntCounterVec,
     handling: HistogramVec,
+    /// Whether each is recorded (not `--disabled-metrics`).
+    handled_on: bool,
+    handling_on: bool,
+}
+
+/// The metrics `--disabled-metrics` named, set once at start ([`start`]).
+static DISABLED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Disables the metrics `names` for this process (the first call counts): they are left
+/// out of `/metrics`, and the per-call paths stop recording them. Must run before the
+/// first call is served, as [`start`] does.
+pub fn disable(names: &[String]) {
+    let names = names
+        .iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let _ = DISABLED.set(names);
+}
+
+/// Whether metric `name` is recorded and exposed (not named by `--disabled-metrics`).
+pub fn is_enabled(name: &str) -> bool {
+    DISABLED.get().is_none_or(|d| !d.iter().any(|n| n == name))
 }
 
 /// The process's gRPC server metrics, registered in the default registry on first use.
@@ -58,7 +85,12 @@ pub static GRPC: LazyLock<GrpcMetrics> = LazyLock::new(|| {
     let r = prometheus::default_registry();
     r.register(Box::new(handled.clone())).expect("register");
     r.register(Box::new(handling.clone())).expect("register");
-    GrpcMetrics { handled, handling }
+    GrpcMetrics {
+        handled,
+        handling,
+        handled_on: is_enabled("grpc_server_handled_total"),
+        handling_on: is_enabled("grpc_server_handling_seconds"),
+    }
 });
 
 impl GrpcMetrics {
@@ -141,13 +173,16 @@ impl Call {
         } else {
             (self.service.as_str(), self.method.as_str())
         };
-        let labels = [self.kind, service, method];
-        m.handled
-            .with_label_values(&[self.kind, service, method, code])
-            .inc();
-        m.handling
-            .with_label_values(&labels)
-            .observe(self.start.elapsed().as_secs_f64());
+        if m.handled_on {
+            m.handled
+                .with_label_values(&[self.kind, service, method, code])
+                .inc();
+        }
+        if m.handling_on {
+            m.handling
+                .with_label_values(&[self.kind, service, method])
+                .observe(self.start.elapsed().as_secs_f64());
+        }
     }
 }
 
@@ -283,8 +318,10 @@ pub fn encode() -> Vec<u8> {
 pub fn encode_registry(registry: &prometheus::Registry) -> Vec<u8> {
     use prometheus::Encoder;
     let mut out = Vec::with_capacity(16 << 10);
+    let mut families = registry.gather();
+    families.retain(|f| is_enabled(f.name()));
     prometheus::TextEncoder::new()
-        .encode(&registry.gather(), &mut out)
+        .encode(&families, &mut out)
         .expect("text encoding into memory");
     out
 }
@@ -367,11 +404,16 @@ pub struct MetricsArgs {
     /// port does. Unset: no metrics listener.
     #[arg(long, env = "CRDPLANE_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// Metrics not to record or expose, by full name (kube-apiserver's --disabled-metrics,
+    /// its escape hatch for a misbehaving metric), comma-separated.
+    #[arg(long, env = "CRDPLANE_DISABLED_METRICS", value_delimiter = ',')]
+    pub disabled_metrics: Vec<String>,
 }
 
 /// Binds the metrics listener of `args` (if any), announces it on stdout and serves it in
 /// the background ([`serve_metrics`]); called by each service's `main` before it serves.
 pub async fn start(args: &MetricsArgs, tls: &crate::mtls::MtlsArgs) -> anyhow::Result<()> {
+    disable(&args.disabled_metrics);
     let Some(addr) = &args.metrics_listen else {
         return Ok(());
     };
@@ -399,6 +441,23 @@ mod tests {
         assert_eq!(code_name(4), "DeadlineExceeded");
         assert_eq!(code_name(14), "Unavailable");
         assert_eq!(code_name(99), "Unknown");
+    }
+
+    #[test]
+    fn a_disabled_family_is_left_out_of_the_exposition() {
+        // The only test of this binary that sets the process's list.
+        disable(&[" crdplane_test_disabled_total ".to_string(), String::new()]);
+        assert!(!is_enabled("crdplane_test_disabled_total"));
+        assert!(is_enabled("crdplane_test_kept_total"));
+        let r = prometheus::Registry::new();
+        for name in ["crdplane_test_disabled_total", "crdplane_test_kept_total"] {
+            let c = prometheus::IntCounter::new(name, "test").unwrap();
+            c.inc();
+            r.register(Box::new(c)).unwrap();
+        }
+        let text = String::from_utf8(encode_registry(&r)).unwrap();
+        assert!(text.contains("crdplane_test_kept_total 1"), "{text}");
+        assert!(!text.contains("crdplane_test_disabled_total"), "{text}");
     }
 
     #[test]

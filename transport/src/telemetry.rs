@@ -234,11 +234,14 @@ pub struct HyperExport {
 /// The OTLP export timeout: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
 /// `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else the specification's 10 s.
 pub fn export_timeout(env: &dyn Fn(&str) -> Option<String>) -> std::time::Duration {
-    ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]
-        .iter()
-        .find_map(|k| env(k).and_then(|v| v.trim().parse::<u64>().ok()))
-        .map(std::time::Duration::from_millis)
-        .unwrap_or(std::time::Duration::from_secs(10))
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|k| env(k).and_then(|v| v.trim().parse::<u64>().ok()))
+    .map(std::time::Duration::from_millis)
+    .unwrap_or(std::time::Duration::from_secs(10))
 }
 
 /// The largest collector answer read (the `opentelemetry-http` clients' bound).
@@ -248,10 +251,9 @@ impl HyperExport {
     /// A client on the current Tokio runtime (panics outside one) whose requests end
     /// within `timeout`.
     pub fn new(timeout: std::time::Duration) -> Self {
-        let client = hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build_http();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http();
         Self {
             client,
             runtime: tokio::runtime::Handle::current(),
@@ -283,7 +285,9 @@ impl opentelemetry_http::HttpClient for HyperExport {
         let bounded = async move {
             match tokio::time::timeout(timeout, call).await {
                 Ok(r) => r,
-                Err(_) => Err(format!("no answer from the OTLP collector within {timeout:?}").into()),
+                Err(_) => {
+                    Err(format!("no answer from the OTLP collector within {timeout:?}").into())
+                }
             }
         };
         self.runtime.spawn(bounded).await?
@@ -582,7 +586,10 @@ mod tests {
     fn the_protocol_table() {
         let cases: &[(&[(&str, &str)], Result<Protocol, &str>)] = &[
             (&[], Ok(Protocol::Grpc)),
-            (&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], Ok(Protocol::Grpc)),
+            (
+                &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+                Ok(Protocol::Grpc),
+            ),
             (
                 &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")],
                 Ok(Protocol::HttpProtobuf),
@@ -608,12 +615,17 @@ mod tests {
                     ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
                 ],
-                Err("OTEL_EXPORTER_OTLP_ENDPOINT=\"https://collector:4318\": this build sends OTLP over HTTP without TLS"),
+                Err(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT=\"https://collector:4318\": this build sends OTLP over HTTP without TLS",
+                ),
             ),
             (
                 &[
                     ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
-                    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces"),
+                    (
+                        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                        "http://c:4318/v1/traces",
+                    ),
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://ignored:4318"),
                 ],
                 Ok(Protocol::HttpProtobuf),

@@ -18,6 +18,10 @@ fn registered<M: prometheus::core::Collector + Clone + 'static>(m: M) -> M {
     m
 }
 
+const REDIS_SECONDS_NAME: &str = "crdplane_redis_command_duration_seconds";
+const REDIS_ERRORS_NAME: &str = "crdplane_redis_errors_total";
+const BATCH_SIZE_NAME: &str = "crdplane_storage_batch_size";
+
 /// Redis round-trip buckets (seconds): 100 µs to 2.5 s.
 const REDIS_BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -29,7 +33,7 @@ pub static REDIS_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     registered(
         HistogramVec::new(
             HistogramOpts::new(
-                "crdplane_redis_command_duration_seconds",
+                REDIS_SECONDS_NAME,
                 "Seconds of each Redis round trip (a command, a script or a pipeline).",
             )
             .buckets(REDIS_BUCKETS.to_vec()),
@@ -45,7 +49,7 @@ pub static REDIS_ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     registered(
         IntCounterVec::new(
             Opts::new(
-                "crdplane_redis_errors_total",
+                REDIS_ERRORS_NAME,
                 "Redis round trips that failed, by kind: io (connection or timeout) or server (an error reply).",
             ),
             &["kind"],
@@ -59,7 +63,7 @@ pub static BATCH_SIZE: LazyLock<HistogramVec> = LazyLock::new(|| {
     registered(
         HistogramVec::new(
             HistogramOpts::new(
-                "crdplane_storage_batch_size",
+                BATCH_SIZE_NAME,
                 "Items per batched storage call (CreateMany, GetMany).",
             )
             .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
@@ -125,10 +129,30 @@ impl Drop for WatchGuard {
     }
 }
 
+/// Whether the per-call metrics are recorded (each not named by `--disabled-metrics`):
+/// Redis round-trip seconds, Redis errors, batch sizes.
+static RECORDED: LazyLock<[bool; 3]> = LazyLock::new(|| {
+    use crdplane_transport::metrics::is_enabled;
+    [
+        is_enabled(REDIS_SECONDS_NAME),
+        is_enabled(REDIS_ERRORS_NAME),
+        is_enabled(BATCH_SIZE_NAME),
+    ]
+});
+
+/// Records the size of one batched call of `op` (`create`, `get`).
+pub fn batch_size(op: &'static str, items: usize) {
+    if RECORDED[2] {
+        BATCH_SIZE.with_label_values(&[op]).observe(items as f64);
+    }
+}
+
 /// Records one Redis round trip of `op` that took `seconds` and ended `ok` or with `err`.
 pub fn redis_round_trip(op: &'static str, seconds: f64, err: Option<&redis::RedisError>) {
-    REDIS_SECONDS.with_label_values(&[op]).observe(seconds);
-    if let Some(e) = err {
+    if RECORDED[0] {
+        REDIS_SECONDS.with_label_values(&[op]).observe(seconds);
+    }
+    if let Some(e) = err.filter(|_| RECORDED[1]) {
         let kind = if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
             "io"
         } else {

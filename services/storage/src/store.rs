@@ -625,9 +625,7 @@ impl Store {
         &self,
         keys: &[(Keyspace, String, String)],
     ) -> Result<Vec<Option<Stored>>, ApiError> {
-        crate::metrics::BATCH_SIZE
-            .with_label_values(&["get"])
-            .observe(keys.len() as f64);
+        crate::metrics::batch_size("get", keys.len());
         let mut c = self.conn.clone();
         let vs: Vec<Option<Vec<u8>>> = if c.is_cluster() {
             // Keys of many (tenant, resource) triples live on many slots: one pipeline per
@@ -931,9 +929,7 @@ impl Store {
     /// entry and watch event. Results come in request order. A script cache flushed behind
     /// our back (NOSCRIPT) is reloaded and the affected runs retried once.
     pub async fn create_many(&self, items: &[NewObject<'_>]) -> Vec<Result<Stored, ApiError>> {
-        crate::metrics::BATCH_SIZE
-            .with_label_values(&["create"])
-            .observe(items.len() as f64);
+        crate::metrics::batch_size("create", items.len());
         if let Err(e) = self.writable() {
             return items.iter().map(|_| Err(e.clone())).collect();
         }
