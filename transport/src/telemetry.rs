@@ -582,9 +582,15 @@ mod tests {
         );
     }
 
+    /// Environment variables, and the protocol (or the start of the error) they give.
+    type ProtocolCase = (
+        &'static [(&'static str, &'static str)],
+        Result<Protocol, &'static str>,
+    );
+
     #[test]
     fn the_protocol_table() {
-        let cases: &[(&[(&str, &str)], Result<Protocol, &str>)] = &[
+        let cases: &[ProtocolCase] = &[
             (&[], Ok(Protocol::Grpc)),
             (
                 &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
