@@ -106,7 +106,7 @@ async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, A
 }
 
 /// What every gRPC call made for this request carries: its tenant, its authenticated user
-/// (`""` when no authentication layer ran) and its W3C `traceparent` (see
+/// (`""` when no authentication layer ran) and its W3C `traceparent` and `tracestate` (see
 /// `crdplane_transport::context`).
 fn call_context(
     parts: &http::request::Parts,
@@ -139,6 +139,7 @@ fn call_context(
             None => parts.headers.get(crdplane_transport::context::TRACEPARENT),
         },
     )
+    .with_tracestate(parts.headers.get(crdplane_transport::context::TRACESTATE))
 }
 
 /// Reads the body and runs the handler of a parsed request.

@@ -30,7 +30,7 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 type Reply<R> = oneshot::Sender<Result<R, Status>>;
 /// A request, where its answer goes, and the `traceparent` of its span when its trace is
 /// sampled (the batch's call carries the first such one; see `run`).
-type Pending<Q, R> = (Q, Reply<R>, Option<http::HeaderValue>);
+type Pending<Q, R> = (Q, Reply<R>, Option<crdplane_transport::CallContext>);
 /// The outcome of a batched call: one result per request, in request order.
 type ManyResult<R> = Result<Vec<Result<R, Status>>, Status>;
 type CallMany<Q, R> =
@@ -67,7 +67,7 @@ impl<Q: Send + 'static, R: Send + 'static> Batcher<Q, R> {
             tx
         });
         let (reply, wait) = oneshot::channel();
-        let traced = crdplane_transport::CallContext::current_sampled_traceparent();
+        let traced = crdplane_transport::CallContext::current_sampled_trace();
         tx.send((q, reply, traced))
             .map_err(|_| Status::unavailable("request batcher stopped"))?;
         wait.await
@@ -125,7 +125,7 @@ async fn run<Q: Send + 'static, R: Send + 'static>(
         // only.
         let fut = call(batch);
         let fut: Pin<Box<dyn Future<Output = ManyResult<R>> + Send>> = match traced {
-            Some(tp) => Box::pin(crdplane_transport::CallContext::trace_only(tp).scope(fut)),
+            Some(trace) => Box::pin(trace.scope(fut)),
             None => fut,
         };
         tokio::spawn(async move {

@@ -27,6 +27,8 @@ struct Got {
     trace: String,
     id: String,
     parent: String,
+    /// The span's W3C trace state (`tracestate`).
+    state: String,
     attrs: HashMap<String, String>,
 }
 
@@ -69,6 +71,7 @@ impl Collector {
                         trace: hex(&s.trace_id),
                         id: hex(&s.span_id),
                         parent: hex(&s.parent_span_id),
+                        state: s.trace_state.clone(),
                         attrs: s
                             .attributes
                             .iter()
@@ -154,14 +157,18 @@ const PARENT: &str = "00f067aa0ba902b7";
 /// A trace the caller did not sample (flags 00): nothing of it may be exported.
 const UNSAMPLED: &str = "5a1b2c3d4e5f60718293a4b5c6d7e8f9";
 
-/// A POST with a `traceparent` header (trace `trace`, flags `flags`); the status code.
+/// The caller's vendor trace state: every span of its trace keeps it.
+const STATE: &str = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+
+/// A POST with a `traceparent` header (trace `trace`, flags `flags`) and [`STATE`] as
+/// `tracestate`; the status code.
 fn post_traced(gw: &str, path: &str, body: &str, trace: &str, flags: &str) -> u16 {
     let rest = gw.strip_prefix("http://").unwrap();
     let mut s = std::net::TcpStream::connect(rest).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: {rest}\r\nContent-Type: application/json\r\ntraceparent: 00-{trace}-{PARENT}-{flags}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {rest}\r\nContent-Type: application/json\r\ntraceparent: 00-{trace}-{PARENT}-{flags}\r\ntracestate: {STATE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -318,6 +325,10 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
         .cloned()
         .collect();
     assert!(leaked.is_empty(), "{leaked:#?}");
+    // The caller's tracestate went with the trace into every service.
+    for s in &spans {
+        assert_eq!(s.state, STATE, "{} of {}", s.name, s.service);
+    }
     // Metadata only: the object's contents are in no span.
     for s in &spans {
         for v in s.attrs.values() {

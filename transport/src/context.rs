@@ -15,10 +15,11 @@
 //! inherit it: the gateway's coalescing batchers (one GetMany/CreateMany/AdmitMany for many
 //! requests) and the shared watch streams serve several requests at once and carry no
 //! tenant or user — their messages name the tenant of each item themselves; a batch carries
-//! only the `traceparent` of one sampled request in it ([`CallContext::trace_only`]).
+//! only the trace context of one sampled request in it ([`CallContext::current_sampled_trace`]).
 //!
-//! Metadata keys: `crdplane-tenant`, `crdplane-user` (empty until authentication lands) and
-//! `traceparent` (the W3C Trace Context header, as OpenTelemetry's gRPC propagators name it).
+//! Metadata keys: `crdplane-tenant`, `crdplane-user` (empty until authentication lands),
+//! `traceparent` and `tracestate` (the W3C Trace Context headers, as OpenTelemetry's gRPC
+//! propagators name them; `tracestate` is passed on unchanged, only beside a `traceparent`).
 
 use http::HeaderValue;
 use http::header::HeaderName;
@@ -29,6 +30,13 @@ pub const TENANT: HeaderName = HeaderName::from_static("crdplane-tenant");
 pub const USER: HeaderName = HeaderName::from_static("crdplane-user");
 /// Metadata key of the W3C trace context (`traceparent`).
 pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+/// Metadata key of the W3C vendor trace state (`tracestate`).
+pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
+/// The longest `tracestate` passed on: W3C Trace Context §3.3.1.5 asks propagators to keep
+/// at least 512 characters; a longer one (which a vendor may cut entry by entry) is dropped
+/// whole here.
+pub const MAX_TRACESTATE: usize = 512;
 
 tokio::task_local! {
     static CURRENT: CallContext;
@@ -42,6 +50,7 @@ pub struct CallContext {
     tenant: Option<HeaderValue>,
     user: Option<HeaderValue>,
     traceparent: Option<HeaderValue>,
+    tracestate: Option<HeaderValue>,
 }
 
 impl CallContext {
@@ -55,30 +64,39 @@ impl CallContext {
             traceparent: traceparent
                 .filter(|v| valid_traceparent(v.as_bytes()))
                 .cloned(),
+            tracestate: None,
         }
     }
 
-    /// A context that carries only a `traceparent` (no tenant, no user): what a call made
-    /// for several requests at once (a coalesced batch) carries when one of them is traced.
-    pub fn trace_only(traceparent: HeaderValue) -> Self {
-        Self {
-            tenant: None,
-            user: None,
-            traceparent: Some(traceparent),
-        }
+    /// This context with the request's `tracestate` header, kept only beside a
+    /// `traceparent` and when no longer than [`MAX_TRACESTATE`].
+    pub fn with_tracestate(mut self, tracestate: Option<&HeaderValue>) -> Self {
+        self.tracestate = tracestate
+            .filter(|v| self.traceparent.is_some() && v.len() <= MAX_TRACESTATE)
+            .cloned();
+        self
     }
 
-    /// The `traceparent` of the current context when its trace is sampled (flags bit 0 set;
-    /// see [`crate::telemetry`]), while trace export is on.
-    pub fn current_sampled_traceparent() -> Option<HeaderValue> {
+    /// The trace context alone (no tenant, no user) of the current context when its trace
+    /// is sampled (flags bit 0 set; see [`crate::telemetry`]), while trace export is on:
+    /// what a call made for several requests at once (a coalesced batch) carries when one
+    /// of them is traced.
+    pub fn current_sampled_trace() -> Option<CallContext> {
         if !crate::telemetry::enabled() {
             return None;
         }
         CURRENT
-            .try_with(|c| c.traceparent.clone())
+            .try_with(|c| {
+                let tp = c.traceparent.as_ref()?;
+                crate::telemetry::is_sampled(tp.as_bytes()).then(|| CallContext {
+                    tenant: None,
+                    user: None,
+                    traceparent: Some(tp.clone()),
+                    tracestate: c.tracestate.clone(),
+                })
+            })
             .ok()
             .flatten()
-            .filter(|v| crate::telemetry::is_sampled(v.as_bytes()))
     }
 
     /// The context carried by an incoming call's headers.
@@ -87,6 +105,7 @@ impl CallContext {
             tenant: h.get(TENANT).cloned(),
             user: h.get(USER).cloned(),
             traceparent: h.get(TRACEPARENT).cloned(),
+            tracestate: h.get(TRACESTATE).cloned(),
         }
     }
 
@@ -100,6 +119,7 @@ impl CallContext {
             tenant: get(TENANT.as_str()),
             user: get(USER.as_str()),
             traceparent: get(TRACEPARENT.as_str()),
+            tracestate: get(TRACESTATE.as_str()),
         }
     }
 
@@ -116,6 +136,11 @@ impl CallContext {
     /// The W3C `traceparent`, if the call carried one.
     pub fn traceparent(&self) -> Option<&str> {
         self.traceparent.as_ref().and_then(|v| v.to_str().ok())
+    }
+
+    /// The W3C `tracestate`, if the call carried one.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.tracestate.as_ref().and_then(|v| v.to_str().ok())
     }
 
     /// Runs `f` with this context as the current one: every call made through
@@ -141,6 +166,7 @@ impl CallContext {
             (TENANT, &self.tenant),
             (USER, &self.user),
             (TRACEPARENT, &self.traceparent),
+            (TRACESTATE, &self.tracestate),
         ] {
             if let Some(v) = v
                 && let http::header::Entry::Vacant(e) = headers.entry(k)
@@ -272,6 +298,28 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(valid_traceparent(v.as_bytes()), *want, "{v}");
         }
+    }
+
+    #[test]
+    fn a_tracestate_rides_only_beside_a_traceparent_and_within_its_bound() {
+        let tp =
+            HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        let ts = HeaderValue::from_static("congo=t61rcWkgMzE");
+        let c = CallContext::new("acme", "", Some(&tp)).with_tracestate(Some(&ts));
+        let mut h = http::HeaderMap::new();
+        c.apply(&mut h);
+        assert_eq!(h[TRACESTATE], ts);
+        assert_eq!(
+            CallContext::from_headers(&h).tracestate(),
+            Some("congo=t61rcWkgMzE")
+        );
+        // No traceparent: no tracestate either (W3C §3.3: it is meaningless alone).
+        let c = CallContext::new("acme", "", None).with_tracestate(Some(&ts));
+        assert_eq!(c.tracestate(), None);
+        // Longer than the bound: dropped whole.
+        let long = HeaderValue::from_str(&format!("a={}", "x".repeat(MAX_TRACESTATE))).unwrap();
+        let c = CallContext::new("acme", "", Some(&tp)).with_tracestate(Some(&long));
+        assert_eq!(c.tracestate(), None);
     }
 
     #[test]

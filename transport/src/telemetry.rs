@@ -305,8 +305,9 @@ impl std::fmt::Debug for Span {
     }
 }
 
-/// The parent a `traceparent` value names (a remote span context), if it is valid.
-fn parent_of(traceparent: &[u8]) -> Option<SpanContext> {
+/// The parent a `traceparent` value names (a remote span context), if it is valid, with
+/// the vendor entries of `tracestate` (dropped when they do not parse).
+fn parent_of(traceparent: &[u8], tracestate: Option<&str>) -> Option<SpanContext> {
     if !crate::context::valid_traceparent(traceparent) {
         return None;
     }
@@ -314,20 +315,29 @@ fn parent_of(traceparent: &[u8]) -> Option<SpanContext> {
     let trace = TraceId::from_hex(&s[3..35]).ok()?;
     let span = SpanId::from_hex(&s[36..52]).ok()?;
     let flags = u8::from_str_radix(&s[53..55], 16).ok()?;
+    let state = tracestate
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
     Some(SpanContext::new(
         trace,
         span,
         TraceFlags::new(flags),
         true,
-        TraceState::default(),
+        state,
     ))
 }
 
 /// Starts a span named `name` of `kind` under the span `parent` names (a `traceparent`
-/// value); a new trace when there is none or it is invalid. `None` while export is off.
-pub fn start(name: &'static str, kind: SpanKind, parent: Option<&[u8]>) -> Option<Span> {
+/// value, with the caller's `tracestate`, which the span keeps); a new trace when there is
+/// none or it is invalid. `None` while export is off.
+pub fn start(
+    name: &'static str,
+    kind: SpanKind,
+    parent: Option<&[u8]>,
+    tracestate: Option<&str>,
+) -> Option<Span> {
     let tracer = TRACER.get()?;
-    let cx = match parent.and_then(parent_of) {
+    let cx = match parent.and_then(|p| parent_of(p, tracestate)) {
         Some(sc) => Context::new().with_remote_span_context(sc),
         None => Context::new(),
     };
@@ -351,7 +361,7 @@ pub fn child_of_current(name: &'static str, kind: SpanKind) -> Option<Span> {
     if !sampled(tp.as_bytes()) {
         return None;
     }
-    start(name, kind, Some(tp.as_bytes()))
+    start(name, kind, Some(tp.as_bytes()), ctx.tracestate())
 }
 
 impl Span {
@@ -476,7 +486,16 @@ where
         else {
             return futures::future::Either::Left(self.inner.call(req));
         };
-        let Some(mut span) = start("grpc.server", SpanKind::Server, Some(parent.as_bytes())) else {
+        let state = req
+            .headers()
+            .get(crate::context::TRACESTATE)
+            .and_then(|v| v.to_str().ok());
+        let Some(mut span) = start(
+            "grpc.server",
+            SpanKind::Server,
+            Some(parent.as_bytes()),
+            state,
+        ) else {
             return futures::future::Either::Left(self.inner.call(req));
         };
         let path = req.uri().path().trim_start_matches('/').to_string();
@@ -654,7 +673,11 @@ mod tests {
 
     #[test]
     fn a_traceparent_names_a_remote_parent() {
-        let sc = parent_of(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+        let sc = parent_of(
+            b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            None,
+        )
+        .unwrap();
         assert_eq!(
             sc.trace_id().to_string(),
             "0af7651916cd43dd8448eb211c80319c"
@@ -663,11 +686,31 @@ mod tests {
         assert!(sc.is_sampled());
         assert!(sc.is_remote());
         assert!(
-            parent_of(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
-                .is_some_and(|s| !s.is_sampled())
+            parent_of(
+                b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+                None
+            )
+            .is_some_and(|s| !s.is_sampled())
         );
-        assert!(parent_of(b"00-00000000000000000000000000000000-b7ad6b7169203331-01").is_none());
-        assert!(parent_of(b"garbage").is_none());
+        assert!(
+            parent_of(
+                b"00-00000000000000000000000000000000-b7ad6b7169203331-01",
+                None
+            )
+            .is_none()
+        );
+        assert!(parent_of(b"garbage", None).is_none());
+        // The caller's vendor entries ride along; a tracestate that does not parse is
+        // dropped, not the parent.
+        let tp = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let sc = parent_of(tp, Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")).unwrap();
+        assert_eq!(sc.trace_state().get("congo"), Some("t61rcWkgMzE"));
+        assert_eq!(
+            sc.trace_state().header(),
+            "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+        );
+        let sc = parent_of(tp, Some("not a list entry")).unwrap();
+        assert_eq!(sc.trace_state().header(), "");
     }
 
     #[test]
@@ -688,7 +731,7 @@ mod tests {
     fn nothing_is_started_while_export_is_off() {
         // This test binary never calls init.
         assert!(!enabled());
-        assert!(start("x", SpanKind::Internal, None).is_none());
+        assert!(start("x", SpanKind::Internal, None, None).is_none());
         assert!(child_of_current("x", SpanKind::Client).is_none());
     }
 }

@@ -230,10 +230,16 @@ where
         // A span the sampler drops records nothing: it is ended at once and the request
         // goes on as with export off (the incoming `traceparent`, if any, is what the
         // services see; they follow its "not sampled").
+        let state = req
+            .headers()
+            .get("tracestate")
+            .filter(|v| v.len() <= crdplane_transport::context::MAX_TRACESTATE)
+            .and_then(|v| v.to_str().ok());
         let span = telemetry::start(
             "KubernetesAPI",
             telemetry::Kind::Server,
             incoming.as_ref().map(HeaderValue::as_bytes),
+            state,
         )
         .filter(telemetry::Span::is_recording)
         .map(|mut s| {
