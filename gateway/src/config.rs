@@ -335,18 +335,20 @@ fn event_ttl(s: &str) -> Result<std::time::Duration, String> {
 
 /// `--request-timeout`: a Go duration, not negative (as kube-apiserver validates it).
 fn request_timeout(s: &str) -> Result<std::time::Duration, String> {
-    let nanos = crate::filters::limits::parse_go_duration(s)?;
-    u64::try_from(nanos)
-        .map(std::time::Duration::from_nanos)
-        .map_err(|_| "--request-timeout can not be negative value".to_string())
+    non_negative("--request-timeout", s)
 }
 
-/// `--shutdown-delay-duration`: a Go duration, not negative.
+/// `--shutdown-delay-duration`: a Go duration, not negative (as kube-apiserver validates it).
 fn shutdown_delay(s: &str) -> Result<std::time::Duration, String> {
+    non_negative("--shutdown-delay-duration", s)
+}
+
+/// A Go duration that may not be negative, with kube-apiserver's text naming `flag`.
+fn non_negative(flag: &str, s: &str) -> Result<std::time::Duration, String> {
     let nanos = crate::filters::limits::parse_go_duration(s)?;
     u64::try_from(nanos)
         .map(std::time::Duration::from_nanos)
-        .map_err(|_| "--shutdown-delay-duration can not be negative value".to_string())
+        .map_err(|_| format!("{flag} can not be negative value"))
 }
 
 use crdplane_transport::deadline::from_flag as call_timeout;

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 /// Serves the Kubernetes API on `listener` until `shutdown` fires, then stops as
-/// kube-apiserver does (see [`drain`]).
+/// kube-apiserver does: `/readyz` fails at once, the listener closes after
+/// `--shutdown-delay-duration`, then the connections drain (`drain` below).
 ///
 /// The accept loop never fails (accept errors back off as Go's `net/http` does) and admits
 /// connections within `cfg.connections` (see `crdplane_transport::accept`).
