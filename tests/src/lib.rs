@@ -664,6 +664,22 @@ impl Stack {
         }
     }
 
+    /// Points the stack's kubeconfig at its HTTPS gateway as the admin of `pki`: it trusts
+    /// the PKI's CA and holds the admin's client certificate (a stack started with
+    /// `StackBuilder::tls(pki)`).
+    pub fn use_admin_kubeconfig(&self, pki: &crdplane::Pki) {
+        std::fs::write(
+            &self.kubeconfig,
+            crdplane::kubeconfig_yaml_tls(
+                &self.gateway,
+                pki.ca_pem(),
+                pki.admin_cert_pem(),
+                pki.admin_key_pem(),
+            ),
+        )
+        .expect("write the admin kubeconfig");
+    }
+
     /// Runs `kubectl` (the given binary) against this stack with a private HOME.
     pub fn kubectl(&self, kubectl: &Path, args: &[&str]) -> KubectlOutput {
         self.kubectl_stdin(kubectl, args, None)
@@ -789,6 +805,15 @@ pub struct TlsClient {
 }
 
 impl TlsClient {
+    /// A client of `pki`'s admin: its client certificate, trusting the PKI's CA.
+    pub fn admin(pki: &crdplane::Pki) -> Self {
+        Self::new(
+            pki.ca_pem(),
+            Some((pki.admin_cert_pem(), pki.admin_key_pem())),
+        )
+        .expect("the admin's TLS client")
+    }
+
     /// A client trusting `ca_pem`, presenting `client` (certificate, key) if given.
     pub fn new(ca_pem: &str, client: Option<(&str, &str)>) -> anyhow::Result<Self> {
         use rustls::pki_types::pem::PemObject;

@@ -10,7 +10,7 @@
 //! decision, the impersonated user, the error Status of a failed request, and the
 //! `Audit-Id` response header naming the event.
 
-use crdplane::{Pki, Service, kubeconfig_yaml_tls};
+use crdplane::{Pki, Service};
 use crdplane_tests::{Stack, TlsClient, kubectls};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -151,21 +151,8 @@ fn audit_log_and_webhook_record_what_kubectl_did() {
         )
     })
     .unwrap();
-    std::fs::write(
-        &stack.kubeconfig,
-        kubeconfig_yaml_tls(
-            &stack.gateway,
-            pki.ca_pem(),
-            pki.admin_cert_pem(),
-            pki.admin_key_pem(),
-        ),
-    )
-    .unwrap();
-    let admin = TlsClient::new(
-        pki.ca_pem(),
-        Some((pki.admin_cert_pem(), pki.admin_key_pem())),
-    )
-    .unwrap();
+    stack.use_admin_kubeconfig(&pki);
+    let admin = TlsClient::admin(&pki);
     let url = |path: &str| format!("{}{path}", stack.gateway);
 
     // A plain GET: its Audit-Id names a RequestReceived and a ResponseComplete event.

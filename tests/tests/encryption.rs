@@ -6,7 +6,6 @@
 //! first, rewrite, old key dropped), and an object whose key is gone is a 500, never its
 //! ciphertext. Real binaries, real Redis (read with `redis-cli`).
 
-use crdplane::kubeconfig_yaml_tls;
 use crdplane::pki::Pki;
 use crdplane_tests::{Stack, TlsClient, kubectls};
 use std::path::Path;
@@ -103,21 +102,8 @@ fn secrets_are_sealed_in_redis_and_served_decrypted() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
     let stack = Stack::start_with_redis_using(|b| b.tls(&pki)).unwrap();
-    std::fs::write(
-        &stack.kubeconfig,
-        kubeconfig_yaml_tls(
-            &stack.gateway,
-            pki.ca_pem(),
-            pki.admin_cert_pem(),
-            pki.admin_key_pem(),
-        ),
-    )
-    .unwrap();
-    let admin = TlsClient::new(
-        pki.ca_pem(),
-        Some((pki.admin_cert_pem(), pki.admin_key_pem())),
-    )
-    .unwrap();
+    stack.use_admin_kubeconfig(&pki);
+    let admin = TlsClient::admin(&pki);
     let mut env = Env {
         stack,
         pki,

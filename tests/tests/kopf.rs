@@ -127,21 +127,8 @@ fn kopf_operator_runs_over_tls_with_only_its_rbac_rights() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
     let stack = Stack::start_with_redis_using(|b| b.tls(&pki)).unwrap();
-    std::fs::write(
-        &stack.kubeconfig,
-        kubeconfig_yaml_tls(
-            &stack.gateway,
-            pki.ca_pem(),
-            pki.admin_cert_pem(),
-            pki.admin_key_pem(),
-        ),
-    )
-    .unwrap();
-    let admin = TlsClient::new(
-        pki.ca_pem(),
-        Some((pki.admin_cert_pem(), pki.admin_key_pem())),
-    )
-    .unwrap();
+    stack.use_admin_kubeconfig(&pki);
+    let admin = TlsClient::admin(&pki);
     let api = Api::Tls(admin, stack.gateway.clone());
     for (path, obj) in [
         (

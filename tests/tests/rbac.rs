@@ -7,7 +7,7 @@
 //! every verb × every path form of another tenant, 0 successes. Checked with raw HTTPS requests, real kubectl binaries, kube-rs and
 //! the Python client.
 
-use crdplane::{Pki, Service, kubeconfig_yaml_tls};
+use crdplane::{Pki, Service};
 use crdplane_tests::{JwtKey, Stack, TlsClient, jwks, kubectls, unix_now};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,16 +69,7 @@ impl Secure {
                 ],
             );
         let stack = Stack::start_from(b, Some(redis)).unwrap();
-        std::fs::write(
-            &stack.kubeconfig,
-            kubeconfig_yaml_tls(
-                &stack.gateway,
-                pki.ca_pem(),
-                pki.admin_cert_pem(),
-                pki.admin_key_pem(),
-            ),
-        )
-        .unwrap();
+        stack.use_admin_kubeconfig(&pki);
         // A kubeconfig that trusts the CA and holds no credential (tokens come as flags).
         let bare: String = std::fs::read_to_string(&stack.kubeconfig)
             .unwrap()

@@ -9,7 +9,7 @@
 //! that no gateway was running (the gateway stopped right after marking the Tenant) is
 //! finished by the next gateway to start.
 
-use crdplane::{Pki, Service, kubeconfig_yaml_tls};
+use crdplane::{Pki, Service};
 use crdplane_proto::v1 as pb;
 use crdplane_tests::{RedisServer, Stack, TlsClient, http_request, kubectls};
 use serde_json::{Value, json};
@@ -72,16 +72,7 @@ impl Secure {
             .tls(&pki)
             .args(Service::Gateway, &["--token-auth-file", &tokens]);
         let stack = Stack::start_from(b, Some(redis)).unwrap();
-        std::fs::write(
-            &stack.kubeconfig,
-            kubeconfig_yaml_tls(
-                &stack.gateway,
-                pki.ca_pem(),
-                pki.admin_cert_pem(),
-                pki.admin_key_pem(),
-            ),
-        )
-        .unwrap();
+        stack.use_admin_kubeconfig(&pki);
         Self {
             stack,
             pki,
