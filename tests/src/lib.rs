@@ -1391,8 +1391,8 @@ pub fn crontab(name: &str, image: &str) -> serde_json::Value {
 
 /// Creates the CronTab CRD (one version, no schema beyond preserve-unknown-fields) on the
 /// gateway at `gw` and then `first` in namespace `default`, retried until the new resource
-/// is served (at most 30 s).
-pub fn serve_crontabs(gw: &str, first: &serde_json::Value) {
+/// is served (at most 30 s). Returns the body of that create (the object as stored).
+pub fn serve_crontabs(gw: &str, first: &serde_json::Value) -> String {
     let crd = serde_json::json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
         "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
         "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
@@ -1414,7 +1414,7 @@ pub fn serve_crontabs(gw: &str, first: &serde_json::Value) {
         )
         .expect("create the first CronTab");
         if code == 201 {
-            return;
+            return body;
         }
         assert!(Instant::now() < deadline, "{code} {body}");
         std::thread::sleep(Duration::from_millis(100));

@@ -54,26 +54,7 @@ fn objects_survive_a_restart_on_the_same_data_dir() {
     let data = tempfile::tempdir().unwrap();
     let (launcher, gw) = up(data.path());
     assert_eq!(http_get(&format!("{gw}/readyz")).unwrap().0, 200);
-    let crd = json!({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"crontabs.stable.example.com"},
-        "spec":{"group":"stable.example.com","scope":"Namespaced","names":{"plural":"crontabs","kind":"CronTab"},
-        "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}});
-    let (code, _) = http_request(
-        "POST",
-        &format!("{gw}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
-        Some("application/json"),
-        Some(&crd.to_string()),
-    )
-    .unwrap();
-    assert_eq!(code, 201);
-    let ct = json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"durable"},"spec":{"image":"x"}});
-    let (code, body) = http_request(
-        "POST",
-        &format!("{gw}/apis/stable.example.com/v1/namespaces/default/crontabs"),
-        Some("application/json"),
-        Some(&ct.to_string()),
-    )
-    .unwrap();
-    assert_eq!(code, 201, "{body}");
+    let body = crdplane_tests::serve_crontabs(&gw, &crdplane_tests::crontab("durable", "x"));
     let before: Value = serde_json::from_str(&body).unwrap();
     stop(launcher);
     assert!(
