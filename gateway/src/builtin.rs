@@ -16,15 +16,15 @@
 //! rules (see the strategies).
 
 use crate::context::{Ctx, Req};
-use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::http::{Body, json_response};
 use crate::lifecycle::NamespaceExists;
+use crate::reads;
 use crate::request::{
-    decode_body, field_validation, include_object, record_patch_findings, request_delete_options,
+    decode_body, field_validation, record_patch_findings, request_delete_options,
     strict_decoding_error, write_dry_run,
 };
-use crate::respond::{table_api_version, with_warnings};
+use crate::respond::with_warnings;
 use crate::stores::builtin::{BuiltinStore, BuiltinStrategy, BuiltinType, protobuf, type_of};
-use crate::table::RenderOptions;
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
@@ -84,19 +84,12 @@ pub async fn serve(
             }));
     }
     match i.verb.as_str() {
-        "get" => {
-            // handlers/get.go `GetResource`: JSON is the stored bytes as they are (for the
-            // types served as stored), a Table needs the object.
-            let json = handlers::get_encoded(&store, &i.namespace, &i.name).await?;
-            match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(StatusCode::OK, json)),
-                Output::Table(_) => {
-                    let obj = crate::request::parse_object(&json)?;
-                    render_one(req, ty, StatusCode::OK, &obj, &[])
-                }
-            }
+        "get" => reads::get(req, &resource(req, ty, ""), &store).await,
+        "list" => {
+            let api_version = r.api_version();
+            let res = resource(req, ty, &api_version);
+            reads::list(ctx, req, &res, &store, || selectors(req, ty)).await
         }
-        "list" => list(ctx, req, ty).await,
         "watch" => watch(ctx, req, ty).await,
         "create" => {
             let dry = write_dry_run(req)?;
@@ -147,9 +140,10 @@ pub async fn serve(
         }
         "deletecollection" => {
             let o = request_delete_options(req)?;
+            let (label_selector, field_selector) = selectors(req, ty)?;
             let opts = ListOptions {
-                label_selector: selectors(req, ty)?.0,
-                field_selector: stored_field_selector(ty, &selectors(req, ty)?.1)?,
+                label_selector,
+                field_selector,
                 limit: crate::request::parse_limit(req)?,
                 ..Default::default()
             };
@@ -240,37 +234,13 @@ fn written(
         let resp = json_response(code, serde_json::to_vec(&w.object).expect("json"));
         return Ok(with_warnings(resp, &warnings));
     }
-    render_one(req, ty, code, &w.object, &warnings)
-}
-
-/// One object as JSON or as a one-row Table.
-fn render_one(
-    req: &Req,
-    ty: &dyn BuiltinType,
-    code: StatusCode,
-    obj: &Value,
-    warnings: &[String],
-) -> Result<Response<Body>, ApiError> {
-    let resp = match negotiate_output(req.header("accept"))? {
-        Output::Json => json_response(code, serde_json::to_vec(obj).expect("json")),
-        Output::Table(v) => {
-            let opts = RenderOptions {
-                include_object: include_object(req)?,
-                with_columns: true,
-                api_version: table_api_version(v),
-                now: chrono::Utc::now(),
-            };
-            let t = ty.table().object_to_table(obj, &opts);
-            json_response(code, serde_json::to_vec(&t).expect("json"))
-        }
-    };
-    Ok(with_warnings(resp, warnings))
+    reads::object(req, ty.table(), code, &w.object, &warnings)
 }
 
 /// The request's selectors, checked: label selector syntax, field selector syntax and
 /// labels (`metadata.name`, `metadata.namespace` and the type's own; upstream's
 /// `field label not supported: x` otherwise).
-fn selectors(req: &Req, ty: &dyn BuiltinType) -> Result<(String, String), ApiError> {
+fn checked_selectors(req: &Req, ty: &dyn BuiltinType) -> Result<(String, String), ApiError> {
     crate::list::checked_selectors(req, |f| {
         matches!(f, "metadata.name" | "metadata.namespace") || ty.field_labels().contains(&f)
     })
@@ -300,75 +270,27 @@ fn stored_field_selector(ty: &dyn BuiltinType, field: &str) -> Result<String, Ap
     Ok(parts.join(","))
 }
 
-/// LIST (handlers/get.go `ListResource` with upstream's resourceVersion semantics and
-/// signed continue tokens, as the other families).
-async fn list(ctx: &Ctx, req: &Req, ty: &dyn BuiltinType) -> Result<Response<Body>, ApiError> {
-    let i = &req.info;
+/// The read verbs' description of `ty` for the request's tenant.
+fn resource<'a>(
+    req: &'a Req,
+    ty: &'static dyn BuiltinType,
+    api_version: &'a str,
+) -> reads::Resource<'a> {
     let r = ty.resource();
-    let output = negotiate_output(req.header("accept"))?;
-    let (label, field) = selectors(req, ty)?;
-    let field = stored_field_selector(ty, &field)?;
-    // The storage's own store (objects as stored): the served form is made below, per
-    // output, and the token is bound to the stored resource.
-    let store = crate::stores::storage::StorageStore {
-        storage: &ctx.storage,
-        tenant: &i.tenant,
-        group: r.storage.0,
-        resource: r.storage.1,
-        ttl_seconds: 0,
-    };
-    let scope = [i.tenant.as_str(), r.storage.0, r.storage.1];
-    let page = crate::list::page(ctx, req, &store, scope, &i.namespace, label, field).await?;
-    let sealing =
-        crate::encryption::Sealing::new(ctx.cfg.encryption.as_ref(), &i.tenant, r.storage);
-    let converts = r.storage != (r.group, r.resource) || sealing.active();
-    match output {
-        Output::Json if !converts => {
-            for b in &page.items {
-                sealing.check_plain(b)?;
-            }
-            Ok(json_response(
-                StatusCode::OK,
-                page.json(&r.api_version(), r.list_kind, &page.items),
-            ))
-        }
-        output => {
-            let objs: Vec<Value> = page
-                .items
-                .iter()
-                .map(|b| {
-                    crate::request::parse_object(b)
-                        .and_then(|v| sealing.open(v))
-                        .map(|v| ty.served_form(v))
-                })
-                .collect::<Result<_, _>>()?;
-            match output {
-                Output::Json => {
-                    let items: Vec<bytes::Bytes> = objs
-                        .iter()
-                        .map(|v| serde_json::to_vec(v).expect("json").into())
-                        .collect();
-                    Ok(json_response(
-                        StatusCode::OK,
-                        page.json(&r.api_version(), r.list_kind, &items),
-                    ))
-                }
-                Output::Table(v) => {
-                    let opts = RenderOptions {
-                        include_object: include_object(req)?,
-                        with_columns: true,
-                        api_version: table_api_version(v),
-                        now: chrono::Utc::now(),
-                    };
-                    let t = ty.table().render(&objs, &page.list_meta(), &opts);
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&t).expect("json"),
-                    ))
-                }
-            }
-        }
+    reads::Resource {
+        api_version,
+        kind: r.kind,
+        list_kind: r.list_kind,
+        stored: [&req.info.tenant, r.storage.0, r.storage.1],
+        table: ty.table(),
     }
+}
+
+/// The selectors of a list or watch as the stored objects are matched: checked, then the
+/// field selector's labels made paths of the stored form.
+fn selectors(req: &Req, ty: &dyn BuiltinType) -> Result<(String, String), ApiError> {
+    let (label, field) = checked_selectors(req, ty)?;
+    Ok((label, stored_field_selector(ty, &field)?))
 }
 
 /// WATCH through the shared streams of the storage triple.
@@ -379,9 +301,7 @@ async fn watch(
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let r = ty.resource();
-    let (label, field) = selectors(req, ty)?;
-    let field = stored_field_selector(ty, &field)?;
-    let table = crate::watch::table_fn(ty.table());
+    let selectors = selectors(req, ty)?;
     let sealing =
         crate::encryption::Sealing::new(ctx.cfg.encryption.as_ref(), &i.tenant, r.storage);
     // Events' objects: opened (encryption at rest), then in the served form. An object that
@@ -402,19 +322,10 @@ async fn watch(
             });
             f
         });
-    let t = crate::watch::Target {
-        resource: storage_ref(&i.tenant, r),
-        namespace: i.namespace.clone(),
-        name: i.name.clone(),
-        api_version: r.api_version(),
-        kind: r.kind.into(),
-        table,
-        label_selector: label,
-        field_selector: field,
-        transform,
-        normalize: None,
-        crd: None,
-    };
+    let api_version = r.api_version();
+    let table = crate::watch::table_fn(ty.table());
+    let mut t = reads::watch_target(req, &resource(req, ty, &api_version), table, selectors);
+    t.transform = transform;
     crate::watch::serve(ctx, req, t).await
 }
 

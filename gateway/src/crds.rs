@@ -6,72 +6,37 @@
 //! registry validates, names, sets conditions and persists. DELETE returns the CRD marked
 //! for deletion; the registry's finalizer controller deletes its instances and then the CRD.
 //!
-//! list and watch stay here on the shared paths (the registry's paged list with the
-//! gateway's signed continue tokens, the shared watch streams of [`crate::watch`]); this
-//! module also renders the CRD Table.
+//! get, list and watch are the read verbs of [`crate::reads`] over the same store (the
+//! registry's paged list with the gateway's signed continue tokens, the shared watch
+//! streams of [`crate::watch`]), with upstream's default Table.
 //!
 //! Follows k8s.io/apiserver pkg/endpoints/handlers (verbs) and apiextensions-apiserver
 //! pkg/registry/customresourcedefinition (strategy.go, etcd.go).
 
 use crate::context::{Ctx, Req};
-use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::http::Body;
+use crate::reads;
 use crate::request::{decode_body, request_delete_options, strict_warnings, write_dry_run};
 use crate::stores::crds::{CrdStore, CrdStrategy};
 use crate::stores::typed::unknown_fields;
-use crate::table::{IncludeObject, ListMeta};
-use crate::watch::{self, TableFn};
+use crate::table::TableConvertor;
+use crate::watch;
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
-use crdplane_core::{ApiError, ResourceRef};
-use http::{Response, StatusCode};
+use crdplane_core::ApiError;
+use http::Response;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use serde_json::{Value, json};
-use std::sync::Arc;
 
-/// The default table of upstream (`rest.NewDefaultTableConvertor`): Name and Created At
-/// (RFC 3339), as `kubectl get crd` shows.
-pub fn crd_table(objs: &[Value], with_columns: bool, include: IncludeObject) -> Value {
-    let rows: Vec<Value> = objs
-        .iter()
-        .map(|o| {
-            let name = o.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
-            let created = o.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null);
-            let mut row = json!({"cells": [name, created]});
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Object => row["object"] = o.clone(),
-                IncludeObject::Metadata => {
-                    row["object"] = json!({"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata": o.get("metadata").cloned().unwrap_or(json!({}))})
-                }
-            }
-            row
-        })
-        .collect();
-    let mut t = json!({"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"columnDefinitions": null,"rows": rows});
-    if with_columns {
-        t["columnDefinitions"] = json!([
-            {"name":"Name","type":"string","format":"name","description":"Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names","priority":0},
-            {"name":"Created At","type":"date","format":"","description":"CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata","priority":0}
-        ]);
-    }
-    t
-}
-
-fn include(req: &Req) -> IncludeObject {
-    crate::request::include_object(req).unwrap_or(IncludeObject::Metadata)
-}
-
-fn one(req: &Req, code: StatusCode, json: bytes::Bytes) -> Result<Response<Body>, ApiError> {
-    match negotiate_output(req.header("accept"))? {
-        Output::Json => Ok(json_response(code, json)),
-        Output::Table(_) => {
-            let o: Value = serde_json::from_slice(&json).map_err(ApiError::internal)?;
-            Ok(json_response(
-                code,
-                serde_json::to_vec(&crd_table(&[o], true, include(req))).expect("json"),
-            ))
-        }
+/// The read verbs' description of a tenant's CRDs; their Table is upstream's default
+/// (Name and Created At, as `kubectl get crd` shows).
+fn resource(tenant: &str) -> reads::Resource<'_> {
+    reads::Resource {
+        api_version: "apiextensions.k8s.io/v1",
+        kind: "CustomResourceDefinition",
+        list_kind: "CustomResourceDefinitionList",
+        stored: [tenant, "apiextensions.k8s.io", "customresourcedefinitions"],
+        table: TableConvertor::default_convertor(),
     }
 }
 
@@ -120,69 +85,13 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let w = handlers::create(&store, &strategy, &admission, "", obj, dry).await?;
             written(w, &warnings)
         }
-        "get" => {
-            let o = handlers::get(&store, "", &i.name).await?;
-            one(
-                req,
-                StatusCode::OK,
-                serde_json::to_vec(&o).expect("json").into(),
-            )
-        }
-        "list" => {
-            let (label, field) = selectors(req)?;
-            // Tokens and list options as for every list; the registry serves the current
-            // state (no resourceVersion constraints on CRD lists).
-            let scope = [
-                tenant.as_str(),
-                "apiextensions.k8s.io",
-                "customresourcedefinitions",
-            ];
-            let page = crate::list::page(ctx, req, &store, scope, "", label, field).await?;
-            match negotiate_output(req.header("accept"))? {
-                Output::Json => Ok(json_response(
-                    StatusCode::OK,
-                    page.json(
-                        "apiextensions.k8s.io/v1",
-                        "CustomResourceDefinitionList",
-                        &page.items,
-                    ),
-                )),
-                Output::Table(_) => {
-                    let objs: Vec<Value> = page
-                        .items
-                        .iter()
-                        .map(|b| crate::request::parse_object(b))
-                        .collect::<Result<_, _>>()?;
-                    let mut t = crd_table(&objs, true, include(req));
-                    t["metadata"] =
-                        serde_json::to_value(meta_json(&page.list_meta())).expect("json");
-                    Ok(json_response(
-                        StatusCode::OK,
-                        serde_json::to_vec(&t).expect("json"),
-                    ))
-                }
-            }
-        }
+        // The registry serves the current state: no resourceVersion constraints on CRD
+        // lists; tokens and list options as for every list.
+        "get" => reads::get(req, &resource(&tenant), &store).await,
+        "list" => reads::list(ctx, req, &resource(&tenant), &store, || selectors(req)).await,
         "watch" => {
-            let (label, field) = selectors(req)?;
-            let table: TableFn = Arc::new(crd_table);
-            let t = watch::Target {
-                resource: ResourceRef::new(
-                    tenant,
-                    "apiextensions.k8s.io",
-                    "customresourcedefinitions",
-                ),
-                namespace: String::new(),
-                name: i.name.clone(),
-                api_version: "apiextensions.k8s.io/v1".into(),
-                kind: "CustomResourceDefinition".into(),
-                table,
-                label_selector: label,
-                field_selector: field,
-                transform: None,
-                normalize: None,
-                crd: None,
-            };
+            let table = watch::table_fn(TableConvertor::default_convertor());
+            let t = reads::watch_target(req, &resource(&tenant), table, selectors(req)?);
             watch::serve(ctx, req, t).await
         }
         "update" => {
@@ -249,15 +158,4 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             &i.verb,
         )),
     }
-}
-
-fn meta_json(m: &ListMeta) -> Value {
-    let mut v = json!({"resourceVersion": m.resource_version});
-    if !m.continue_token.is_empty() {
-        v["continue"] = json!(m.continue_token);
-        if let Some(r) = m.remaining_item_count {
-            v["remainingItemCount"] = json!(r);
-        }
-    }
-    v
 }

@@ -6,27 +6,30 @@
 //! [`crate::cr_rest::machinery`]: the custom resource's store, strategy (`/status` wrapped in
 //! `StatusStrategy`) and admission chain (NamespaceLifecycle, then the validation service:
 //! metadata, apiVersion/kind, prune, default, schema) from [`crate::stores::crs`]. Deletion
-//! honours DeleteOptions and finalizers there. GET and LIST are the generic
-//! `handlers::get_encoded`/`list_encoded` over the same store: they send the stored bytes
-//! as they are (spliced into the list document) when no version rewrite or read defaults
-//! are needed, which JSON values would cost a parse and a re-encode per object for. Follows apiextensions-apiserver pkg/apiserver/customresource_handler.go
+//! honours DeleteOptions and finalizers there. GET, LIST and WATCH are the read verbs of
+//! [`crate::reads`] over the same store: they send the stored bytes as they are (spliced
+//! into the list document) when no version rewrite or read defaults are needed, which JSON
+//! values would cost a parse and a re-encode per object for; a watch's events are rewritten
+//! to the served version and read-defaulted by the shared stream. Follows
+//! apiextensions-apiserver pkg/apiserver/customresource_handler.go
 //! and k8s.io/apiserver pkg/endpoints/handlers/{create,update,patch,delete,get}.go.
 
 use crate::context::{Ctx, Req};
 use crate::cr_rest::machinery;
 use crate::cr_store::api_version;
 use crate::crd::{CrdInfo, VersionInfo};
-use crate::http::{Body, Output, json_response, negotiate_output};
+use crate::http::Body;
+use crate::reads;
 use crate::request::{
-    FieldValidation, PATCH_TYPES, check_selectors, decode_body, field_validation, include_object,
-    parse_limit, parse_object, record_patch_findings, request_delete_options, write_dry_run,
+    FieldValidation, PATCH_TYPES, check_selectors, decode_body, field_validation, parse_limit,
+    record_patch_findings, request_delete_options, write_dry_run,
 };
-use crate::respond::{add_warnings, table_api_version, written};
+use crate::respond::{add_warnings, written};
 use crate::stores::crs::CrStore;
 use crdplane_apiserver::handlers;
 use crdplane_apiserver::rest::{ListOptions, StatusStrategy};
 use crdplane_core::ApiError;
-use http::{Response, StatusCode};
+use http::Response;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -66,7 +69,7 @@ pub async fn serve(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<B
         ("scale", _) => Box::pin(crate::scale_rest::serve(ctx, req, &crd, ver)).await,
         (_, "get") => Box::pin(get(ctx, req, &crd, ver)).await,
         ("", "list") => Box::pin(list(ctx, req, &crd, ver)).await,
-        ("", "watch") => Box::pin(crate::watch::serve_cr(ctx, req, crd.clone())).await,
+        ("", "watch") => Box::pin(watch(ctx, req, &crd, ver)).await,
         ("", "create") => Box::pin(create(ctx, req, &crd, ver)).await,
         (_, "update") => Box::pin(update(ctx, req, &crd, ver)).await,
         (_, "patch") => Box::pin(patch(ctx, req, &crd, ver)).await,
@@ -102,44 +105,23 @@ pub fn deprecation_warning(crd: &CrdInfo, ver: &VersionInfo) -> Option<String> {
     Some(msg)
 }
 
-// ---- validation service -------------------------------------------------------------------
-
-// ---- version conversion (strategy None: apiVersion rewrite) -----------------------------
-
-// ---- handlers -----------------------------------------------------------------------------
-
-fn table_response(
-    req: &Req,
-    ver: &VersionInfo,
-    version: &'static str,
-    objs: &[Value],
-    rv: Option<u64>,
-    cont: &str,
-    remaining: Option<u64>,
-) -> Result<Response<Body>, ApiError> {
-    let meta = crate::table::ListMeta {
-        resource_version: rv.map(|r| r.to_string()).unwrap_or_default(),
-        continue_token: cont.to_string(),
-        remaining_item_count: remaining.map(|r| r as i64),
-    };
-    let opts = crate::table::RenderOptions {
-        include_object: include_object(req)?,
-        with_columns: true,
-        api_version: table_api_version(version),
-        now: chrono::Utc::now(),
-    };
-    let t = match (objs, rv) {
-        ([one], None) => ver.table.object_to_table(one, &opts),
-        _ => ver.table.render(objs, &meta, &opts),
-    };
-    Ok(json_response(
-        StatusCode::OK,
-        serde_json::to_vec(&t).expect("json"),
-    ))
+/// The read verbs' description of one served version of `crd` for `tenant`.
+fn resource<'a>(
+    crd: &'a CrdInfo,
+    ver: &'a VersionInfo,
+    tenant: &'a str,
+    api_version: &'a str,
+) -> reads::Resource<'a> {
+    reads::Resource {
+        api_version,
+        kind: &crd.kind,
+        list_kind: &crd.list_kind,
+        stored: [tenant, &crd.group, &crd.plural],
+        table: &ver.table,
+    }
 }
 
-/// GET (handlers/get.go `GetResource`) over the custom resource's store: the stored bytes
-/// as the served version shows them.
+/// GET over the custom resource's store: the stored bytes as the served version shows them.
 async fn get(
     ctx: &Ctx,
     req: &Req,
@@ -147,17 +129,12 @@ async fn get(
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let output = negotiate_output(req.header("accept"))?;
     let store = CrStore::new(ctx, &i.tenant, crd, ver);
-    let json = handlers::get_encoded(&store, &i.namespace, &i.name).await?;
-    match output {
-        Output::Json => Ok(json_response(StatusCode::OK, json)),
-        Output::Table(v) => table_response(req, ver, v, &[parse_object(&json)?], None, "", None),
-    }
+    reads::get(req, &resource(crd, ver, &i.tenant, ""), &store).await
 }
 
-/// LIST (handlers/get.go `ListResource`) over the custom resource's store, the page's
-/// objects spliced into the list document as bytes.
+/// LIST over the custom resource's store, the page's objects spliced into the list
+/// document as bytes.
 async fn list(
     ctx: &Ctx,
     req: &Req,
@@ -165,26 +142,54 @@ async fn list(
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let output = negotiate_output(req.header("accept"))?;
-    let (label, field) = check_selectors(req, crd, ver)?;
     let store = CrStore::new(ctx, &i.tenant, crd, ver);
-    let scope = [i.tenant.as_str(), &crd.group, &crd.plural];
-    let page = crate::list::page(ctx, req, &store, scope, &i.namespace, label, field).await?;
-    let (rv, cont, remaining) = (page.resource_version, &page.continue_token, page.remaining);
-    match output {
-        Output::Json => Ok(json_response(
-            StatusCode::OK,
-            page.json(&api_version(crd, &ver.name), &crd.list_kind, &page.items),
-        )),
-        Output::Table(v) => {
-            let objs: Vec<Value> = page
-                .items
-                .iter()
-                .map(|b| parse_object(b))
-                .collect::<Result<_, _>>()?;
-            table_response(req, ver, v, &objs, Some(rv), cont, remaining)
+    let api_version = api_version(crd, &ver.name);
+    let r = resource(crd, ver, &i.tenant, &api_version);
+    reads::list(ctx, req, &r, &store, || check_selectors(req, crd, ver)).await
+}
+
+/// WATCH through the shared streams of the CRD's stored resource: each event's object in the
+/// served version (its apiVersion rewritten), read-defaulted once per event and version by
+/// the shared stream; the watch ends when the CRD is gone or re-specified.
+async fn watch(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &Arc<CrdInfo>,
+    ver: &VersionInfo,
+) -> Result<Response<Body>, ApiError> {
+    let i = &req.info;
+    let selectors = check_selectors(req, crd, ver)?;
+    let api_version = api_version(crd, &ver.name);
+    let (for_table, vname) = (crd.clone(), ver.name.clone());
+    let table: crate::watch::TableFn = Arc::new(move |objs, with_columns, include| {
+        let v = for_table.version(&vname).expect("served version");
+        let meta = crate::table::ListMeta::default();
+        v.table
+            .to_table_with(objs, include, &meta, chrono::Utc::now(), with_columns)
+    });
+    let prefix = format!(
+        "{{\"apiVersion\":{}",
+        serde_json::to_string(&api_version).expect("json")
+    );
+    let want = Value::String(api_version.clone());
+    let transform: crate::watch_mux::Transform = Arc::new(move |b: bytes::Bytes| {
+        if b.starts_with(prefix.as_bytes()) {
+            return b;
         }
-    }
+        match serde_json::from_slice::<Value>(&b) {
+            Ok(mut v) => {
+                v["apiVersion"] = want.clone();
+                bytes::Bytes::from(serde_json::to_vec(&v).expect("json"))
+            }
+            Err(_) => b,
+        }
+    });
+    let r = resource(crd, ver, &i.tenant, &api_version);
+    let mut t = reads::watch_target(req, &r, table, selectors);
+    t.transform = Some(transform);
+    t.normalize = crate::cr_store::watch_normalizer(ctx, crd, &i.tenant, ver);
+    t.crd = Some(crd.clone());
+    crate::watch::serve(ctx, req, t).await
 }
 
 fn require_kind(obj: &Value, body: &[u8]) -> Result<(), ApiError> {

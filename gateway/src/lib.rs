@@ -11,9 +11,10 @@
 //! generic machinery over storage), Tenants of the admin scope ([`tenants`]; the purge
 //! controller of deleted ones is [`tenant_purge`], which tenants exist [`tenant_directory`]),
 //! CRDs ([`crds`] → registry), custom resources ([`crs`]:
-//! writes through the generic machinery of [`cr_rest`] over [`stores`], reads over
-//! [`cr_store`] → validation + storage; `/scale` in [`scale_rest`]; [`watch`] for streams
-//! over [`watch_mux`], [`batch`] coalescing concurrent GETs into storage GetMany calls).
+//! writes through the generic machinery of [`cr_rest`] over [`stores`] → validation +
+//! storage; `/scale` in [`scale_rest`]). Every family's GET, LIST and WATCH go through
+//! [`reads`]; [`watch`] for streams over [`watch_mux`], [`batch`] coalescing concurrent
+//! GETs into storage GetMany calls.
 //! Metadata-only output (PartialObjectMetadata) is applied around the handlers by
 //! [`partial`], YAML output by [`yaml`]; strategic merge patch of built-in types is [`strategic`].
 //!
@@ -53,6 +54,7 @@ pub mod oidc_keys;
 pub mod partial;
 pub mod policy;
 pub mod rbac_admission;
+pub mod reads;
 pub mod request;
 pub mod request_info;
 pub mod respond;

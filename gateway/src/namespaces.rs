@@ -9,20 +9,20 @@
 //! ([`crate::stores::storage`]) with the namespace strategies and store
 //! ([`crate::stores::namespaces`]; upstream's own namespace REST.Delete — its precondition
 //! texts, the Terminating mark, the handoff to the namespace controller — is the store's
-//! `mark_deleting` and the strategy's precondition check). List and watch stay here.
+//! `mark_deleting` and the strategy's precondition check); get, list and watch are the read
+//! verbs of [`crate::reads`].
 //!
 //! Follows k8s.io/kubernetes pkg/registry/core/namespace/strategy.go (finalizers, phase) and
 //! pkg/apis/core/validation (DNS-1123 label names).
 
 use crate::context::{Ctx, Req};
 use crate::http::{Body, json_response};
+use crate::reads;
 use crate::request::decode_body;
 use crate::stores::builtin::protobuf;
-use crate::stores::namespaces::{
-    Endpoint, ImmortalNamespaces, NamespaceStore, NamespaceStrategy, storage_ref,
-};
+use crate::stores::namespaces::{Endpoint, ImmortalNamespaces, NamespaceStore, NamespaceStrategy};
 use crate::stores::typed::unknown_fields;
-use crate::table::{IncludeObject, TableConvertor};
+use crate::table::TableConvertor;
 use crate::watch;
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers;
@@ -44,6 +44,17 @@ fn table() -> &'static TableConvertor {
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]))
     })
+}
+
+/// The read verbs' description of a tenant's namespaces.
+fn resource(tenant: &str) -> reads::Resource<'_> {
+    reads::Resource {
+        api_version: "v1",
+        kind: "Namespace",
+        list_kind: "NamespaceList",
+        stored: [tenant, "", "namespaces"],
+        table: table(),
+    }
 }
 
 /// Serves one `/api/v1/namespaces` request (main resource, `/status`, `/finalize`).
@@ -75,40 +86,16 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 &warnings,
             ))
         }
-        "get" => {
-            // handlers/get.go `GetResource` over the storage service (also `/status`, which
-            // upstream serves from the same object).
-            let o = handlers::get(&NamespaceStore::new(ctx, tenant), "", &i.name).await?;
-            crate::respond::object_or_table(req.header("accept"), include(req), o, table())
-        }
+        // The read verbs over the storage service; a GET of `/status` reads the same
+        // object, as upstream's status REST does.
+        "get" => reads::get(req, &resource(tenant), &NamespaceStore::new(ctx, tenant)).await,
         "list" => {
-            let (label, field) = selectors(req)?;
-            let store = crate::stores::namespaces::NamespaceStore::new(ctx, tenant);
-            let scope = [tenant, "", "namespaces"];
-            let page = crate::list::page(ctx, req, &store, scope, "", label, field).await?;
-            crate::respond::list_or_table(
-                req.header("accept"),
-                include(req),
-                &page,
-                ["v1", "NamespaceList"],
-                table(),
-            )
+            let store = NamespaceStore::new(ctx, tenant);
+            reads::list(ctx, req, &resource(tenant), &store, || selectors(req)).await
         }
         "watch" => {
-            let (label, field) = selectors(req)?;
-            let t = watch::Target {
-                resource: storage_ref(tenant),
-                namespace: String::new(),
-                name: i.name.clone(),
-                api_version: "v1".into(),
-                kind: "Namespace".into(),
-                table: watch::table_fn(table()),
-                label_selector: label,
-                field_selector: field,
-                transform: None,
-                normalize: None,
-                crd: None,
-            };
+            let table = watch::table_fn(table());
+            let t = reads::watch_target(req, &resource(tenant), table, selectors(req)?);
             watch::serve(ctx, req, t).await
         }
         "update" | "patch" => {
@@ -177,10 +164,6 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         }
         _ => Err(ApiError::method_not_supported(&gr(), &i.verb)),
     }
-}
-
-fn include(req: &Req) -> IncludeObject {
-    crate::request::include_object(req).unwrap_or(IncludeObject::Metadata)
 }
 
 /// Namespaces select by `metadata.name` and `status.phase` (namespace strategy.go

@@ -5,12 +5,8 @@
 //! Where it sits: below the handler families, above the HTTP details ([`crate::http`]). Follows k8s.io/apiserver
 //! pkg/endpoints/handlers (`warning` headers of rest.go, responsewriters `ErrorNegotiated`).
 
-use crate::http::{Body, Output, json_response, negotiate_output};
-use crate::table::{IncludeObject, ListMeta, TableConvertor};
-use crdplane_apiserver::rest::EncodedList;
-use crdplane_core::ApiError;
+use crate::http::{Body, json_response};
 use http::{HeaderValue, Response, StatusCode};
-use serde_json::Value;
 
 /// Appends each text as a `Warning: 299 - "<text>"` header (upstream
 /// apiserver/pkg/endpoints/handlers `warning` headers).
@@ -69,54 +65,5 @@ pub fn table_api_version(v: &str) -> &'static str {
         crate::table::TABLE_API_VERSION_V1BETA1
     } else {
         crate::table::TABLE_API_VERSION_V1
-    }
-}
-
-/// A GET's object as JSON, or as a Table of `table` when `accept` asks for one
-/// (handlers/get.go with its table conversion).
-pub fn object_or_table(
-    accept: Option<&str>,
-    include: IncludeObject,
-    obj: Value,
-    table: &TableConvertor,
-) -> Result<Response<Body>, ApiError> {
-    let body = match negotiate_output(accept)? {
-        Output::Json => serde_json::to_vec(&obj),
-        Output::Table(_) => serde_json::to_vec(&table.to_table(
-            &[obj],
-            include,
-            &ListMeta::default(),
-            chrono::Utc::now(),
-        )),
-    };
-    Ok(json_response(StatusCode::OK, body.expect("json")))
-}
-
-/// A LIST page as `<list_kind>` of `api_version`, or as a Table of `table` when `accept`
-/// asks for one (handlers/get.go `ListResource`).
-pub fn list_or_table(
-    accept: Option<&str>,
-    include: IncludeObject,
-    page: &EncodedList,
-    [api_version, list_kind]: [&str; 2],
-    table: &TableConvertor,
-) -> Result<Response<Body>, ApiError> {
-    match negotiate_output(accept)? {
-        Output::Json => Ok(json_response(
-            StatusCode::OK,
-            page.json(api_version, list_kind, &page.items),
-        )),
-        Output::Table(_) => {
-            let objs: Vec<Value> = page
-                .items
-                .iter()
-                .map(|b| serde_json::from_slice(b).map_err(ApiError::internal))
-                .collect::<Result<_, _>>()?;
-            let t = table.to_table(&objs, include, &page.list_meta(), chrono::Utc::now());
-            Ok(json_response(
-                StatusCode::OK,
-                serde_json::to_vec(&t).expect("json"),
-            ))
-        }
     }
 }

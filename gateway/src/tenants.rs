@@ -17,12 +17,13 @@
 
 use crate::context::{Ctx, Req, TenantCreation};
 use crate::http::{Body, json_response};
+use crate::reads;
 use crate::request::decode_body;
 use crate::stores::tenants::{
     self as store, ADMIN_SCOPE, API_VERSION, GROUP, KIND, RESOURCE, TenantStore, TenantStrategy,
     VERSION, gr,
 };
-use crate::table::{IncludeObject, TableConvertor};
+use crate::table::TableConvertor;
 use crate::tenant_directory::Phase;
 use crate::watch;
 use crdplane_apiserver::admission::{Admission, Attributes, Chain, Operation};
@@ -43,8 +44,15 @@ fn table() -> &'static TableConvertor {
     })
 }
 
-fn include(req: &Req) -> IncludeObject {
-    crate::request::include_object(req).unwrap_or(IncludeObject::Metadata)
+/// The read verbs' description of the Tenants.
+fn resource() -> reads::Resource<'static> {
+    reads::Resource {
+        api_version: API_VERSION,
+        kind: KIND,
+        list_kind: crdplane_core::tenancy::LIST_KIND,
+        stored: [ADMIN_SCOPE, GROUP, RESOURCE],
+        table: table(),
+    }
 }
 
 fn phase_of(t: &Value) -> Phase {
@@ -177,37 +185,11 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 &warnings,
             ))
         }
-        "get" => {
-            let o = handlers::get(&tenants, "", &i.name).await?;
-            crate::respond::object_or_table(req.header("accept"), include(req), o, table())
-        }
-        "list" => {
-            let (label, field) = selectors(req)?;
-            let scope = [ADMIN_SCOPE, GROUP, RESOURCE];
-            let page = crate::list::page(ctx, req, &tenants, scope, "", label, field).await?;
-            crate::respond::list_or_table(
-                req.header("accept"),
-                include(req),
-                &page,
-                [API_VERSION, crdplane_core::tenancy::LIST_KIND],
-                table(),
-            )
-        }
+        "get" => reads::get(req, &resource(), &tenants).await,
+        "list" => reads::list(ctx, req, &resource(), &tenants, || selectors(req)).await,
         "watch" => {
-            let (label, field) = selectors(req)?;
-            let t = watch::Target {
-                resource: store::storage_ref(),
-                namespace: String::new(),
-                name: i.name.clone(),
-                api_version: API_VERSION.into(),
-                kind: KIND.into(),
-                table: watch::table_fn(table()),
-                label_selector: label,
-                field_selector: field,
-                transform: None,
-                normalize: None,
-                crd: None,
-            };
+            let table = watch::table_fn(table());
+            let t = reads::watch_target(req, &resource(), table, selectors(req)?);
             watch::serve(ctx, req, t).await
         }
         "update" | "patch" => {

@@ -19,7 +19,7 @@
 use crate::context::{Ctx, Req};
 use crate::crd::{CrdInfo, CrdNow};
 use crate::http::{Body, Output, negotiate_output};
-use crate::table::{IncludeObject, ListMeta};
+use crate::table::IncludeObject;
 use bytes::Bytes;
 use crdplane_core::{ApiError, ResourceRef};
 use http::{HeaderValue, Response, StatusCode, header};
@@ -355,55 +355,6 @@ pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, Ap
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     Ok(r)
-}
-
-/// Watch of a custom resource.
-pub async fn serve_cr(ctx: &Ctx, req: &Req, crd: Arc<CrdInfo>) -> Result<Response<Body>, ApiError> {
-    let i = &req.info;
-    let ver = crd
-        .version(&i.api_version)
-        .ok_or_else(ApiError::path_not_found)?;
-    let (label, field) = crate::request::check_selectors(req, &crd, ver)?;
-    let api_version = format!("{}/{}", crd.group, ver.name);
-    let crd2 = crd.clone();
-    let vname = ver.name.clone();
-    let table: TableFn = Arc::new(move |objs, with_columns, include| {
-        let v = crd2.version(&vname).expect("served version");
-        let meta = ListMeta::default();
-        v.table
-            .to_table_with(objs, include, &meta, chrono::Utc::now(), with_columns)
-    });
-    let want = api_version.clone();
-    let transform: Arc<dyn Fn(Bytes) -> Bytes + Send + Sync> = Arc::new(move |b: Bytes| {
-        let prefix = format!(
-            "{{\"apiVersion\":{}",
-            serde_json::to_string(&want).expect("json")
-        );
-        if b.starts_with(prefix.as_bytes()) {
-            return b;
-        }
-        match serde_json::from_slice::<Value>(&b) {
-            Ok(mut v) => {
-                v["apiVersion"] = Value::String(want.clone());
-                Bytes::from(serde_json::to_vec(&v).expect("json"))
-            }
-            Err(_) => b,
-        }
-    });
-    let target = Target {
-        resource: crate::cr_store::resource_ref(&crd, &i.tenant),
-        namespace: i.namespace.clone(),
-        name: i.name.clone(),
-        api_version,
-        kind: crd.kind.clone(),
-        table,
-        label_selector: label,
-        field_selector: field,
-        transform: Some(transform),
-        normalize: crate::cr_store::watch_normalizer(ctx, &crd, &i.tenant, ver),
-        crd: Some(crd.clone()),
-    };
-    serve(ctx, req, target).await
 }
 
 #[cfg(test)]

@@ -364,6 +364,38 @@ fn crd_deletecollection_marks_the_selected_ones() {
     assert!(rest["metadata"].get("continue").is_none(), "{rest}");
     let (_, b) = api.get(&format!("{CRDS}?labelSelector=set%3Db"));
     assert_eq!(b["items"].as_array().unwrap().len(), 1, "{b}");
+    // `kubectl get crd`'s Table: upstream's default columns, the creation time in RFC 3339,
+    // the list's metadata and a selected page.
+    let (code, _, body) = crdplane_tests::exchange(
+        "GET",
+        &format!(
+            "{}/clusters/crdcoll{CRDS}?labelSelector=set%3Db",
+            stack.gateway
+        ),
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    );
+    let t: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(code, 200, "{t}");
+    let cols: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, ["Name", "Created At"], "{t}");
+    assert_eq!(
+        t["metadata"]["resourceVersion"],
+        b["metadata"]["resourceVersion"]
+    );
+    let rows = t["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{t}");
+    assert_eq!(rows[0]["cells"][0], "plums.stable.example.com");
+    assert_eq!(
+        rows[0]["cells"][1],
+        b["items"][0]["metadata"]["creationTimestamp"]
+    );
+    assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata", "{t}");
     // An unsupported dryRun value: 422 on DeleteOptions (ValidateDeleteOptions).
     let (code, v) = api.call(
         "DELETE",

@@ -106,6 +106,29 @@ fn namespace_get_status_table_and_not_found() {
     assert_eq!(t["rows"][0]["object"], got);
     let (_, t) = get_accept(&format!("{ns}/team?includeObject=None"), TABLE_V1);
     assert!(t["rows"][0].get("object").is_none_or(Value::is_null), "{t}");
+    // The read path every family shares: a one-object Table carries the object's
+    // resourceVersion, the Table version follows the Accept header, and an unknown
+    // includeObject is upstream's 400.
+    assert_eq!(
+        t["metadata"]["resourceVersion"], got["metadata"]["resourceVersion"],
+        "{t}"
+    );
+    let (code, t) = get_accept(
+        &format!("{ns}/team"),
+        "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+    );
+    assert_eq!(code, 200, "{t}");
+    assert_eq!(t["apiVersion"], "meta.k8s.io/v1beta1");
+    assert_eq!(t["rows"][0]["object"]["apiVersion"], "meta.k8s.io/v1beta1");
+    let (code, st) = get_accept(&format!("{ns}/team?includeObject=Everything"), TABLE_V1);
+    assert_eq!(code, 400, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be 'Metadata', 'Object', 'None', or empty"),
+        "{st}"
+    );
 
     let all = kubectls();
     assert!(!all.is_empty(), "no kubectl found");

@@ -259,6 +259,30 @@ impl TableConvertor {
         }
     }
 
+    /// k8s.io/apiserver `rest.NewDefaultTableConvertor`, the Table of every resource without
+    /// printer columns of its own (CRDs, roles): `Name`, and `Created At`, the creation time
+    /// in RFC 3339, UTC (Go's zero time when the object has none).
+    pub fn default_convertor() -> &'static TableConvertor {
+        static T: std::sync::OnceLock<TableConvertor> = std::sync::OnceLock::new();
+        T.get_or_init(|| {
+            let column =
+                |name: &str, type_: &str, format: &str, description: &str| ColumnDefinition {
+                    name: name.into(),
+                    type_: type_.into(),
+                    format: format.into(),
+                    description: description.into(),
+                    priority: 0,
+                };
+            TableConvertor::printed(
+                vec![
+                    column("Name", "string", "name", NAME_DESCRIPTION),
+                    column("Created At", "date", "", CREATION_TIMESTAMP_DESCRIPTION),
+                ],
+                default_cells,
+            )
+        })
+    }
+
     /// The column definitions, `Name` first.
     pub fn column_definitions(&self) -> &[ColumnDefinition] {
         &self.headers
@@ -380,6 +404,24 @@ impl TableConvertor {
         }
         cells
     }
+}
+
+/// The cells of [`TableConvertor::default_convertor`].
+fn default_cells(obj: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+    let meta = |k: &str| {
+        obj.get("metadata")
+            .and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let created = DateTime::parse_from_rfc3339(meta("creationTimestamp"))
+        .map(|t| {
+            t.with_timezone(&Utc)
+                .format("%Y-%m-%dT%H:%M:%SZ")
+                .to_string()
+        })
+        .unwrap_or_else(|_| "0001-01-01T00:00:00Z".into());
+    vec![Value::String(meta("name").into()), Value::String(created)]
 }
 
 /// Upstream `cellForJSONValue` for the non-string column types.
@@ -744,6 +786,25 @@ fn bracket_end(chars: &[char], start: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_convertor_prints_name_and_creation_time_in_utc() {
+        let t = TableConvertor::default_convertor();
+        let names: Vec<&str> = t
+            .column_definitions()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["Name", "Created At"]);
+        assert_eq!(t.column_definitions()[1].type_, "date");
+        let now = Utc::now();
+        let obj = serde_json::json!({"metadata": {"name": "a.b.c",
+            "creationTimestamp": "2026-11-28T09:30:00+02:00"}});
+        assert_eq!(t.cells(&obj, now), ["a.b.c", "2026-11-28T07:30:00Z"]);
+        // No creation time: Go's zero time, as upstream formats it.
+        let obj = serde_json::json!({"metadata": {"name": "x"}});
+        assert_eq!(t.cells(&obj, now), ["x", "0001-01-01T00:00:00Z"]);
+    }
     use serde_json::json;
 
     fn now() -> DateTime<Utc> {

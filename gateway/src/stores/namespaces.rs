@@ -13,10 +13,13 @@
 use crate::context::Ctx;
 use crate::stores::storage::StorageStore;
 use crate::stores::typed;
+use bytes::Bytes;
 use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
 use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy, stored_rv};
+use crdplane_apiserver::rest::{
+    EncodedList, ListOptions, ListResult, Store, Stored, Strategy, stored_rv,
+};
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource, ResourceRef};
 use crdplane_proto::v1 as pb;
@@ -270,6 +273,16 @@ impl Store for NamespaceStore<'_> {
     }
     async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
         self.inner.list(namespace, opts).await
+    }
+    async fn get_encoded(&self, namespace: &str, name: &str) -> Result<Bytes, ApiError> {
+        self.inner.get_encoded(namespace, name).await
+    }
+    async fn list_encoded(
+        &self,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> Result<EncodedList, ApiError> {
+        self.inner.list_encoded(namespace, opts).await
     }
     async fn create(&self, obj: Value, dry_run: bool) -> Result<Stored, ApiError> {
         self.inner.create(obj, dry_run).await

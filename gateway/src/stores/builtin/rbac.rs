@@ -19,7 +19,7 @@
 
 use super::{BuiltinType, age, column, name, name_column, s};
 use crdplane_apiserver::patch::BuiltinPatch;
-use crdplane_apiserver::render::table::{CREATION_TIMESTAMP_DESCRIPTION, TableConvertor};
+use crdplane_apiserver::render::table::TableConvertor;
 use crdplane_apiserver::strategic::{Field, OBJECT_META};
 use crdplane_core::ApiError;
 use crdplane_core::builtin::{BuiltinResource, lookup};
@@ -386,31 +386,6 @@ fn omit_empty(obj: &mut Value, has_rules: bool) {
     }
 }
 
-/// Roles' and cluster roles' Table (k8s.io/apiserver `defaultTableConvertor`): Name and
-/// Created At, the creation time in RFC 3339, UTC.
-fn roles_table(cell: &'static OnceLock<TableConvertor>) -> &'static TableConvertor {
-    cell.get_or_init(|| {
-        TableConvertor::printed(
-            vec![
-                name_column(),
-                column("Created At", "date", "", CREATION_TIMESTAMP_DESCRIPTION, 0),
-            ],
-            role_printer,
-        )
-    })
-}
-
-fn role_printer(obj: &Value, _now: chrono::DateTime<chrono::Utc>) -> Vec<Value> {
-    let created = chrono::DateTime::parse_from_rfc3339(s(obj, "/metadata/creationTimestamp"))
-        .map(|t| {
-            t.with_timezone(&chrono::Utc)
-                .format("%Y-%m-%dT%H:%M:%SZ")
-                .to_string()
-        })
-        .unwrap_or_else(|_| "0001-01-01T00:00:00Z".into());
-    vec![name(obj), Value::String(created)]
-}
-
 /// `rbac.SubjectsStrings`: users, groups and service accounts (`namespace/name`), each
 /// joined with ", ".
 fn subjects_strings(obj: &Value) -> [String; 3] {
@@ -508,8 +483,7 @@ impl BuiltinType for Roles {
         &PATCH
     }
     fn table(&self) -> &'static TableConvertor {
-        static T: OnceLock<TableConvertor> = OnceLock::new();
-        roles_table(&T)
+        TableConvertor::default_convertor()
     }
 }
 
@@ -549,8 +523,7 @@ impl BuiltinType for ClusterRoles {
         &PATCH
     }
     fn table(&self) -> &'static TableConvertor {
-        static T: OnceLock<TableConvertor> = OnceLock::new();
-        roles_table(&T)
+        TableConvertor::default_convertor()
     }
 }
 

@@ -11,7 +11,7 @@ use super::{BuiltinType, gr};
 use crate::context::Ctx;
 use crate::stores::storage::StorageStore;
 use bytes::Bytes;
-use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored};
+use crdplane_apiserver::rest::{EncodedList, ListOptions, ListResult, Store, Stored};
 use crdplane_core::{ApiError, GroupResource};
 use serde_json::Value;
 
@@ -91,6 +91,31 @@ impl Store for BuiltinStore<'_> {
             }
             other => other,
         }
+    }
+    /// The page as stored for a type served as stored (checked to be plaintext), else
+    /// each object opened and in the served form.
+    async fn list_encoded(
+        &self,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> Result<EncodedList, ApiError> {
+        let r = self.ty.resource();
+        let page = self.inner.list_encoded(namespace, opts).await?;
+        if r.storage == (r.group, r.resource) && !self.sealing.active() {
+            for b in &page.items {
+                self.sealing.check_plain(b)?;
+            }
+            return Ok(page);
+        }
+        let mut page = page;
+        for b in &mut page.items {
+            let v = serde_json::from_slice(b).map_err(ApiError::internal)?;
+            let v = self.sealing.open(v)?;
+            *b = serde_json::to_vec(&self.ty.served_form(v))
+                .expect("json")
+                .into();
+        }
+        Ok(page)
     }
     async fn list(&self, namespace: &str, opts: &ListOptions) -> Result<ListResult, ApiError> {
         let mut l = self.inner.list(namespace, opts).await?;
