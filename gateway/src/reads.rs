@@ -1,6 +1,6 @@
 //! The read verbs of every resource family as one path: GET and LIST over the family's
 //! [`Store`], answered as JSON or as a `meta.k8s.io` Table of the family's
-//! [`TableConvertor`], and the [`watch::Target`] of a WATCH. Custom resources, CRDs,
+//! [`TableConvertor`], and the [`Target`] of a WATCH. Custom resources, CRDs,
 //! namespaces and the built-in types differ here only in the [`Resource`] they describe
 //! themselves with, the store they pass and the selectors they accept.
 //!
