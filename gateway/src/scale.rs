@@ -147,6 +147,11 @@ pub fn set_nested_field(obj: &mut Value, fields: &[&str], value: Value) -> Resul
 // ---- the autoscaling/v1 Scale document ---------------------------------------------------
 
 /// `autoscaling/v1` `Scale`, serialized in upstream's field order and omitempty rules.
+///
+/// Hand-written rather than k8s-openapi's `autoscaling::v1::Scale` on purpose: that type
+/// writes `apiVersion` first and the metadata fields in alphabetical order, and the Scale
+/// is pinned byte for byte to upstream's answer (`tests/subresources.rs`,
+/// `scale_of_an_object_is_upstreams_document`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scale {
     /// Always `Scale`.
