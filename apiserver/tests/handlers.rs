@@ -476,10 +476,10 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
         async move { handlers::delete(s, &widgets(), &Chain::none(), "team", "a", &o).await }
     };
     // Preconditions.
-    let e = del(DeleteOptions {
-        precondition_uid: Some("other".into()),
-        ..Default::default()
-    })
+    let e = del(crdplane_apiserver::rest::delete::preconditioned(
+        Some("other"),
+        None,
+    ))
     .await
     .unwrap_err();
     assert_eq!(e.code, 409);
@@ -538,7 +538,7 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
         .await
         .unwrap();
     let dry = DeleteOptions {
-        dry_run: vec!["All".into()],
+        dry_run: Some(vec!["All".into()]),
         ..Default::default()
     };
     let w = handlers::delete(&ns, &namespaces(), &Chain::none(), "", "team", &dry)

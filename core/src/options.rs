@@ -236,28 +236,49 @@ pub fn write_dry_run(kind: &str, values: &[String]) -> Result<bool, ApiError> {
     Ok(!values.is_empty())
 }
 
-/// `metav1.DeleteOptions` of one DELETE (body, else query parameters).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeleteOptions {
-    /// Precondition: the object's uid must be this (`preconditions.uid`).
-    pub precondition_uid: Option<String>,
-    /// Precondition: the object's resourceVersion must be this (`preconditions.resourceVersion`).
-    pub precondition_rv: Option<String>,
-    /// Accepted and validated; custom resources have no graceful deletion (upstream: no
-    /// `RESTGracefulDeleteStrategy`), so it changes nothing.
-    pub grace_period_seconds: Option<i64>,
-    /// Deprecated `orphanDependents`: true = orphan, false = delete dependents.
-    pub orphan_dependents: Option<bool>,
-    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground`.
-    pub propagation_policy: Option<String>,
-    /// `dryRun`: only "All" is valid; non-empty = nothing is persisted.
-    pub dry_run: Vec<String>,
+/// `metav1.DeleteOptions` of one DELETE (body, else query parameters): k8s-openapi's type.
+/// It is filled by [`delete_options_from_query`] and the body decoder of
+/// `crdplane_apiserver::rest::delete`, which answer upstream's decoding texts.
+/// `gracePeriodSeconds` is accepted and validated; custom resources have no graceful
+/// deletion (upstream: no `RESTGracefulDeleteStrategy`), so it changes nothing.
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions};
+
+/// DeleteOptions with these preconditions and nothing else (the deletes the server makes
+/// itself, and tests).
+pub fn preconditioned(uid: Option<&str>, resource_version: Option<&str>) -> DeleteOptions {
+    DeleteOptions {
+        preconditions: Some(Preconditions {
+            uid: uid.map(str::to_string),
+            resource_version: resource_version.map(str::to_string),
+        }),
+        ..Default::default()
+    }
 }
 
-impl DeleteOptions {
-    /// `dryrun.IsDryRun`: any value (validation allows only "All").
-    pub fn is_dry_run(&self) -> bool {
-        !self.dry_run.is_empty()
+/// What the delete path reads of [`DeleteOptions`].
+pub trait DeleteOptionsExt {
+    /// `dryrun.IsDryRun`: any `dryRun` value (validation allows only "All").
+    fn is_dry_run(&self) -> bool;
+    /// The `dryRun` values.
+    fn dry_run_values(&self) -> &[String];
+    /// `preconditions.uid`: the object's uid must be this.
+    fn precondition_uid(&self) -> Option<&str>;
+    /// `preconditions.resourceVersion`: the object's resourceVersion must be this.
+    fn precondition_rv(&self) -> Option<&str>;
+}
+
+impl DeleteOptionsExt for DeleteOptions {
+    fn is_dry_run(&self) -> bool {
+        !self.dry_run_values().is_empty()
+    }
+    fn dry_run_values(&self) -> &[String] {
+        self.dry_run.as_deref().unwrap_or_default()
+    }
+    fn precondition_uid(&self) -> Option<&str> {
+        self.preconditions.as_ref()?.uid.as_deref()
+    }
+    fn precondition_rv(&self) -> Option<&str> {
+        self.preconditions.as_ref()?.resource_version.as_deref()
     }
 }
 
@@ -281,7 +302,8 @@ pub fn delete_options_from_query<'a>(
     o.orphan_dependents =
         get("orphanDependents").map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")));
     o.propagation_policy = get("propagationPolicy").map(str::to_string);
-    o.dry_run = all("dryRun");
+    let dry_run = all("dryRun");
+    o.dry_run = (!dry_run.is_empty()).then_some(dry_run);
     Ok(o)
 }
 
@@ -307,8 +329,8 @@ pub fn validate_delete_options(o: &DeleteOptions) -> Vec<FieldError> {
             &["Foreground", "Background", "Orphan", "nil"],
         ));
     }
-    if o.dry_run.iter().any(|d| d != "All") {
-        errs.push(dry_run_not_supported(&o.dry_run));
+    if o.dry_run_values().iter().any(|d| d != "All") {
+        errs.push(dry_run_not_supported(o.dry_run_values()));
     }
     errs
 }
@@ -474,7 +496,7 @@ mod tests {
         let o = q("gracePeriodSeconds=0&propagationPolicy=Orphan&dryRun=All").unwrap();
         assert_eq!(o.grace_period_seconds, Some(0));
         assert_eq!(o.propagation_policy.as_deref(), Some("Orphan"));
-        assert_eq!(o.dry_run, vec!["All".to_string()]);
+        assert_eq!(o.dry_run_values(), ["All".to_string()]);
         assert!(validate_delete_options(&o).is_empty());
         assert_eq!(
             q("orphanDependents=FALSE").unwrap().orphan_dependents,

@@ -184,13 +184,10 @@ pub async fn sync_owners(ctx: &Ctx, tenant: &str, owners: &[Value]) -> Result<()
     };
     match store.get("", OWNERS_BINDING).await {
         Ok(old) if owners.is_empty() => {
-            let o = crdplane_apiserver::rest::delete::DeleteOptions {
-                precondition_rv: old
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                ..Default::default()
-            };
+            let rv = old
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str);
+            let o = crdplane_apiserver::rest::delete::preconditioned(None, rv);
             match handlers::delete(&store, &strategy, &Chain::none(), "", OWNERS_BINDING, &o).await
             {
                 Ok(_) => Ok(()),

@@ -353,7 +353,7 @@ mod tests {
             ),
             (Some("Foreground"), Some(3), Some(false))
         );
-        assert!(o.is_dry_run());
+        assert!(crdplane_core::options::DeleteOptionsExt::is_dry_run(&o));
         // Not strconv.ParseBool: only 0/false are false (runtime/conversion.go).
         let q = crate::http::Query::parse(Some("orphanDependents=f"));
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use super::{Written, meta_str};
 use crate::admission::{Attributes, Chain, Operation};
-use crate::rest::delete::{DeleteOptions, DeletionPlan, plan_deletion};
+use crate::rest::delete::{DeleteOptions, DeleteOptionsExt, DeletionPlan, plan_deletion};
 use crate::rest::store::stored_rv;
 use crate::rest::{ListOptions, Store, Stored, Strategy};
 use crate::retry::{Failure, guaranteed_update, write_failed};

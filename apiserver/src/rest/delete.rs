@@ -21,7 +21,10 @@ pub const FINALIZER_ORPHAN: &str = "orphan";
 /// (`metav1.FinalizerDeleteDependents`); the garbage collector handles it.
 pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 /// `metav1.DeleteOptions` and their upstream validation live in the pure core.
-pub use crdplane_core::options::{DeleteOptions, dry_run_not_supported, validate_delete_options};
+pub use crdplane_core::options::{
+    DeleteOptions, DeleteOptionsExt, Preconditions, dry_run_not_supported, preconditioned,
+    validate_delete_options,
+};
 
 fn cannot_unmarshal(v: &Value, field: &str, go_type: &str) -> ApiError {
     let kind = crdplane_core::gofmt::go_json_kind(v);
@@ -57,8 +60,13 @@ pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
     match m.get("preconditions") {
         None | Some(Value::Null) => {}
         Some(Value::Object(p)) => {
-            o.precondition_uid = opt_str(p.get("uid"), "preconditions.uid")?;
-            o.precondition_rv = opt_str(p.get("resourceVersion"), "preconditions.resourceVersion")?;
+            o.preconditions = Some(Preconditions {
+                uid: opt_str(p.get("uid"), "preconditions.uid")?,
+                resource_version: opt_str(
+                    p.get("resourceVersion"),
+                    "preconditions.resourceVersion",
+                )?,
+            });
         }
         Some(other) => return Err(cannot_unmarshal(other, "preconditions", "v1.Preconditions")),
     }
@@ -74,14 +82,15 @@ pub fn parse_delete_options_body(v: &Value) -> Result<DeleteOptions, ApiError> {
     };
     o.propagation_policy = opt_str(m.get("propagationPolicy"), "propagationPolicy")?;
     o.dry_run = match m.get("dryRun") {
-        None | Some(Value::Null) => vec![],
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| match x {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(cannot_unmarshal(other, "dryRun", "string")),
-            })
-            .collect::<Result<_, _>>()?,
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|x| match x {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(cannot_unmarshal(other, "dryRun", "string")),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
         Some(other) => return Err(cannot_unmarshal(other, "dryRun", "[]string")),
     };
     Ok(o)
@@ -102,8 +111,8 @@ pub fn check_delete_preconditions(
     };
     let name = meta("name");
     let gk = crdplane_core::GroupResource::new(group, kind);
-    if let Some(uid) = &o.precondition_uid
-        && *uid != meta("uid")
+    if let Some(uid) = o.precondition_uid()
+        && uid != meta("uid")
     {
         return Err(ApiError::conflict(
             &gk,
@@ -114,8 +123,8 @@ pub fn check_delete_preconditions(
             ),
         ));
     }
-    if let Some(rv) = &o.precondition_rv
-        && *rv != meta("resourceVersion")
+    if let Some(rv) = o.precondition_rv()
+        && rv != meta("resourceVersion")
     {
         return Err(ApiError::conflict(
             &gk,
@@ -403,8 +412,8 @@ mod tests {
             "preconditions":{"uid":"u","resourceVersion":"5"},"propagationPolicy":"Orphan",
             "gracePeriodSeconds":0,"dryRun":["All"]}))
         .unwrap();
-        assert_eq!(o.precondition_uid.as_deref(), Some("u"));
-        assert_eq!(o.precondition_rv.as_deref(), Some("5"));
+        assert_eq!(o.precondition_uid(), Some("u"));
+        assert_eq!(o.precondition_rv(), Some("5"));
         assert!(o.is_dry_run());
         assert!(validate_delete_options(&o).is_empty());
         assert_eq!(
@@ -415,7 +424,7 @@ mod tests {
         );
         let bad = DeleteOptions {
             propagation_policy: Some("Bad".into()),
-            dry_run: s(&["x"]),
+            dry_run: Some(s(&["x"])),
             ..Default::default()
         };
         let e = ApiError::invalid(
@@ -441,10 +450,7 @@ mod tests {
 
     #[test]
     fn delete_preconditions_name_the_kind() {
-        let o = DeleteOptions {
-            precondition_uid: Some("other".into()),
-            ..Default::default()
-        };
+        let o = preconditioned(Some("other"), None);
         let e =
             check_delete_preconditions(&obj(&[]), &o, "CronTab", "stable.example.com").unwrap_err();
         assert_eq!(e.code, 409);
@@ -452,21 +458,14 @@ mod tests {
             e.message,
             "Operation cannot be fulfilled on CronTab.stable.example.com \"x\": the UID in the precondition (other) does not match the UID in record (u). The object might have been deleted and then recreated"
         );
-        let o = DeleteOptions {
-            precondition_rv: Some("4".into()),
-            ..Default::default()
-        };
+        let o = preconditioned(None, Some("4"));
         assert!(
             check_delete_preconditions(&obj(&[]), &o, "CronTab", "stable.example.com")
                 .unwrap_err()
                 .message
                 .ends_with("the ResourceVersion in the precondition (4) does not match the ResourceVersion in record (5). The object might have been modified")
         );
-        let ok = DeleteOptions {
-            precondition_uid: Some("u".into()),
-            precondition_rv: Some("5".into()),
-            ..Default::default()
-        };
+        let ok = preconditioned(Some("u"), Some("5"));
         assert!(
             check_delete_preconditions(&obj(&[]), &ok, "CronTab", "stable.example.com").is_ok()
         );

@@ -39,7 +39,7 @@ use crate::context::Channel;
 use crate::crd::CrdCache;
 use crate::stores::typed;
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
-use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
+use crdplane_apiserver::rest::delete::{DeleteOptions, DeleteOptionsExt, has_deletion_timestamp};
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy};
 use crdplane_core::field::FieldError;
 use crdplane_core::{ApiError, GroupResource};
@@ -321,7 +321,7 @@ pub fn delete_preconditions(obj: &Value, o: &DeleteOptions) -> Result<(), ApiErr
             .unwrap_or("")
     };
     let name = meta("name");
-    if let Some(uid) = &o.precondition_uid
+    if let Some(uid) = o.precondition_uid()
         && uid != meta("uid")
     {
         return Err(ApiError::conflict(
@@ -333,7 +333,7 @@ pub fn delete_preconditions(obj: &Value, o: &DeleteOptions) -> Result<(), ApiErr
             ),
         ));
     }
-    if let Some(rv) = &o.precondition_rv
+    if let Some(rv) = o.precondition_rv()
         && rv != meta("resourceVersion")
     {
         return Err(ApiError::conflict(
@@ -359,11 +359,7 @@ mod tests {
 
     #[test]
     fn delete_preconditions_use_the_crd_texts() {
-        let o = |uid: Option<&str>, rv: Option<&str>| DeleteOptions {
-            precondition_uid: uid.map(str::to_string),
-            precondition_rv: rv.map(str::to_string),
-            ..Default::default()
-        };
+        let o = crdplane_apiserver::rest::delete::preconditioned;
         let cases: [(DeleteOptions, Option<&str>); 5] = [
             (o(None, None), None),
             (o(Some("u1"), Some("7")), None),

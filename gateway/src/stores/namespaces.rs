@@ -16,7 +16,7 @@ use crate::stores::typed;
 use bytes::Bytes;
 use crdplane_apiserver::admission::{Admission, Attributes, Operation};
 use crdplane_apiserver::patch::{BuiltinPatch, PatchMechanism};
-use crdplane_apiserver::rest::delete::{DeleteOptions, has_deletion_timestamp};
+use crdplane_apiserver::rest::delete::{DeleteOptions, DeleteOptionsExt, has_deletion_timestamp};
 use crdplane_apiserver::rest::{
     EncodedList, ListOptions, ListResult, Store, Stored, Strategy, stored_rv,
 };
@@ -193,7 +193,7 @@ impl Strategy for NamespaceStrategy {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if let Some(want) = o.precondition_uid.as_deref() {
+        if let Some(want) = o.precondition_uid() {
             let uid = obj
                 .pointer("/metadata/uid")
                 .and_then(Value::as_str)
@@ -208,7 +208,7 @@ impl Strategy for NamespaceStrategy {
                 ));
             }
         }
-        if let Some(want) = o.precondition_rv.as_deref() {
+        if let Some(want) = o.precondition_rv() {
             let rv = stored_rv(obj).to_string();
             if want != rv {
                 return Err(ApiError::conflict(
