@@ -5,6 +5,10 @@
 //! Where it sits: anywhere an object is in hand as a `serde_json::Value` (strategies,
 //! admission, garbage collection, rendering). A missing field, or one of the wrong JSON type,
 //! reads as its Go zero value, as the unstructured accessors do.
+//!
+//! A borrowed view rather than k8s-openapi's `ObjectMeta`: objects travel as JSON values
+//! (custom resources have no Rust type), and decoding an owned `ObjectMeta` on every write
+//! and read would copy every label, annotation and managed field to read a few of them.
 
 use serde_json::{Map, Value};
 

@@ -2,6 +2,12 @@
 //! constructors with upstream's exact messages (k8s.io/apimachinery/pkg/api/errors/errors.go).
 //! The transport of a Status inside a gRPC status (and the gRPC code of each reason) is
 //! `crdplane_proto::status`: this crate knows nothing of gRPC.
+//!
+//! The Status JSON ([`StatusBody`], [`StatusDetails`], [`StatusCause`]) is written here rather
+//! than with k8s-openapi's `Status`: that type writes `apiVersion` first and its fields in
+//! alphabetical order, and Status bodies are pinned byte for byte to upstream's
+//! (`not_found_json_is_upstreams` below), in upstream's field order with its `omitempty`
+//! rules (`"metadata":{}` always present, `details` without empty fields).
 
 use crate::field::{FieldError, aggregate_message};
 use crate::names::{GroupResource, qualified_kind};

@@ -104,38 +104,9 @@ impl IncludeObject {
     }
 }
 
-/// The list metadata a Table carries (`metav1.ListMeta`); empty fields are omitted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListMeta {
-    /// `resourceVersion` of the list.
-    pub resource_version: String,
-    /// `continue` token of the next page; empty on the last page.
-    pub continue_token: String,
-    /// `remainingItemCount`, when known.
-    pub remaining_item_count: Option<i64>,
-}
-
-impl ListMeta {
-    fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        if !self.resource_version.is_empty() {
-            m.insert(
-                "resourceVersion".into(),
-                Value::String(self.resource_version.clone()),
-            );
-        }
-        if !self.continue_token.is_empty() {
-            m.insert(
-                "continue".into(),
-                Value::String(self.continue_token.clone()),
-            );
-        }
-        if let Some(n) = self.remaining_item_count {
-            m.insert("remainingItemCount".into(), Value::from(n));
-        }
-        Value::Object(m)
-    }
-}
+/// The list metadata a Table carries: k8s-openapi's `metav1.ListMeta` (unset fields are
+/// omitted).
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 
 /// How to render a Table.
 #[derive(Debug, Clone)]
@@ -334,8 +305,8 @@ impl TableConvertor {
                 .get("metadata")
                 .and_then(|m| m.get("resourceVersion"))
                 .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+                .filter(|rv| !rv.is_empty())
+                .map(str::to_string),
             ..ListMeta::default()
         };
         self.render(std::slice::from_ref(obj), &meta, opts)
@@ -355,7 +326,10 @@ impl TableConvertor {
             "apiVersion".into(),
             Value::String(opts.api_version.to_string()),
         );
-        m.insert("metadata".into(), list_meta.to_json());
+        m.insert(
+            "metadata".into(),
+            serde_json::to_value(list_meta).expect("ListMeta serializes"),
+        );
         m.insert(
             "columnDefinitions".into(),
             if opts.with_columns {
@@ -897,9 +871,8 @@ mod tests {
             &[crontab("my-new-cron-object", "2024-06-01T11:59:53Z")],
             IncludeObject::Metadata,
             &ListMeta {
-                resource_version: "42".into(),
-                continue_token: "".into(),
-                remaining_item_count: None,
+                resource_version: Some("42".into()),
+                ..ListMeta::default()
             },
             now(),
         );
@@ -942,9 +915,10 @@ mod tests {
             &[],
             IncludeObject::Metadata,
             &ListMeta {
-                resource_version: "9".into(),
-                continue_token: "tok".into(),
+                resource_version: Some("9".into()),
+                continue_: Some("tok".into()),
                 remaining_item_count: Some(3),
+                self_link: None,
             },
             now(),
         );

@@ -87,9 +87,10 @@ impl EncodedList {
     /// The list metadata of a Table of this page.
     pub fn list_meta(&self) -> crate::render::table::ListMeta {
         crate::render::table::ListMeta {
-            resource_version: self.resource_version.to_string(),
-            continue_token: self.continue_token.clone(),
+            resource_version: Some(self.resource_version.to_string()),
+            continue_: (!self.continue_token.is_empty()).then(|| self.continue_token.clone()),
             remaining_item_count: self.remaining.map(|r| r as i64),
+            self_link: None,
         }
     }
 

@@ -8,6 +8,16 @@
 //!
 //! Defaults follow apiextensions-apiserver `pkg/apis/apiextensions/v1/defaults.go`; decoding
 //! errors follow the shape of the REST handlers' `BadRequest`s.
+//!
+//! Why [`CrdView`] is not k8s-openapi's `CustomResourceDefinition`: that type's decoder
+//! requires the fields Go's decoder leaves at their zero value (`spec.group`, `spec.names`,
+//! `names.plural`, a condition's `type`, …), so a CRD missing one would get a 400 decoding
+//! error instead of upstream's 422 that names every field (`spec.group: Required value`),
+//! and its typed `JSONSchemaProps` would re-encode the schemas, which must reach the
+//! validation service and storage as the client wrote them. The view decodes like Go
+//! (absent = zero value) and keeps schemas as JSON. k8s-openapi's type is used where its
+//! strictness is the point: the unknown-field findings of `fieldValidation` (the gateway's
+//! `stores/typed.rs`).
 
 use crdplane_core::{ApiError, GroupResource};
 use serde::Deserialize;
