@@ -73,9 +73,9 @@ pub struct Up {
     /// acknowledged).
     #[arg(long, env = "CRDPLANE_UP_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
-    /// Run N replicas of the storage, validation and gateway (one registry), every client
-    /// spread over all replicas of what it calls; the first gateway on --listen, the others
-    /// on free ports (all printed).
+    /// Run N replicas of every service (storage, validation, registry, gateway), every
+    /// client spread over all replicas of what it calls; the first gateway on --listen, the
+    /// others on free ports (all printed).
     #[arg(
         long,
         env = "CRDPLANE_UP_REPLICAS",

@@ -90,7 +90,7 @@ pub struct Peers {
     pub storage: String,
     /// gRPC URL of the validation service.
     pub validation: String,
-    /// gRPC URL of the registry.
+    /// gRPC URLs of the registries (comma-separated when there are several).
     pub registry: String,
 }
 
@@ -483,6 +483,7 @@ pub struct StackBuilder {
     storages: usize,
     gateways: usize,
     validations: usize,
+    registries: usize,
     /// Every client gets every replica of a service (comma-separated endpoints, balanced
     /// and health-aware in `crdplane_transport`) instead of one ([`StackBuilder::scale`]).
     spread: bool,
@@ -509,6 +510,7 @@ impl StackBuilder {
             storages: 1,
             gateways: 1,
             validations: 1,
+            registries: 1,
             spread: false,
             extra: Default::default(),
             gateway_listen: "127.0.0.1:0".into(),
@@ -549,13 +551,16 @@ impl StackBuilder {
         self
     }
 
-    /// Runs `n` replicas of storage, validation and the gateway (one registry), and points
-    /// every client at all replicas of each service it calls (comma-separated endpoints:
-    /// spread, health-aware, surviving a replica's death), as a scaled-out deployment does.
+    /// Runs `n` replicas of every service, and points every client at all replicas of each
+    /// service it calls (comma-separated endpoints: spread, health-aware, surviving a
+    /// replica's death), as a scaled-out deployment does. The registries share their work
+    /// through storage (every controller write is a compare-and-swap, collector items are
+    /// leased), so any number of them may run.
     pub fn scale(mut self, n: usize) -> Self {
         let n = n.max(1);
         self.storages = n;
         self.validations = n;
+        self.registries = n;
         self.gateways = n;
         self.spread = true;
         self
@@ -744,26 +749,23 @@ impl StackBuilder {
         } else {
             stack.storages[0].clone()
         };
-        let mut validations = Vec::new();
         for s in [Service::Validation, Service::Registry] {
             let mut extra = mtls_args(self.mtls.as_ref(), s);
             extra.extend(self.extra[s.index()].iter().cloned());
             let n = if s == Service::Validation {
                 self.validations
             } else {
-                1
+                self.registries
             };
+            let mut urls = Vec::new();
             for i in 0..n {
                 let args = service_args(s, "127.0.0.1:0", &peers, &extra);
                 let name = Self::replica_name(s, i, n);
-                let url = stack.push_service(s, name, args, Vec::new(), None)?;
-                match s {
-                    Service::Validation => validations.push(url),
-                    _ => peers.registry = url,
-                }
+                urls.push(stack.push_service(s, name, args, Vec::new(), None)?);
             }
-            if s == Service::Validation {
-                peers.validation = validations.join(",");
+            match s {
+                Service::Validation => peers.validation = urls.join(","),
+                _ => peers.registry = urls.join(","),
             }
         }
         stack.validation = peers.validation.clone();
@@ -836,7 +838,7 @@ pub struct RunningStack {
     /// gRPC URL of the validation service (every replica's, comma-separated, after
     /// [`StackBuilder::scale`]).
     pub validation: String,
-    /// gRPC URL of the registry.
+    /// gRPC URLs of the registries (comma-separated when there are several).
     pub registry: String,
     /// Base URLs of the gateway replicas (`http://ADDR`, `https://ADDR` with TLS).
     pub gateways: Vec<String>,
@@ -1295,8 +1297,14 @@ mod tests {
         assert_eq!(b.gateway_extra(), ["--insecure-http", "--a", "b", "--c"]);
         let s = StackBuilder::new("/bin", "redis://x").scale(3);
         assert_eq!(
-            (s.storages, s.validations, s.gateways, s.spread),
-            (3, 3, 3, true)
+            (
+                s.storages,
+                s.validations,
+                s.registries,
+                s.gateways,
+                s.spread
+            ),
+            (3, 3, 3, 3, true)
         );
         assert_eq!(StackBuilder::new("/bin", "redis://x").scale(0).storages, 1);
     }

@@ -227,3 +227,62 @@ async fn storage_is_not_serving_while_redis_is_down() {
     redis.restart().expect("redis restart");
     wait_for(&mut health, serving).await;
 }
+
+/// `crdplane up --replicas 2` runs two registries too, and the gateways spread their calls
+/// over both: with one registry killed (SIGKILL), CRDs are still created, served, listed in
+/// discovery and deleted — the deletion's instance cleanup and finalizer removal done by the
+/// surviving registry's controller.
+#[test]
+fn a_killed_registry_replica_leaves_crds_served_and_deleted() {
+    let redis = RedisServer::start().expect("redis");
+    let mut stack = crdplane_tests::Stack::start_from(
+        crdplane_tests::Stack::builder(&redis.url()).scale(2),
+        Some(redis),
+    )
+    .expect("scaled stack");
+    assert_eq!(
+        stack.registry.split(',').count(),
+        2,
+        "two registries: {}",
+        stack.registry
+    );
+    let gw = stack.gateway.clone();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let r0 = stack.processes().index("registry-0").expect("registry-0");
+    stack.processes().kill(r0).expect("kill registry-0");
+
+    // Every call now needs the surviving registry; several creates, so that the gateway's
+    // balancing would have picked the dead one for some of them.
+    for i in 0..4 {
+        let mut crd: Value = serde_json::from_str(CRD).unwrap();
+        let plural = format!("gadgets{i}");
+        crd["metadata"]["name"] = json!(format!("{plural}.replicas.example.com"));
+        crd["spec"]["names"] = json!({"plural": plural, "kind": format!("Gadget{i}")});
+        let (code, body) = call(&gw, "POST", crds, Some(&crd));
+        assert_eq!(code, 201, "{body}");
+    }
+    let path = "/apis/replicas.example.com/v1/namespaces/default/gadgets0";
+    wait_until("gadgets0 to be served", || {
+        call(&gw, "GET", path, None).0 == 200
+    });
+    let (code, _) = call(
+        &gw,
+        "POST",
+        path,
+        Some(&json!({
+        "apiVersion": "replicas.example.com/v1", "kind": "Gadget0",
+        "metadata": {"name": "g"}})),
+    );
+    assert_eq!(code, 201);
+    let (code, disco) = call(&gw, "GET", "/apis/replicas.example.com/v1", None);
+    assert_eq!(code, 200, "{disco}");
+    assert_eq!(disco["resources"].as_array().unwrap().len(), 4, "{disco}");
+
+    // Deletion: the registry's controller removes the instance, then the CRD.
+    let name = "gadgets0.replicas.example.com";
+    let (code, body) = call(&gw, "DELETE", &format!("{crds}/{name}"), None);
+    assert_eq!(code, 200, "{body}");
+    wait_until("the CRD to be gone", || {
+        call(&gw, "GET", &format!("{crds}/{name}"), None).0 == 404
+    });
+}
