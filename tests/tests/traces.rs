@@ -383,3 +383,169 @@ fn spans_batched_at_a_sigterm_are_exported_before_the_process_exits() {
         "the request's span was lost at the stop"
     );
 }
+
+/// A trace of its own for the TLS test, one per protocol.
+const OVER_TLS: [&str; 2] = [
+    "1a2b3c4d5e6f708192a3b4c5d6e7f801",
+    "2a2b3c4d5e6f708192a3b4c5d6e7f802",
+];
+
+/// The OTLP/gRPC collector behind mutual TLS (the transport's own listener: a caller
+/// without a certificate of `pki`'s CA is refused), on 127.0.0.1:0; its `https://` URL.
+fn tls_grpc_collector(rt: &tokio::runtime::Runtime, pki: &crdplane::Pki) -> (Collector, String) {
+    let collector = Collector::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let endpoint = format!("https://{}", listener.local_addr().unwrap());
+    let files = crdplane_transport::mtls::Files {
+        ca: pki.ca_cert_path(),
+        cert: pki.serving_cert_path(),
+        key: pki.serving_key_path(),
+    };
+    let tls = crdplane_transport::mtls::Mtls::load(&files).unwrap();
+    let opts = crdplane_transport::ServeOptions {
+        tls: Some(tls),
+        ..Default::default()
+    };
+    let svc = TraceServiceServer::new(collector.clone());
+    rt.spawn(crdplane_transport::serve_one_with(listener, svc, opts));
+    (collector, endpoint)
+}
+
+/// The OTLP/HTTP collector of [`http_collector`] behind TLS (HTTP/1.1 by ALPN), counting
+/// the connections whose client presented a certificate; its `https://` URL.
+fn tls_http_collector(
+    rt: &tokio::runtime::Runtime,
+    pki: &crdplane::Pki,
+) -> (Collector, String, Arc<Mutex<usize>>) {
+    let (collector, plain) = rt.block_on(async { http_collector_on_tls(pki).await });
+    (collector.0, plain, collector.1)
+}
+
+async fn http_collector_on_tls(pki: &crdplane::Pki) -> ((Collector, Arc<Mutex<usize>>), String) {
+    use http_body_util::BodyExt as _;
+    use prost::Message as _;
+    let collector = Collector::default();
+    let with_cert = Arc::new(Mutex::new(0usize));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("https://{}", listener.local_addr().unwrap());
+    let tls = crdplane_transport::tls::ServerTls::load(
+        &pki.serving_cert_path(),
+        &pki.serving_key_path(),
+        true,
+    )
+    .unwrap();
+    let acceptor = tls.acceptor();
+    let (c, counted) = (collector.clone(), with_cert.clone());
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let (c, counted, acceptor) = (c.clone(), counted.clone(), acceptor.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(sock).await else {
+                    return;
+                };
+                if stream.get_ref().1.peer_certificates().is_some() {
+                    *counted.lock().unwrap() += 1;
+                }
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let c = c.clone();
+                        async move {
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let (status, out) = match ExportTraceServiceRequest::decode(body) {
+                                Ok(r) => {
+                                    c.record(r);
+                                    (200, ExportTraceServiceResponse::default().encode_to_vec())
+                                }
+                                Err(_) => (400, Vec::new()),
+                            };
+                            let resp = http::Response::builder()
+                                .status(status)
+                                .header("content-type", "application/x-protobuf")
+                                .body(http_body_util::Full::new(bytes::Bytes::from(out)))
+                                .unwrap();
+                            Ok::<_, hyper::Error>(resp)
+                        }
+                    });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    });
+    ((collector, with_cert), endpoint)
+}
+
+/// Export to an `https://` collector, over OTLP/gRPC and over OTLP/HTTP: the collector is
+/// verified against the CA of `OTEL_EXPORTER_OTLP_CERTIFICATE`, and the exporter presents
+/// the client certificate of `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`/`_KEY` (the gRPC
+/// collector refuses callers without one).
+#[test]
+fn spans_reach_a_collector_over_tls_with_a_client_certificate() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = crdplane::Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
+    let (grpc, grpc_url) = tls_grpc_collector(&rt, &pki);
+    let (http, http_url, with_cert) = tls_http_collector(&rt, &pki);
+    let runs = [
+        ("grpc", grpc_url, grpc, OVER_TLS[0]),
+        ("http/protobuf", http_url, http, OVER_TLS[1]),
+    ];
+    for (protocol, endpoint, collector, trace) in runs {
+        let stack = Stack::start_with_redis_using(|b| {
+            b.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+                .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+                .env(
+                    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                    pki.ca_cert_path().to_string_lossy(),
+                )
+                .env(
+                    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+                    pki.admin_cert_path().to_string_lossy(),
+                )
+                .env(
+                    "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+                    pki.admin_key_path().to_string_lossy(),
+                )
+                .env("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+                .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        })
+        .unwrap();
+        let gw = stack.gateway.clone();
+        crdplane_tests::serve_crontabs(&gw, &crdplane_tests::crontab("first", "x"));
+        let obj = crdplane_tests::crontab(&format!("tls-{}", &trace[..4]), "x");
+        assert_eq!(
+            post_traced(&gw, CRONTABS, &obj.to_string(), trace, "01"),
+            201
+        );
+        // The request's spans of the gateway and of the storage service arrive.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let services: Vec<String> = collector
+                .spans
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|s| s.trace == trace)
+                .map(|s| s.service.clone())
+                .collect();
+            if ["crdplane-gateway", "crdplane-storage"]
+                .iter()
+                .all(|want| services.iter().any(|s| s == want))
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{protocol}: spans of trace {trace} over TLS: {services:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert!(
+        *with_cert.lock().unwrap() > 0,
+        "the OTLP/HTTP exporter presented no client certificate"
+    );
+}

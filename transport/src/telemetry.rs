@@ -22,8 +22,13 @@
 //! - `OTEL_EXPORTER_OTLP_*` endpoint, headers and timeout as the `opentelemetry-otlp` crate
 //!   reads them; `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` is `grpc` (the default here),
 //!   `http/protobuf` or `http/json` ([`Protocol`]). Over HTTP the requests are sent by
-//!   hyper on the process's own runtime ([`HyperExport`]), to an `http://` endpoint (no TLS
-//!   client for OTLP in this build: an `https://` one is refused at start);
+//!   hyper on the process's own runtime ([`HyperExport`]);
+//! - an `https://` endpoint is reached over TLS (rustls on ring, for both protocols), the
+//!   collector verified against `OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE` (a PEM bundle) or
+//!   else the system's roots, with a client certificate for mutual TLS when
+//!   `OTEL_EXPORTER_OTLP_(TRACES_)CLIENT_CERTIFICATE` and `..._CLIENT_KEY` name one
+//!   ([`ExportTls`]; the files are read at start, and one that does not load stops the
+//!   process with its variable named);
 //! - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` as the SDK reads them; unset, the
 //!   sampler is [`DEFAULT_SAMPLER`] (a parent's decision is followed; a trace started here
 //!   is kept with probability [`DEFAULT_RATIO`]), so the cost stays bounded under load;
@@ -121,21 +126,163 @@ impl Protocol {
                 ));
             }
         };
-        for k in [
+        Ok(p)
+    }
+}
+
+/// The first of `keys` set to a non-blank value in `env`: the key and the value.
+fn first_set(
+    env: &dyn Fn(&str) -> Option<String>,
+    keys: [&'static str; 2],
+) -> Option<(&'static str, String)> {
+    keys.into_iter().find_map(|k| {
+        env(k)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| (k, v.trim().to_string()))
+    })
+}
+
+/// Whether the OTLP endpoint `env` names is an `https://` one (the traces-specific
+/// variable first, as the exporter reads them).
+pub fn https_endpoint(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    first_set(
+        env,
+        [
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "OTEL_EXPORTER_OTLP_ENDPOINT",
-        ] {
-            if let Some(e) = env(k).filter(|e| !e.trim().is_empty()) {
-                if e.trim().to_ascii_lowercase().starts_with("https://") {
+        ],
+    )
+    .is_some_and(|(_, e)| e.to_ascii_lowercase().starts_with("https://"))
+}
+
+/// The TLS client settings of OTLP export (the specification's
+/// `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`, `..._CLIENT_CERTIFICATE` and `..._CLIENT_KEY`,
+/// traces-specific first), read from their files once at start. Used only for an
+/// `https://` endpoint.
+#[derive(Clone, Default)]
+pub struct ExportTls {
+    /// PEM bundle of the CAs the collector's certificate is verified against; `None`: the
+    /// system's roots.
+    ca_pem: Option<Vec<u8>>,
+    /// PEM certificate chain and key presented to the collector (mutual TLS).
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ExportTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.client.is_some())
+            .finish()
+    }
+}
+
+impl ExportTls {
+    /// Reads the files the environment names; an error names the variable of a file that
+    /// cannot be read, or a client certificate given without its key (or the reverse).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let read = |(k, path): (&str, String)| {
+            std::fs::read(&path).map_err(|e| format!("{k}={path:?}: {e}"))
+        };
+        let ca_pem = first_set(
+            env,
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            ],
+        )
+        .map(read)
+        .transpose()?;
+        let cert = first_set(
+            env,
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+            ],
+        );
+        let key = first_set(
+            env,
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+                "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+            ],
+        );
+        let client = match (cert, key) {
+            (None, None) => None,
+            (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+            (Some((k, _)), None) | (None, Some((k, _))) => {
+                return Err(format!(
+                    "{k} is set without its pair: OTLP mutual TLS needs both \
+                     OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY"
+                ));
+            }
+        };
+        Ok(Self { ca_pem, client })
+    }
+
+    /// The rustls client of OTLP/HTTP: the CA bundle's roots (else the system's), the
+    /// client pair when given.
+    pub fn rustls_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.ca_pem {
+            Some(pem) => {
+                for c in CertificateDer::pem_slice_iter(pem) {
+                    let c = c.map_err(|e| format!("OTEL_EXPORTER_OTLP_CERTIFICATE: {e}"))?;
+                    roots
+                        .add(c)
+                        .map_err(|e| format!("OTEL_EXPORTER_OTLP_CERTIFICATE: {e}"))?;
+                }
+                if roots.is_empty() {
+                    return Err("OTEL_EXPORTER_OTLP_CERTIFICATE: no certificate in the file".into());
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(found.certs);
+                if roots.is_empty() {
                     return Err(format!(
-                        "{k}={e:?}: this build sends OTLP over HTTP without TLS; \
-                         give an http:// endpoint (e.g. a collector beside the process)"
+                        "OTLP over TLS: no system root certificates could be loaded \
+                         (give OTEL_EXPORTER_OTLP_CERTIFICATE): {:?}",
+                        found.errors
                     ));
                 }
-                break;
             }
         }
-        Ok(p)
+        let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots);
+        let cfg = match &self.client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: {e}"))?;
+                let key = PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|e| format!("OTEL_EXPORTER_OTLP_CLIENT_KEY: {e}"))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: {e}"))?
+            }
+        };
+        // ALPN (`http/1.1`) is the connector's to set.
+        Ok(std::sync::Arc::new(cfg))
+    }
+
+    /// The tonic TLS settings of OTLP/gRPC: the CA bundle (else the system's roots) and the
+    /// client identity when given.
+    pub fn tonic_config(&self) -> tonic::transport::ClientTlsConfig {
+        let mut c = tonic::transport::ClientTlsConfig::new();
+        c = match &self.ca_pem {
+            Some(pem) => c.ca_certificate(tonic::transport::Certificate::from_pem(pem)),
+            None => c.with_native_roots(),
+        };
+        if let Some((cert, key)) = &self.client {
+            c = c.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        c
     }
 }
 
@@ -171,10 +318,21 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
     if !wanted(&env)? {
         return Ok(None);
     }
+    // TLS only for an https:// endpoint; its files are read (and checked) here, at start.
+    let tls = if https_endpoint(&env) {
+        Some(ExportTls::from_env(&env)?)
+    } else {
+        None
+    };
     let exporter = match Protocol::of(&env)? {
-        Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .build(),
+        Protocol::Grpc => {
+            use opentelemetry_otlp::WithTonicConfig as _;
+            let b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            match &tls {
+                Some(t) => b.with_tls_config(t.tonic_config()).build(),
+                None => b.build(),
+            }
+        }
         p => {
             use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
             let protocol = match p {
@@ -184,7 +342,10 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(protocol)
-                .with_http_client(HyperExport::new(export_timeout(&env)))
+                .with_http_client(HyperExport::new(
+                    export_timeout(&env),
+                    tls.as_ref().map(ExportTls::rustls_config).transpose()?,
+                ))
                 .build()
         }
     }
@@ -224,7 +385,7 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
 #[derive(Debug, Clone)]
 pub struct HyperExport {
     client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
         http_body_util::Full<bytes::Bytes>,
     >,
     runtime: tokio::runtime::Handle,
@@ -249,11 +410,31 @@ const MAX_EXPORT_RESPONSE: usize = 4 << 20;
 
 impl HyperExport {
     /// A client on the current Tokio runtime (panics outside one) whose requests end
-    /// within `timeout`.
-    pub fn new(timeout: std::time::Duration) -> Self {
+    /// within `timeout`: `https://` ones over `tls` (see [`ExportTls::rustls_config`]),
+    /// refused without it; `http://` ones in the clear.
+    pub fn new(
+        timeout: std::time::Duration,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Self {
+        // Without TLS settings (an http:// endpoint) the connector gets a client that
+        // trusts nothing, so an https:// URL could never be reached by accident.
+        let tls = tls.unwrap_or_else(|| {
+            std::sync::Arc::new(
+                rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+                    .with_safe_default_protocol_versions()
+                    .expect("ring supports the default TLS versions")
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            )
+        });
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*tls).clone())
+            .https_or_http()
+            .enable_http1()
+            .build();
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http();
+                .build(connector);
         Self {
             client,
             runtime: tokio::runtime::Handle::current(),
@@ -640,9 +821,7 @@ mod tests {
                     ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
                 ],
-                Err(
-                    "OTEL_EXPORTER_OTLP_ENDPOINT=\"https://collector:4318\": this build sends OTLP over HTTP without TLS",
-                ),
+                Ok(Protocol::HttpProtobuf),
             ),
             (
                 &[
@@ -669,6 +848,54 @@ mod tests {
                 (got, w) => panic!("{got:?}, want {w:?}"),
             }
         }
+    }
+
+    #[test]
+    fn export_tls_reads_its_files_and_names_the_variable_that_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.pem").display().to_string();
+        let env_of = |vars: Vec<(&'static str, String)>| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+        };
+        // Nothing set: the system's roots, no client certificate.
+        let none = ExportTls::from_env(&env_of(vec![])).unwrap();
+        assert!(none.ca_pem.is_none() && none.client.is_none());
+        // A file that cannot be read names its (traces-specific) variable.
+        let e = ExportTls::from_env(&env_of(vec![
+            ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", missing.clone()),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/ignored".into()),
+        ]))
+        .unwrap_err();
+        assert!(
+            e.starts_with("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE="),
+            "{e}"
+        );
+        // A client certificate without its key is refused.
+        let e = ExportTls::from_env(&env_of(vec![(
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+            missing,
+        )]))
+        .unwrap_err();
+        assert!(e.contains("without its pair"), "{e}");
+        // A CA file without a certificate in it is refused when the client is built.
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate").unwrap();
+        let t = ExportTls::from_env(&env_of(vec![(
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            empty.display().to_string(),
+        )]))
+        .unwrap();
+        let e = t.rustls_config().unwrap_err();
+        assert!(e.starts_with("OTEL_EXPORTER_OTLP_CERTIFICATE"), "{e}");
+        // Which endpoint is TLS: the traces-specific one wins.
+        assert!(https_endpoint(&env_of(vec![(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "HTTPS://c:4317".into()
+        )])));
+        assert!(!https_endpoint(&env_of(vec![
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318".into()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4317".into()),
+        ])));
     }
 
     #[test]
