@@ -83,7 +83,7 @@ pub async fn serve(
                 user,
             }));
     }
-    match i.verb.as_str() {
+    let resp = match i.verb.as_str() {
         "get" => reads::get(req, &resource(req, ty, ""), &store).await,
         "list" => {
             let api_version = r.api_version();
@@ -158,7 +158,22 @@ pub async fn serve(
             ))
         }
         verb => Err(ApiError::method_not_supported(&gr(r), verb)),
+    };
+    // A ClusterRole changed: with no authorizer reading policies (AlwaysAllow), the
+    // aggregation controller's write-back runs from here (crate::policy::aggregate).
+    if r.resource == "clusterroles"
+        && resp.is_ok()
+        && !matches!(i.verb.as_str(), "get" | "list" | "watch")
+        && ctx.authz.mode() == crate::authz::Mode::AlwaysAllow
+    {
+        let (ctx, tenant) = (ctx.clone(), i.tenant.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::policy::aggregate(&ctx, &tenant).await {
+                tracing::warn!(%tenant, error = %e.message, "aggregating ClusterRoles failed");
+            }
+        });
     }
+    resp
 }
 
 /// Whether go-restful has a route for the request: a namespaced type answers list and watch

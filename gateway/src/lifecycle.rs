@@ -159,6 +159,10 @@ async fn ensure_bootstrap_rbac(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> 
         .into_iter()
         .map(|o| create("clusterrolebindings", o));
     futures::future::try_join_all(bindings).await?;
+    // Without RBAC no policy read writes the aggregated roles' rules back: do it once here.
+    if ctx.authz.mode() == crate::authz::Mode::AlwaysAllow {
+        crate::policy::aggregate(ctx, tenant).await?;
+    }
     Ok(())
 }
 

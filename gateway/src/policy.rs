@@ -8,7 +8,7 @@
 //! and version for everyone, discovery for the authenticated, everything for
 //! `system:masters`), built in memory; the tenant-access gate still refuses non-members.
 //! Its default namespaces and bootstrap roles are stored by the first request that passed
-//! authorization (`api.rs`, [`crate::lifecycle::ensure_tenant`]), whose RBAC writes then
+//! authorization (`api.rs`, `lifecycle.rs` `ensure_tenant`), whose RBAC writes then
 //! invalidate the cached policy. So a user of one tenant who sends requests to made-up
 //! tenant names gets 403s and stores no object there (the storage service does keep the
 //! revision counters of the four RBAC resources it was asked to list).
@@ -94,13 +94,28 @@ pub async fn policy(ctx: &Ctx, tenant: &str) -> Result<Arc<Policy>, ApiError> {
     Ok(p)
 }
 
+/// The aggregation controller where no policy is read to decide requests (AlwaysAllow):
+/// after the tenant's ClusterRoles change (a write, the bootstrap), its aggregated ones get
+/// the union of their selected roles' rules written into `rules`, as the policy reads of RBAC
+/// mode do it ([`write_back_aggregation`]). Upstream's controller runs whatever the
+/// authorization mode.
+pub async fn aggregate(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
+    let objects = read_objects(ctx, tenant).await?;
+    if objects.cluster_roles.is_empty() {
+        return Ok(());
+    }
+    let p = Policy::from_objects(&objects);
+    write_back_aggregation(ctx, tenant, &objects.cluster_roles, &p);
+    Ok(())
+}
+
 /// The aggregation controller's write (upstream's `pkg/controller/clusterroleaggregation`):
 /// an aggregated ClusterRole whose stored rules differ from the union its selectors gather
 /// (which decisions use already, see `crdplane_auth::rbac`) gets that union written into
 /// `rules`, in the background, so `kubectl get clusterrole edit -o yaml` shows what `edit`
 /// grants. The write is a compare-and-swap on the read object; a conflict means another
 /// writer (or gateway) was first, and the policy read its write causes settles it. Runs
-/// where policies are read (RBAC authorization).
+/// where policies are read (RBAC authorization), and from [`aggregate`] otherwise.
 fn write_back_aggregation(ctx: &Ctx, tenant: &str, roles: &[serde_json::Value], p: &Policy) {
     for role in roles {
         if role.get("aggregationRule").is_none_or(|a| a.is_null()) {

@@ -965,6 +965,35 @@ fn rbac_types_with_kubectl_and_upstream_texts() {
     );
     assert_eq!(code, 201, "{v}");
     assert!(v["metadata"].get("namespace").is_none(), "{v}");
+    // The aggregation controller, without RBAC authorization too: a ClusterRole the
+    // selector matches has its rules written into `agg`, and the bootstrap `admin` carries
+    // the rules of the roles aggregated into it.
+    let (code, v) = req(
+        "POST",
+        &format!("{rbac}/clusterroles"),
+        Some(
+            json!({"metadata": {"name": "agg-part", "labels": {"agg": "yes"}},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        ),
+    );
+    assert_eq!(code, 201, "{v}");
+    wait_for("agg to gather agg-part's rule", || {
+        let (_, a) = req("GET", &format!("{rbac}/clusterroles/agg"), None);
+        a["rules"] == json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}])
+    });
+    wait_for(
+        "the bootstrap admin role to carry its aggregated rules",
+        || {
+            let (_, a) = req("GET", &format!("{rbac}/clusterroles/admin"), None);
+            a["rules"].as_array().is_some_and(|r| {
+                r.iter().any(|rule| {
+                    rule["resources"]
+                        .as_array()
+                        .is_some_and(|x| x.contains(&json!("configmaps")))
+                })
+            })
+        },
+    );
     let (code, v) = req(
         "POST",
         &format!("{rbac}/namespaces/nope/roles"),
