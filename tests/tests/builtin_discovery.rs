@@ -172,6 +172,27 @@ fn kubectl_lists_and_explains_the_builtin_types() {
             sa.contains("Secrets is a list of the secrets in the same namespace"),
             "kubectl {version} explain serviceaccount.secrets:\n{sa}"
         );
+        // The review types (create only): `kubectl explain` finds them too.
+        let ssar = flat(&ok(&[
+            "explain",
+            "selfsubjectaccessreview.spec.resourceAttributes",
+        ]));
+        assert!(
+            ssar.contains("ResourceAuthorizationAttributes describes information for a resource access request"),
+            "kubectl {version} explain selfsubjectaccessreview.spec.resourceAttributes:\n{ssar}"
+        );
+        let sar = flat(&ok(&["explain", "subjectaccessreview.status.allowed"]));
+        assert!(
+            sar.contains(
+                "Allowed is required. True if the action would be allowed, false otherwise."
+            ),
+            "kubectl {version} explain subjectaccessreview.status.allowed:\n{sar}"
+        );
+        let ssr = flat(&ok(&["explain", "selfsubjectreview.status.userInfo"]));
+        assert!(
+            ssr.contains("User attributes of the user making this request."),
+            "kubectl {version} explain selfsubjectreview.status.userInfo:\n{ssr}"
+        );
         // The CRD is still explained from the same documents.
         let ct = ok(&["explain", "crontab.spec"]);
         assert!(ct.contains("cronSpec"), "kubectl {version}:\n{ct}");

@@ -16,7 +16,7 @@
 //! without the variable the same test fails while the checked-in file is stale.
 
 use crdplane_core::builtin::BUILTIN;
-use k8s_openapi::api::{coordination, core, events, rbac};
+use k8s_openapi::api::{authentication, authorization, coordination, core, events, rbac};
 use k8s_openapi::schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 
@@ -112,6 +112,22 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ("io.k8s.api.rbac.v1.PolicyRule", &["verbs"]),
     ("io.k8s.api.rbac.v1.RoleRef", &["apiGroup", "kind", "name"]),
     ("io.k8s.api.rbac.v1.Subject", &["kind", "name"]),
+    // authentication/v1 and authorization/v1 `types.go`: the reviews require their spec
+    // (SelfSubjectReview has none), not their metadata.
+    ("io.k8s.api.authentication.v1.SelfSubjectReview", &[]),
+    (
+        "io.k8s.api.authorization.v1.LocalSubjectAccessReview",
+        &["spec"],
+    ),
+    (
+        "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
+        &["spec"],
+    ),
+    (
+        "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
+        &["spec"],
+    ),
+    ("io.k8s.api.authorization.v1.SubjectAccessReview", &["spec"]),
     (
         "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
         &["key", "operator"],
@@ -217,6 +233,11 @@ fn generate() -> Map<String, Value> {
     add::<rbac::v1::ClusterRole>(&mut generator);
     add::<rbac::v1::RoleBinding>(&mut generator);
     add::<rbac::v1::ClusterRoleBinding>(&mut generator);
+    add::<authentication::v1::SelfSubjectReview>(&mut generator);
+    add::<authorization::v1::LocalSubjectAccessReview>(&mut generator);
+    add::<authorization::v1::SelfSubjectAccessReview>(&mut generator);
+    add::<authorization::v1::SelfSubjectRulesReview>(&mut generator);
+    add::<authorization::v1::SubjectAccessReview>(&mut generator);
     generator.take_definitions(true)
 }
 
@@ -297,6 +318,12 @@ pub(super) fn render() -> Value {
                 "x-kubernetes-group-version-kind": gvk_list,
             }),
         );
+    }
+    for r in super::published_reviews() {
+        let gvk = json!([{"group": r.group, "kind": r.kind, "version": r.version}]);
+        if let Some(d) = defs.get_mut(&super::api_definition_name(r.group, r.version, r.kind)) {
+            d["x-kubernetes-group-version-kind"] = gvk;
+        }
     }
     for (def, required) in REQUIRED {
         if let Some(Value::Object(d)) = defs.get_mut(*def) {

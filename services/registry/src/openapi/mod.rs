@@ -58,7 +58,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha512};
 
-use crdplane_core::builtin::{ALL_VERBS, BUILTIN, BuiltinResource};
+use crdplane_core::builtin::{ALL_VERBS, BUILTIN, BuiltinResource, REVIEWS, ReviewResource};
 use paths::KindInfo;
 use schema::Flavor;
 
@@ -90,12 +90,24 @@ fn builtin_map(key: &str) -> Map<String, Value> {
 /// (`io.k8s.api.<core|first label of the group>.<version>.<Kind>`, the Go package path
 /// k8s.io/api/<group>/<version> reversed into the OpenAPI namer's form).
 pub(crate) fn builtin_definition_name(b: &BuiltinResource, kind: &str) -> String {
-    let package = if b.group.is_empty() {
+    api_definition_name(b.group, b.version, kind)
+}
+
+/// [`builtin_definition_name`] of a kind of `group`/`version`.
+pub(crate) fn api_definition_name(group: &str, version: &str, kind: &str) -> String {
+    let package = if group.is_empty() {
         "core"
     } else {
-        b.group.split('.').next().unwrap_or(b.group)
+        group.split('.').next().unwrap_or(group)
     };
-    format!("io.k8s.api.{package}.{}.{kind}", b.version)
+    format!("io.k8s.api.{package}.{version}.{kind}")
+}
+
+/// The review kinds published (`crdplane_core::builtin::REVIEWS` in the versions k8s-openapi
+/// carries: SelfSubjectReview's `v1beta1` is served for kubectl 1.27 but has no definitions
+/// there, as upstream's current documents have none).
+pub(crate) fn published_reviews() -> impl Iterator<Item = &'static ReviewResource> {
+    REVIEWS.iter().filter(|r| r.version == "v1")
 }
 
 /// The types a tenant serves beside its CRDs, with their definitions and endpoints: the
@@ -135,6 +147,26 @@ impl ServedTypes {
                 paths.entry(p).or_insert(item);
             }
             group_versions.insert((b.group, b.version));
+        }
+        // The reviews: create only, no list kind.
+        for r in published_reviews() {
+            let def = api_definition_name(r.group, r.version, r.kind);
+            let info = KindInfo {
+                group: r.group,
+                version: r.version,
+                kind: r.kind,
+                plural: r.resource,
+                namespaced: r.namespaced,
+                status: false,
+                scale: false,
+                verbs: &["create"],
+                def: &def,
+                list_def: &def,
+            };
+            for (p, item) in info.paths() {
+                paths.entry(p).or_insert(item);
+            }
+            group_versions.insert((r.group, r.version));
         }
         ServedTypes {
             definitions,

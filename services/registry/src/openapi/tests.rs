@@ -575,6 +575,8 @@ fn v3_index_lists_group_versions_with_sha512_hash() {
         vec![
             "api/v1",
             "apis/apiextensions.k8s.io/v1",
+            "apis/authentication.k8s.io/v1",
+            "apis/authorization.k8s.io/v1",
             "apis/coordination.k8s.io/v1",
             "apis/events.k8s.io/v1",
             "apis/example.io/v1alpha1",
