@@ -325,6 +325,25 @@ fn a_create_is_one_trace_across_gateway_validation_and_storage() {
         .cloned()
         .collect();
     assert!(leaked.is_empty(), "{leaked:#?}");
+    // Requests without a traceparent (the CRD and the first object) start traces of their
+    // own here, sampled by the gateway's root decision, and the services continue them.
+    let all = collector.spans.lock().unwrap().clone();
+    let roots: Vec<&Got> = all
+        .iter()
+        .filter(|s| {
+            s.service == "crdplane-gateway"
+                && s.name == "KubernetesAPI"
+                && s.parent.chars().all(|c| c == '0')
+                && s.trace != TRACE
+        })
+        .collect();
+    assert!(!roots.is_empty(), "no root trace of the gateway: {all:#?}");
+    assert!(
+        roots.iter().any(|r| all
+            .iter()
+            .any(|s| s.trace == r.trace && s.service == "crdplane-storage")),
+        "no root trace reached storage: {all:#?}"
+    );
     // The caller's tracestate went with the trace into every service.
     for s in &spans {
         assert_eq!(s.state, STATE, "{} of {}", s.name, s.service);

@@ -63,6 +63,66 @@ static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 /// `parentbased_*` sampler): then a call whose parent is not sampled needs no span at all.
 static PARENT_BASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
+/// The probability with which the sampler keeps a trace this process starts (no parent), as
+/// `f64` bits; NaN when the configured sampler's root decision is not a known ratio (then
+/// the SDK decides alone). See [`start`].
+static ROOT_RATIO: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0x7ff8_0000_0000_0000);
+
+thread_local! {
+    /// The trace id [`start`] decided to keep, taken by [`PreDecidedIds`] while the SDK
+    /// builds that span (on the same thread, within the call).
+    static ROOT_TRACE_ID: std::cell::Cell<Option<TraceId>> = const { std::cell::Cell::new(None) };
+}
+
+/// The SDK's random ids, except a root trace id [`start`] already decided on.
+#[derive(Debug, Default)]
+struct PreDecidedIds(opentelemetry_sdk::trace::RandomIdGenerator);
+
+impl opentelemetry_sdk::trace::IdGenerator for PreDecidedIds {
+    fn new_trace_id(&self) -> TraceId {
+        ROOT_TRACE_ID
+            .with(std::cell::Cell::take)
+            .unwrap_or_else(|| self.0.new_trace_id())
+    }
+    fn new_span_id(&self) -> SpanId {
+        self.0.new_span_id()
+    }
+}
+
+/// The root decision of `OTEL_TRACES_SAMPLER`/`_ARG` when it is a ratio (the default
+/// [`DEFAULT_RATIO`], `always_on`/`off`, `traceidratio` and their `parentbased_` forms);
+/// `None` for any other sampler or an argument that does not parse.
+fn root_ratio(env: &dyn Fn(&str) -> Option<String>) -> Option<f64> {
+    let Some(sampler) = env("OTEL_TRACES_SAMPLER") else {
+        return Some(DEFAULT_RATIO);
+    };
+    match sampler.trim() {
+        "always_on" | "parentbased_always_on" => Some(1.0),
+        "always_off" | "parentbased_always_off" => Some(0.0),
+        "traceidratio" | "parentbased_traceidratio" => match env("OTEL_TRACES_SAMPLER_ARG") {
+            None => Some(1.0),
+            Some(a) => a
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r)),
+        },
+        _ => None,
+    }
+}
+
+/// Whether the SDK's `TraceIdRatioBased` keeps `trace` at `ratio` (its rule: the trace id's
+/// low 64 bits, shifted right once, below `ratio` × 2⁶³).
+fn ratio_keeps(trace: TraceId, ratio: f64) -> bool {
+    if ratio >= 1.0 {
+        return true;
+    }
+    let bound = (ratio.max(0.0) * (1u64 << 63) as f64) as u64;
+    let low = u64::from_be_bytes(trace.to_bytes()[8..].try_into().expect("8 bytes"));
+    (low >> 1) < bound
+}
+
 /// Whether a `traceparent` value's flags say "sampled" (bit 0 of the last two hex digits).
 pub fn is_sampled(traceparent: &[u8]) -> bool {
     sampled(traceparent)
@@ -368,6 +428,11 @@ pub fn init(service: &str) -> Result<Option<Guard>, String> {
             DEFAULT_RATIO,
         ))));
     }
+    ROOT_RATIO.store(
+        root_ratio(&env).unwrap_or(f64::NAN).to_bits(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    b = b.with_id_generator(PreDecidedIds::default());
     let provider = b.build();
     let tracer = provider.tracer("crdplane");
     TRACER
@@ -510,22 +575,42 @@ fn parent_of(traceparent: &[u8], tracestate: Option<&str>) -> Option<SpanContext
 
 /// Starts a span named `name` of `kind` under the span `parent` names (a `traceparent`
 /// value, with the caller's `tracestate`, which the span keeps); a new trace when there is
-/// none or it is invalid. `None` while export is off.
+/// none or it is invalid. `None` while export is off, and when the sampler drops the span
+/// (decided before the SDK builds one, for the samplers whose decision is known here).
 pub fn start(
     name: &'static str,
     kind: SpanKind,
     parent: Option<&[u8]>,
     tracestate: Option<&str>,
 ) -> Option<Span> {
+    use std::sync::atomic::Ordering::Relaxed;
     let tracer = TRACER.get()?;
+    // The sampler's decision is made here first when it is known, so that a request the
+    // sampler would drop (most of them, at the default ratio) builds no span at all: the
+    // SDK builds one (ids, sampler call, span context) even to drop it.
     let cx = match parent.and_then(|p| parent_of(p, tracestate)) {
+        // A parent-based sampler follows the parent.
+        Some(sc) if !sc.is_sampled() && PARENT_BASED.load(Relaxed) => return None,
         Some(sc) => Context::new().with_remote_span_context(sc),
-        None => Context::new(),
+        None => {
+            let ratio = f64::from_bits(ROOT_RATIO.load(Relaxed));
+            if !ratio.is_nan() {
+                use opentelemetry_sdk::trace::IdGenerator as _;
+                let trace = opentelemetry_sdk::trace::RandomIdGenerator::default().new_trace_id();
+                if !ratio_keeps(trace, ratio) {
+                    return None;
+                }
+                // The SDK's root trace id is this one, so its sampler agrees.
+                ROOT_TRACE_ID.with(|c| c.set(Some(trace)));
+            }
+            Context::new()
+        }
     };
     let inner = tracer.build_with_context(
         opentelemetry::trace::SpanBuilder::from_name(name).with_kind(kind),
         &cx,
     );
+    ROOT_TRACE_ID.with(|c| c.set(None));
     Some(Span { inner })
 }
 
@@ -896,6 +981,61 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318".into()),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4317".into()),
         ])));
+    }
+
+    #[test]
+    fn the_root_decision_is_the_sdks_ratio_rule() {
+        let env_of = |vars: Vec<(&'static str, &'static str)>| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        for (vars, want) in [
+            (vec![], Some(DEFAULT_RATIO)),
+            (
+                vec![("OTEL_TRACES_SAMPLER", "parentbased_always_on")],
+                Some(1.0),
+            ),
+            (vec![("OTEL_TRACES_SAMPLER", "always_off")], Some(0.0)),
+            (vec![("OTEL_TRACES_SAMPLER", "traceidratio")], Some(1.0)),
+            (
+                vec![
+                    ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                    ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+                ],
+                Some(0.25),
+            ),
+            (
+                vec![
+                    ("OTEL_TRACES_SAMPLER", "traceidratio"),
+                    ("OTEL_TRACES_SAMPLER_ARG", "lots"),
+                ],
+                None,
+            ),
+            (vec![("OTEL_TRACES_SAMPLER", "jaeger_remote")], None),
+        ] {
+            assert_eq!(root_ratio(&env_of(vars.clone())), want, "{vars:?}");
+        }
+        // The SDK's own sampler, given the same trace ids, decides the same.
+        use opentelemetry_sdk::trace::{
+            IdGenerator as _, RandomIdGenerator, SamplingDecision, ShouldSample as _,
+        };
+        for ratio in [0.0, 0.01, 0.5, 0.99, 1.0] {
+            let sdk = Sampler::TraceIdRatioBased(ratio);
+            for _ in 0..2000 {
+                let id = RandomIdGenerator::default().new_trace_id();
+                let d = sdk
+                    .should_sample(None, id, "x", &SpanKind::Server, &[], &[])
+                    .decision;
+                assert_eq!(
+                    ratio_keeps(id, ratio),
+                    d == SamplingDecision::RecordAndSample,
+                    "{ratio} {id}"
+                );
+            }
+        }
     }
 
     #[test]
