@@ -97,7 +97,7 @@ pub async fn policy(ctx: &Ctx, tenant: &str) -> Result<Arc<Policy>, ApiError> {
 /// The aggregation controller where no policy is read to decide requests (AlwaysAllow):
 /// after the tenant's ClusterRoles change (a write, the bootstrap), its aggregated ones get
 /// the union of their selected roles' rules written into `rules`, as the policy reads of RBAC
-/// mode do it ([`write_back_aggregation`]). Upstream's controller runs whatever the
+/// mode do it (`write_back_aggregation`). Upstream's controller runs whatever the
 /// authorization mode.
 pub async fn aggregate(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
     let objects = read_objects(ctx, tenant).await?;
