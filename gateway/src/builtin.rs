@@ -28,10 +28,10 @@ use crate::stores::builtin::{BuiltinStore, BuiltinStrategy, BuiltinType, protobu
 use crdplane_apiserver::admission::Chain;
 use crdplane_apiserver::handlers::{self, Written};
 use crdplane_apiserver::rest::ListOptions;
+use crdplane_core::ApiError;
 use crdplane_core::builtin::BuiltinResource;
 use crdplane_core::options::FieldValidation;
 use crdplane_core::selector::FieldSelector;
-use crdplane_core::{ApiError, ResourceRef};
 use http::{Response, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -342,11 +342,6 @@ async fn watch(
     let mut t = reads::watch_target(req, &resource(req, ty, &api_version), table, selectors);
     t.transform = transform;
     crate::watch::serve(ctx, req, t).await
-}
-
-/// The storage triple of a built-in resource of `tenant`.
-pub fn storage_ref(tenant: &str, r: &BuiltinResource) -> ResourceRef {
-    ResourceRef::new(tenant, r.storage.0, r.storage.1)
 }
 
 #[cfg(test)]

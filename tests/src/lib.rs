@@ -922,6 +922,14 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
+/// The column names of a `meta.k8s.io` Table, in order.
+pub fn column_names(table: &serde_json::Value) -> Vec<&str> {
+    table["columnDefinitions"]
+        .as_array()
+        .map(|cols| cols.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 /// A plain REST client of one gateway: `base` is the gateway's URL, with a
 /// `/clusters/<tenant>` prefix for another tenant. Every call answers the status code and the
 /// body as JSON (a body that is not JSON comes back as a JSON string).

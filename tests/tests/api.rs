@@ -274,13 +274,10 @@ fn custom_resource_lifecycle_and_upstream_errors() {
         "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
     );
     assert_eq!(code, 200);
-    let names: Vec<&str> = t["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["Name", "Spec", "Replicas", "Age"]);
+    assert_eq!(
+        crdplane_tests::column_names(&t),
+        ["Name", "Spec", "Replicas", "Age"]
+    );
     assert_eq!(t["rows"][0]["cells"][0], "a");
     assert_eq!(t["rows"][0]["cells"][2], 7);
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");

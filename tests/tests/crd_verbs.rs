@@ -377,13 +377,11 @@ fn crd_deletecollection_marks_the_selected_ones() {
     );
     let t: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(code, 200, "{t}");
-    let cols: Vec<&str> = t["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(cols, ["Name", "Created At"], "{t}");
+    assert_eq!(
+        crdplane_tests::column_names(&t),
+        ["Name", "Created At"],
+        "{t}"
+    );
     assert_eq!(
         t["metadata"]["resourceVersion"],
         b["metadata"]["resourceVersion"]

@@ -626,11 +626,9 @@ fn two_versions_are_served_through_both_versions() {
             "",
         );
         let t = json_of(&b);
-        t["columnDefinitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap().to_string())
+        crdplane_tests::column_names(&t)
+            .into_iter()
+            .map(str::to_string)
             .collect::<Vec<_>>()
     };
     // (Declared columns replace the default Age column, as upstream's tableconvertor.)

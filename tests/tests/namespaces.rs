@@ -89,13 +89,7 @@ fn namespace_get_status_table_and_not_found() {
     assert_eq!(code, 200, "{t}");
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
-    let cols: Vec<&str> = t["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(cols, ["Name", "Status", "Age"]);
+    assert_eq!(crdplane_tests::column_names(&t), ["Name", "Status", "Age"]);
     let rows = t["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{t}");
     assert_eq!(rows[0]["cells"][0], "team");

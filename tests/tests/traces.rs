@@ -97,11 +97,47 @@ impl TraceService for Collector {
     }
 }
 
-/// The collector over OTLP/HTTP (`POST /v1/traces` with a protobuf body; anything else is
-/// a 400), served by hyper on `rt` on 127.0.0.1:0; its base URL.
-fn http_collector(rt: &tokio::runtime::Runtime) -> (Collector, String) {
+/// Serves OTLP/HTTP on one connection into `c`: `POST /v1/traces` with a protobuf body is
+/// recorded; anything else is a 400.
+async fn serve_otlp_http<I>(io: I, c: Collector)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use http_body_util::BodyExt as _;
     use prost::Message as _;
+    let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let c = c.clone();
+        async move {
+            let otlp = req.method() == http::Method::POST
+                && req.uri().path() == "/v1/traces"
+                && req
+                    .headers()
+                    .get("content-type")
+                    .is_some_and(|v| v == "application/x-protobuf");
+            let body = req.into_body().collect().await?.to_bytes();
+            let (status, out) = match ExportTraceServiceRequest::decode(body) {
+                Ok(r) if otlp => {
+                    c.record(r);
+                    (200, ExportTraceServiceResponse::default().encode_to_vec())
+                }
+                _ => (400, Vec::new()),
+            };
+            let resp = http::Response::builder()
+                .status(status)
+                .header("content-type", "application/x-protobuf")
+                .body(http_body_util::Full::new(bytes::Bytes::from(out)))
+                .unwrap();
+            Ok::<_, hyper::Error>(resp)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+        .await;
+}
+
+/// The collector over OTLP/HTTP ([`serve_otlp_http`]), served on `rt` on 127.0.0.1:0; its
+/// base URL.
+fn http_collector(rt: &tokio::runtime::Runtime) -> (Collector, String) {
     let collector = Collector::default();
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -110,39 +146,7 @@ fn http_collector(rt: &tokio::runtime::Runtime) -> (Collector, String) {
     let c = collector.clone();
     rt.spawn(async move {
         while let Ok((sock, _)) = listener.accept().await {
-            let c = c.clone();
-            tokio::spawn(async move {
-                let svc =
-                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let c = c.clone();
-                        async move {
-                            let otlp = req.method() == http::Method::POST
-                                && req.uri().path() == "/v1/traces"
-                                && req
-                                    .headers()
-                                    .get("content-type")
-                                    .is_some_and(|v| v == "application/x-protobuf");
-                            let body = req.into_body().collect().await?.to_bytes();
-                            let (status, out) = match ExportTraceServiceRequest::decode(body) {
-                                Ok(r) if otlp => {
-                                    c.record(r);
-                                    (200, ExportTraceServiceResponse::default().encode_to_vec())
-                                }
-                                _ => (400, Vec::new()),
-                            };
-                            let resp = http::Response::builder()
-                                .status(status)
-                                .header("content-type", "application/x-protobuf")
-                                .body(http_body_util::Full::new(bytes::Bytes::from(out)))
-                                .unwrap();
-                            Ok::<_, hyper::Error>(resp)
-                        }
-                    });
-                let io = hyper_util::rt::TokioIo::new(sock);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, svc)
-                    .await;
-            });
+            tokio::spawn(serve_otlp_http(sock, c.clone()));
         }
     });
     (collector, endpoint)
@@ -432,32 +436,28 @@ fn tls_grpc_collector(rt: &tokio::runtime::Runtime, pki: &crdplane::Pki) -> (Col
     (collector, endpoint)
 }
 
-/// The OTLP/HTTP collector of [`http_collector`] behind TLS (HTTP/1.1 by ALPN), counting
-/// the connections whose client presented a certificate; its `https://` URL.
+/// The OTLP/HTTP collector of [`http_collector`] behind TLS (HTTP/1.1 by ALPN), served on
+/// `rt` on 127.0.0.1:0, counting the connections whose client presented a certificate; its
+/// `https://` URL.
 fn tls_http_collector(
     rt: &tokio::runtime::Runtime,
     pki: &crdplane::Pki,
 ) -> (Collector, String, Arc<Mutex<usize>>) {
-    let (collector, plain) = rt.block_on(async { http_collector_on_tls(pki).await });
-    (collector.0, plain, collector.1)
-}
-
-async fn http_collector_on_tls(pki: &crdplane::Pki) -> ((Collector, Arc<Mutex<usize>>), String) {
-    use http_body_util::BodyExt as _;
-    use prost::Message as _;
     let collector = Collector::default();
     let with_cert = Arc::new(Mutex::new(0usize));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
     let endpoint = format!("https://{}", listener.local_addr().unwrap());
-    let tls = crdplane_transport::tls::ServerTls::load(
+    let acceptor = crdplane_transport::tls::ServerTls::load(
         &pki.serving_cert_path(),
         &pki.serving_key_path(),
         true,
     )
-    .unwrap();
-    let acceptor = tls.acceptor();
+    .unwrap()
+    .acceptor();
     let (c, counted) = (collector.clone(), with_cert.clone());
-    tokio::spawn(async move {
+    rt.spawn(async move {
         while let Ok((sock, _)) = listener.accept().await {
             let (c, counted, acceptor) = (c.clone(), counted.clone(), acceptor.clone());
             tokio::spawn(async move {
@@ -467,34 +467,11 @@ async fn http_collector_on_tls(pki: &crdplane::Pki) -> ((Collector, Arc<Mutex<us
                 if stream.get_ref().1.peer_certificates().is_some() {
                     *counted.lock().unwrap() += 1;
                 }
-                let svc =
-                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let c = c.clone();
-                        async move {
-                            let body = req.into_body().collect().await?.to_bytes();
-                            let (status, out) = match ExportTraceServiceRequest::decode(body) {
-                                Ok(r) => {
-                                    c.record(r);
-                                    (200, ExportTraceServiceResponse::default().encode_to_vec())
-                                }
-                                Err(_) => (400, Vec::new()),
-                            };
-                            let resp = http::Response::builder()
-                                .status(status)
-                                .header("content-type", "application/x-protobuf")
-                                .body(http_body_util::Full::new(bytes::Bytes::from(out)))
-                                .unwrap();
-                            Ok::<_, hyper::Error>(resp)
-                        }
-                    });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, svc)
-                    .await;
+                serve_otlp_http(stream, c).await;
             });
         }
     });
-    ((collector, with_cert), endpoint)
+    (collector, endpoint, with_cert)
 }
 
 /// Export to an `https://` collector, over OTLP/gRPC and over OTLP/HTTP: the collector is

@@ -21,7 +21,7 @@ use crdplane_apiserver::rest::{
     EncodedList, ListOptions, ListResult, Store, Stored, Strategy, stored_rv,
 };
 use crdplane_core::field::FieldError;
-use crdplane_core::{ApiError, GroupResource, ResourceRef};
+use crdplane_core::{ApiError, GroupResource};
 use crdplane_proto::v1 as pb;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Namespace;
@@ -52,12 +52,6 @@ static PATCH: BuiltinPatch = BuiltinPatch(crdplane_apiserver::strategic::NAMESPA
 fn has_strings(v: Option<&Value>) -> bool {
     v.and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(Value::is_string))
-}
-
-/// The storage service's reference to the namespaces of `tenant` (group "", resource
-/// `namespaces`).
-pub fn storage_ref(tenant: &str) -> ResourceRef {
-    ResourceRef::new(tenant, "", "namespaces")
 }
 
 /// Whether a namespace being deleted has no finalizer left in `spec` or `metadata`.

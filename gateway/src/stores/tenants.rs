@@ -21,7 +21,7 @@ use crdplane_apiserver::rest::delete::has_deletion_timestamp;
 use crdplane_apiserver::rest::{ListOptions, ListResult, Store, Stored, Strategy};
 use crdplane_apiserver::strategic::{Field, OBJECT_META};
 use crdplane_core::field::FieldError;
-use crdplane_core::{ApiError, GroupResource, ResourceRef};
+use crdplane_core::{ApiError, GroupResource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -37,11 +37,6 @@ pub const OWNERS_BINDING: &str = "crdplane:tenant-owners";
 pub fn gr() -> &'static GroupResource {
     static GR: OnceLock<GroupResource> = OnceLock::new();
     GR.get_or_init(|| GroupResource::new(GROUP, RESOURCE))
-}
-
-/// The storage service's reference to the Tenants.
-pub fn storage_ref() -> ResourceRef {
-    ResourceRef::new(ADMIN_SCOPE, GROUP, RESOURCE)
 }
 
 /// A Tenant, as clients send and receive it (fields it does not have are dropped, and
