@@ -99,6 +99,10 @@ pub struct Authenticators {
     /// Whether requests that no authenticator has an opinion on are let through as
     /// [`UserInfo::anonymous`] (upstream's default for kube-apiserver is `true`).
     pub anonymous: bool,
+    /// Service-account and OIDC tokens accepted in the last seconds, so that a client's
+    /// every request does not verify its token's signature again
+    /// ([`crate::token_cache`]).
+    pub token_cache: crate::token_cache::TokenCache,
 }
 
 /// An accepted request: its user, and the service-account token it authenticated with, if
@@ -193,6 +197,13 @@ fn parse_bearer(authorization: Option<&[u8]>) -> Bearer<'_> {
 /// (Rust's `char::is_whitespace` and Go's `unicode.IsSpace` are both Unicode's `White_Space`),
 /// stopping at bytes that are not valid UTF-8.
 fn trim_white_space(mut bytes: &[u8]) -> &[u8] {
+    // The common case, `Bearer <token>`: an ASCII byte that is not white space at each end
+    // (every other White_Space character is encoded in bytes ≥ 0x80), so nothing to trim and
+    // no UTF-8 decoding to do.
+    let plain = |b: &u8| b.is_ascii() && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
+    if bytes.first().is_some_and(plain) && bytes.last().is_some_and(plain) {
+        return bytes;
+    }
     while let Some(len) = white_space_prefix(bytes) {
         bytes = &bytes[len..];
     }
@@ -299,13 +310,18 @@ impl Authenticators {
             && (self.tokens.is_some() || self.service_accounts.is_some() || self.oidc.is_some())
             && let Bearer::Token(token) = parse_bearer(authorization)
         {
-            if let Some(user) = self
-                .tokens
-                .as_ref()
-                .and_then(|t| t.authenticate_bytes(token))
-            {
+            // One digest for the token file's lookup and the token cache's.
+            let d = crate::token_file::digest(token);
+            if let Some(user) = self.tokens.as_ref().and_then(|t| t.authenticate_digest(&d)) {
                 accepted = Some(user);
+            } else if self.service_accounts.is_none() && self.oidc.is_none() {
+                reasons.push(INVALID_BEARER_TOKEN.to_owned());
+            } else if let Some(hit) = self.token_cache.get(&d, self.key_generation()) {
+                accepted = Some(hit.user);
+                service_account = hit.service_account;
             } else {
+                // Read before verifying: a key set replaced meanwhile leaves the entry stale.
+                let generation = self.key_generation();
                 let text = std::str::from_utf8(token).ok();
                 let mut token_errors = Vec::new();
                 if let (Some(v), Some(t)) = (&self.service_accounts, text) {
@@ -327,12 +343,20 @@ impl Authenticators {
                         Err(e) => token_errors.push(e),
                     }
                 }
-                if accepted.is_none() {
-                    if token_errors.is_empty() {
+                match &accepted {
+                    Some(user) => self.token_cache.insert(
+                        d,
+                        generation,
+                        token,
+                        &crate::token_cache::Verified {
+                            user: user.clone(),
+                            service_account: service_account.clone(),
+                        },
+                    ),
+                    None if token_errors.is_empty() => {
                         reasons.push(INVALID_BEARER_TOKEN.to_owned());
-                    } else {
-                        reasons.extend(token_errors);
                     }
+                    None => reasons.extend(token_errors),
                 }
             }
         }
@@ -350,6 +374,14 @@ impl Authenticators {
             });
         }
         Err(Unauthorized { reasons })
+    }
+
+    /// The generation of the JWT issuers' key sets the token cache keys its entries by (the
+    /// service-account keys are fixed at start-up).
+    fn key_generation(&self) -> u64 {
+        self.oidc
+            .as_ref()
+            .map_or(0, crate::oidc::Oidc::key_generation)
     }
 
     /// The warning upstream's bearer-token authenticator adds to the response (a `Warning: 299`
@@ -425,6 +457,9 @@ mod tests {
             (b" \xe2\x80", b"\xe2\x80"),
             // U+200B ZERO WIDTH SPACE is not White_Space, in Go or in Rust.
             ("\u{200b}a".as_bytes(), "\u{200b}a".as_bytes()),
+            (b"Bearer abc", b"Bearer abc"),
+            (b"Bearer abc\x0b", b"Bearer abc"),
+            ("Bearer abc\u{85}".as_bytes(), b"Bearer abc"),
         ];
         for (input, want) in cases {
             assert_eq!(trim_white_space(input), *want, "{input:?}");
@@ -528,6 +563,7 @@ mod tests {
             service_accounts: None,
             oidc: None,
             anonymous,
+            token_cache: Default::default(),
         };
 
         #[allow(clippy::type_complexity)]
@@ -668,6 +704,7 @@ mod tests {
                     service_accounts: None,
                     oidc: None,
                     anonymous: true,
+                    token_cache: Default::default(),
                 },
                 Some(b"Bearer good"),
                 None,
@@ -805,6 +842,7 @@ mod tests {
             service_accounts: None,
             oidc: None,
             anonymous: false,
+            token_cache: Default::default(),
         };
         let cert = ca.client("jane", &["dev"]);
         let user = auth
@@ -824,6 +862,7 @@ mod tests {
             service_accounts: None,
             oidc: None,
             anonymous: true,
+            token_cache: Default::default(),
         };
         let jane = || UserInfo {
             name: "jane".into(),
@@ -890,6 +929,7 @@ mod tests {
             service_accounts: None,
             oidc: None,
             anonymous: true,
+            token_cache: Default::default(),
         };
         let without_tokens = Authenticators {
             service_accounts: None,
@@ -921,5 +961,62 @@ mod tests {
             with_tokens.authenticate(Some(b"Bearer  good"), None),
             Ok(UserInfo::anonymous())
         );
+    }
+
+    /// A service-account token accepted once is accepted again from the token cache without
+    /// its signature being checked (the verifier swapped for one of another key would refuse
+    /// it); with a zero TTL nothing is kept.
+    #[test]
+    fn accepted_service_account_tokens_are_served_from_the_cache() {
+        use crate::service_account::{DEFAULT_ISSUER, Signer, Verifier};
+        let key = || rcgen::KeyPair::generate().unwrap();
+        let (signing, other) = (key(), key());
+        let aud = vec![DEFAULT_ISSUER.to_string()];
+        let signer = Signer::from_pem(&signing.serialize_pem(), DEFAULT_ISSUER).unwrap();
+        let verifier =
+            |k: &rcgen::KeyPair| Verifier::from_pems(&[k.public_key_pem()], &aud, &aud).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let (token, _) = signer
+            .issue("acme", "ns1", "bot", "uid-1", &aud, now, 3600, "j1")
+            .unwrap();
+        let header = format!("Bearer {token}");
+        for (ttl, served_from_cache) in [
+            (crate::token_cache::SUCCESS_TTL, true),
+            (std::time::Duration::ZERO, false),
+        ] {
+            let chain = Authenticators {
+                service_accounts: Some(verifier(&signing)),
+                token_cache: crate::token_cache::TokenCache::new(ttl),
+                ..Authenticators::default()
+            };
+            let first = chain
+                .authenticate_full(Some(header.as_bytes()), None)
+                .unwrap();
+            assert_eq!(first.user.name, "system:serviceaccount:ns1:bot");
+            assert_eq!(first.service_account.as_ref().unwrap().uid, "uid-1");
+            let rotated = Authenticators {
+                service_accounts: Some(verifier(&other)),
+                ..chain.clone()
+            };
+            let again = rotated.authenticate_full(Some(header.as_bytes()), None);
+            if served_from_cache {
+                assert_eq!(
+                    again.unwrap(),
+                    first,
+                    "the same user and account, from the cache"
+                );
+            } else {
+                assert!(again.is_err(), "verified again with a zero TTL");
+            }
+            // Refusals are never cached.
+            assert!(
+                chain
+                    .authenticate_full(Some(b"Bearer not-a-token"), None)
+                    .is_err()
+            );
+        }
     }
 }

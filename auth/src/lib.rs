@@ -29,6 +29,7 @@ pub mod chain;
 pub mod oidc;
 pub mod rbac;
 pub mod service_account;
+pub mod token_cache;
 pub mod token_file;
 pub mod user;
 pub mod x509;

@@ -330,6 +330,17 @@ pub struct Oidc {
     authenticators: Arc<Vec<JwtAuthenticator>>,
 }
 
+impl Oidc {
+    /// A number that grows whenever any issuer's key set is replaced (a rotation, a
+    /// refresh): tokens cached as verified under an older one are verified again.
+    pub fn key_generation(&self) -> u64 {
+        self.authenticators
+            .iter()
+            .map(|a| a.keys().generation())
+            .sum()
+    }
+}
+
 /// Why a configuration could not be used: upstream's two kinds of start-up error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
@@ -970,6 +981,9 @@ impl KeySet {
 pub struct KeyStore {
     current: RwLock<Option<Arc<KeySet>>>,
     on_unknown_kid: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// How many times the set was replaced: a change drops the tokens cached as verified
+    /// ([`Oidc::key_generation`], [`crate::token_cache`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for KeyStore {
@@ -992,6 +1006,13 @@ impl KeyStore {
     /// Replaces the key set.
     pub fn set(&self, keys: KeySet) {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(keys));
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many times the set was replaced.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Registers what to call when a token names a key id the set lacks (once; later calls

@@ -68,8 +68,9 @@ pub enum TokenFileError {
     },
 }
 
-/// The SHA-256 digest of a token, the key of [`TokenFile`]'s map.
-type TokenDigest = [u8; 32];
+/// The SHA-256 digest of a token, the key of [`TokenFile`]'s map (and of the cache of
+/// verified JWTs, [`crate::token_cache`]).
+pub(crate) type TokenDigest = [u8; 32];
 
 /// The users of a token file, keyed by token.
 ///
@@ -91,7 +92,7 @@ impl fmt::Debug for TokenFile {
     }
 }
 
-fn digest(token: &[u8]) -> TokenDigest {
+pub(crate) fn digest(token: &[u8]) -> TokenDigest {
     Sha256::digest(token).into()
 }
 
@@ -190,7 +191,13 @@ impl TokenFile {
 
     /// [`TokenFile::authenticate`] on the raw bytes of an `Authorization` header.
     pub(crate) fn authenticate_bytes(&self, token: &[u8]) -> Option<UserInfo> {
-        self.users.get(&digest(token)).cloned()
+        self.authenticate_digest(&digest(token))
+    }
+
+    /// [`TokenFile::authenticate`] by the token's [`digest`], which the chain computes once
+    /// for this lookup and the token cache's.
+    pub(crate) fn authenticate_digest(&self, d: &TokenDigest) -> Option<UserInfo> {
+        self.users.get(d).cloned()
     }
 
     /// How many distinct tokens the file holds.

@@ -430,6 +430,7 @@ pub fn authn(data: &[u8]) {
         .ok(),
         oidc: oidc_issuer(),
         anonymous: true,
+        token_cache: Default::default(),
     });
     let (header, der) = match data.iter().position(|&b| b == 0) {
         Some(i) => (&data[..i], &data[i + 1..]),

@@ -545,6 +545,7 @@ impl Args {
             service_accounts,
             oidc,
             anonymous: self.anonymous_auth,
+            token_cache: Default::default(),
         })
     }
 }

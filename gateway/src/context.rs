@@ -141,6 +141,7 @@ impl Default for Config {
                 service_accounts: None,
                 oidc: None,
                 anonymous: true,
+                token_cache: Default::default(),
             }),
             authorization: crate::authz::Mode::AlwaysAllow,
             service_account_signer: None,

@@ -148,6 +148,7 @@ mod tests {
                 service_accounts: None,
                 oidc: None,
                 anonymous: true,
+                token_cache: Default::default(),
             }),
             authz: None,
             audit: None,

@@ -369,6 +369,7 @@ mod tests {
                 service_accounts: None,
                 oidc: None,
                 anonymous,
+                token_cache: Default::default(),
             }),
             None,
         )
