@@ -30,7 +30,8 @@ pub fn check_listen(flag: &str, v: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a service endpoint flag: an `http://` or `https://` URL with a host.
+/// Checks a service endpoint flag: an `http://` or `https://` URL with a host, or a name
+/// to resolve, `dns:///host:port`.
 pub fn check_endpoint(flag: &str, list: &str) -> Result<(), String> {
     // A flag may name several replicas of a service, comma-separated.
     for v in list.split(',') {
@@ -40,10 +41,23 @@ pub fn check_endpoint(flag: &str, list: &str) -> Result<(), String> {
 }
 
 fn check_one_endpoint(flag: &str, v: &str) -> Result<(), String> {
+    if let Some(name) = v.strip_prefix("dns:") {
+        let bad = || format!("{flag}: {v:?} is not dns:///HOST:PORT");
+        let (host, port) = name
+            .strip_prefix("///")
+            .and_then(|n| n.rsplit_once(':'))
+            .ok_or_else(bad)?;
+        if host.is_empty() || host.contains('/') || port.parse::<u16>().is_err() {
+            return Err(bad());
+        }
+        return Ok(());
+    }
     let rest = v
         .strip_prefix("http://")
         .or_else(|| v.strip_prefix("https://"))
-        .ok_or_else(|| format!("{flag}: {v:?} is not an http:// or https:// URL"))?;
+        .ok_or_else(|| {
+            format!("{flag}: {v:?} is not an http:// or https:// URL (or dns:///HOST:PORT)")
+        })?;
     if rest.is_empty() || rest.starts_with('/') {
         return Err(format!("{flag}: {v:?} has no host"));
     }
@@ -102,6 +116,12 @@ mod tests {
             ("127.0.0.1:7001", false),
             ("http://", false),
             ("grpc://x:1", false),
+            ("dns:///crdplane-storage:7001", true),
+            ("http://a:1,dns:///b:2", true),
+            ("dns:///storage", false),
+            ("dns://10.0.0.10/storage:7001", false),
+            ("dns:///:7001", false),
+            ("dns:storage:7001", false),
         ];
         for (v, ok) in endpoints {
             assert_eq!(check_endpoint("--storage", v).is_ok(), ok, "{v}");

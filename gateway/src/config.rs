@@ -17,13 +17,15 @@ pub struct Args {
     /// Address to listen on (HOST:PORT; port 0 picks a free one).
     #[arg(long, env = "CRDPLANE_GATEWAY_LISTEN", default_value = ports::GATEWAY_LISTEN)]
     pub listen: String,
-    /// Registry service endpoints, comma-separated (calls are balanced over them).
+    /// Registry service endpoints, comma-separated (calls are balanced over them):
+    /// `http://host:port` (`https://` with mutual TLS), or `dns:///host:port` for every address
+    /// the name resolves to, resolved again every 5 s (a headless Service on Kubernetes).
     #[arg(long, env = "CRDPLANE_GATEWAY_REGISTRY", default_value = ports::REGISTRY_ENDPOINT)]
     pub registry: String,
-    /// Validation service endpoints, comma-separated.
+    /// Validation service endpoints, comma-separated; `dns:///host:port` as for `--registry`.
     #[arg(long, env = "CRDPLANE_GATEWAY_VALIDATION", default_value = ports::VALIDATION_ENDPOINT)]
     pub validation: String,
-    /// Storage service endpoints, comma-separated.
+    /// Storage service endpoints, comma-separated; `dns:///host:port` as for `--registry`.
     #[arg(long, env = "CRDPLANE_GATEWAY_STORAGE", default_value = ports::STORAGE_ENDPOINT)]
     pub storage: String,
     /// Tenant of requests without a `/clusters/<tenant>` prefix.
@@ -742,7 +744,9 @@ mod tests {
             ),
             (
                 &["--storage", "127.0.0.1:7001"],
-                Some("--storage: \"127.0.0.1:7001\" is not an http:// or https:// URL"),
+                Some(
+                    "--storage: \"127.0.0.1:7001\" is not an http:// or https:// URL (or dns:///HOST:PORT)",
+                ),
             ),
             (
                 &["--registry", "http://"],

@@ -122,6 +122,10 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
     }
     let mut config_maps: BTreeMap<String, Value> = BTreeMap::new();
     let mut service_ports: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // Headless Services: name -> the pods' app name they resolve to.
+    let mut headless: BTreeMap<String, String> = BTreeMap::new();
+    // App name -> the container ports of its pods.
+    let mut pod_ports: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for d in &docs {
         match d["kind"].as_str().unwrap() {
             "ConfigMap" => {
@@ -135,12 +139,30 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
                     .map(|p| p["port"].as_u64().unwrap())
                     .collect();
                 service_ports.insert(name(d).to_string(), ports);
+                if d["spec"]["clusterIP"] == "None" {
+                    let app = &d["spec"]["selector"]["app.kubernetes.io/name"];
+                    headless.insert(name(d).to_string(), app.as_str().unwrap().to_string());
+                }
+            }
+            "Deployment" | "StatefulSet" => {
+                let t = &d["spec"]["template"];
+                let app = t["metadata"]["labels"]["app.kubernetes.io/name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                for c in t["spec"]["containers"].as_array().unwrap() {
+                    for p in c["ports"].as_array().into_iter().flatten() {
+                        let port = p["containerPort"].as_u64().unwrap();
+                        pod_ports.entry(app.clone()).or_default().push(port);
+                    }
+                }
             }
             _ => {}
         }
     }
 
     let mut checked = 0;
+    let mut resolved = 0;
     for d in docs
         .iter()
         .filter(|d| matches!(d["kind"].as_str(), Some("Deployment" | "StatefulSet")))
@@ -216,6 +238,22 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
                         .unwrap_or_else(|| panic!("{}: no Service {host}", name(d)));
                     assert!(ports.contains(&port.parse().unwrap()), "{a}");
                 }
+                // Resolved endpoints (`dns:///<service>:<port>`): the name must list the
+                // pods (a headless Service), which listen on that port themselves.
+                if let Some((host, port)) =
+                    a.strip_prefix("dns:///").and_then(|r| r.split_once(':'))
+                {
+                    let app = headless
+                        .get(host)
+                        .unwrap_or_else(|| panic!("{}: no headless Service {host}", name(d)));
+                    let port: u64 = port.parse().unwrap();
+                    assert!(service_ports[host].contains(&port), "{a}");
+                    assert!(
+                        pod_ports.get(app).is_some_and(|p| p.contains(&port)),
+                        "{a}: the pods of {app} do not listen on {port}"
+                    );
+                    resolved += 1;
+                }
             }
             let command = c["command"].as_array().and_then(|c| c[0].as_str());
             if let Some(binary) = command.filter(|b| b.starts_with("crdplane-")) {
@@ -258,6 +296,10 @@ fn the_manifests_render_validate_and_fit_the_binaries() {
         }
     }
     assert_eq!(checked, 5, "gateway, storage, validation, registry, envoy");
+    assert_eq!(
+        resolved, 5,
+        "gateway: 3 services; registry: storage, validation"
+    );
     // The gateways' audit policy is deploy/audit/policy.yaml (loaded by the gateway's tests).
     let policy = config_maps
         .values()

@@ -26,16 +26,22 @@
 //! every endpoint in turn (Envoy's "panic routing") and meet the endpoint's own answer (e.g.
 //! storage's 503 while Redis is down) rather than a guess made here.
 //!
-//! With one endpoint there is nothing to choose: calls go straight to it (no balancer, no
-//! health task), exactly as before replicas existed.
+//! Endpoints come from the configuration (`http://a:1,http://b:2`) or from resolving a name
+//! (`dns:///name:port`, [`crate::resolve`]): a resolved address that appears joins the pool
+//! (in rotation, with its own health task), one that disappears leaves it for good. Each
+//! endpoint has a key that is never reused, so a late health report or pick about a removed
+//! endpoint cannot land on another.
 //!
-//! Per-call cost over a single endpoint, all in the caller's task (no `tower::buffer` worker
-//! and no extra task hand-off): one uncontended `std::sync::Mutex` around the balancer, its
-//! `poll_ready` (a non-blocking look at the membership channel, p2c over two loads) and one
-//! small allocation (the balancer's `FuturesUnordered` node for the endpoint it re-readies);
-//! a reference-count increment for the in-flight handle; the deadline's timer entry and a
-//! clone of the pre-encoded `grpc-timeout` value; up to three header clones (shared bytes)
-//! for the call context.
+//! With one configured endpoint and no `dns:///` target there is nothing to choose: calls go
+//! straight to it (no balancer, no health task), exactly as before replicas existed.
+//!
+//! Per-call cost over several endpoints, all in the caller's task (no `tower::buffer` worker
+//! and no extra task hand-off): one `std::sync::Mutex` around the balancer and the endpoint
+//! table, its `poll_ready` (a non-blocking look at the membership channel, p2c over two
+//! loads) and one small allocation (the balancer's `FuturesUnordered` node for the endpoint
+//! it re-readies); reference-count increments for the in-flight handle and the picked
+//! endpoint; the deadline's timer entry and a clone of the pre-encoded `grpc-timeout` value;
+//! up to three header clones (shared bytes) for the call context.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,6 +82,10 @@ pub struct ChannelOptions {
     pub read_only: &'static [&'static str],
     /// Mutual TLS for every endpoint (`https://` URLs); `None`: plaintext (`http://`).
     pub tls: Option<crate::mtls::Mtls>,
+    /// How `dns:///host:port` endpoints are looked up ([`crate::resolve`]).
+    pub resolver: crate::resolve::Resolver,
+    /// How often a `dns:///` endpoint's name is resolved again.
+    pub dns_refresh: Duration,
 }
 
 /// The read-only methods of the crdplane services (see [`ChannelOptions::read_only`]):
@@ -109,6 +119,8 @@ impl Default for ChannelOptions {
             long_running: deadline::LONG_RUNNING,
             read_only: READ_ONLY,
             tls: None,
+            resolver: crate::resolve::Resolver::system(),
+            dns_refresh: crate::resolve::DEFAULT_REFRESH,
         }
     }
 }
@@ -121,9 +133,10 @@ pub struct Channel {
 }
 
 struct Inner {
-    endpoints: Vec<Endpoint>,
-    /// With more than one endpoint.
-    pool: Option<Pool>,
+    /// One fixed endpoint (no pool): calls go straight to it.
+    single: Option<Endpoint>,
+    /// Several endpoints, or any `dns:///` target.
+    pool: Option<Arc<Pool>>,
     /// The default deadline and its `grpc-timeout` value, encoded once.
     timeout: Option<(Duration, HeaderValue)>,
     long_running: &'static [&'static str],
@@ -133,7 +146,7 @@ struct Inner {
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Channel")
-            .field("endpoints", &self.inner.endpoints)
+            .field("endpoints", &self.endpoints())
             .finish()
     }
 }
@@ -157,27 +170,34 @@ impl Channel {
         Self::with_options(urls, ChannelOptions::default())
     }
 
-    /// A channel to the comma-separated endpoints `urls`. With more than one endpoint this
-    /// starts a health-watch task per endpoint, so it must run inside a Tokio runtime.
+    /// A channel to the comma-separated endpoints `urls`: `http://host:port` (`https://`
+    /// with mutual TLS), or `dns:///host:port` for every address `host` resolves to, now
+    /// and as it changes ([`crate::resolve`]). With more than one endpoint or any
+    /// `dns:///` target this starts a health-watch task per endpoint (and a resolver task
+    /// per target), so it must run inside a Tokio runtime.
     pub fn with_options(urls: &str, opts: ChannelOptions) -> Result<Channel, BoxError> {
         let list = parse_endpoints(urls);
         if list.is_empty() {
             return Err(format!("no endpoint in {urls:?}").into());
         }
-        let endpoints = list
-            .iter()
-            .map(|u| Endpoint::new(u, opts.tls.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let pool = if endpoints.len() > 1 {
+        let (mut fixed, mut resolved) = (Vec::new(), Vec::new());
+        for u in list {
+            match crate::resolve::parse(u, opts.tls.as_ref()) {
+                Some(t) => resolved.push(t?),
+                None => fixed.push(Endpoint::new(u, opts.tls.as_ref())?),
+            }
+        }
+        let (single, pool) = if resolved.is_empty() && fixed.len() == 1 {
+            (fixed.pop(), None)
+        } else {
             let rt = tokio::runtime::Handle::try_current()
                 .map_err(|_| "a channel over several endpoints needs a Tokio runtime")?;
-            Some(Pool::start(&endpoints, &rt))
-        } else {
-            None
+            let pool = Pool::start(fixed, resolved, &opts, rt);
+            (None, Some(pool))
         };
         Ok(Channel {
             inner: Arc::new(Inner {
-                endpoints,
+                single,
                 pool,
                 timeout: opts.timeout.map(|d| (d, deadline::encode(d))),
                 long_running: opts.long_running,
@@ -186,25 +206,28 @@ impl Channel {
         })
     }
 
-    /// `host:port` of each endpoint, in configuration order.
-    pub fn endpoints(&self) -> Vec<&str> {
-        self.inner
-            .endpoints
-            .iter()
-            .map(Endpoint::authority)
-            .collect()
+    /// What each endpoint dials (`host:port`, or the address a name resolved to), in the
+    /// order they joined.
+    pub fn endpoints(&self) -> Vec<String> {
+        match (&self.inner.single, &self.inner.pool) {
+            (Some(e), _) => vec![e.address()],
+            (None, Some(p)) => p
+                .table()
+                .entries
+                .iter()
+                .flatten()
+                .map(|e| e.endpoint.address())
+                .collect(),
+            (None, None) => vec![],
+        }
     }
 
-    /// Which endpoints calls are spread over now (all `true` with a single endpoint).
+    /// Which endpoints calls are spread over now, in [`Channel::endpoints`] order (all
+    /// `true` with a single endpoint).
     pub fn in_rotation(&self) -> Vec<bool> {
         match &self.inner.pool {
             None => vec![true],
-            Some(p) => p
-                .members
-                .state
-                .iter()
-                .map(|s| *s.lock().unwrap_or_else(|e| e.into_inner()))
-                .collect(),
+            Some(p) => p.members.in_rotation(),
         }
     }
 
@@ -225,24 +248,29 @@ impl Channel {
     /// cannot be reached.
     async fn start(&self, head: &http::Request<()>) -> Result<Started, BoxError> {
         let Some(pool) = &self.inner.pool else {
-            return self.inner.endpoints[0].start(head).await;
+            let single = self.inner.single.as_ref().expect("an endpoint");
+            return single.start(head).await;
         };
         let mut last = None;
-        for _ in 0..self.inner.endpoints.len() {
-            let (idx, load) = pool.pick();
-            match self.inner.endpoints[idx].start(head).await {
+        let mut tries = 0;
+        while let Some(p) = pool.pick() {
+            match p.endpoint.start(head).await {
                 Ok(mut s) => {
-                    s.load = load;
+                    s.load = p.load;
                     return Ok(s);
                 }
                 Err(e) => {
-                    tracing::debug!(endpoint = self.inner.endpoints[idx].authority(), error = %e, "endpoint unreachable; trying another");
-                    pool.members.down(idx);
+                    tracing::debug!(endpoint = %p.endpoint.address(), error = %e, "endpoint unreachable; trying another");
+                    pool.down(p.key);
                     last = Some(e);
                 }
             }
+            tries += 1;
+            if tries >= p.live {
+                break;
+            }
         }
-        Err(last.expect("at least one endpoint"))
+        Err(last.unwrap_or_else(|| pool.unresolved()))
     }
 
     /// A read-only call over several endpoints: its body is read once, and a call whose
@@ -257,12 +285,11 @@ impl Channel {
         let pool = self.inner.pool.as_ref().expect("several endpoints");
         let body = body.collect().await?.to_bytes();
         let mut last = None;
-        for _ in 0..self.inner.endpoints.len() {
-            let (idx, load) = pool.pick();
-            let ep = &self.inner.endpoints[idx];
-            let r = match ep.start(head).await {
+        let mut tries = 0;
+        while let Some(p) = pool.pick() {
+            let r = match p.endpoint.start(head).await {
                 Ok(mut s) => {
-                    s.load = load;
+                    s.load = p.load;
                     match client::finish_bytes(s, body.clone()).await {
                         Err(e) if !client::connection_failed(&e) => return Err(e),
                         r => r,
@@ -273,13 +300,17 @@ impl Channel {
             match r {
                 Ok(resp) => return Ok(resp),
                 Err(e) => {
-                    tracing::debug!(endpoint = ep.authority(), error = %e, "endpoint failed; trying another");
-                    pool.members.down(idx);
+                    tracing::debug!(endpoint = %p.endpoint.address(), error = %e, "endpoint failed; trying another");
+                    pool.down(p.key);
                     last = Some(e);
                 }
             }
+            tries += 1;
+            if tries >= p.live {
+                break;
+            }
         }
-        Err(last.expect("at least one endpoint"))
+        Err(last.unwrap_or_else(|| pool.unresolved()))
     }
 
     async fn call_inner(
@@ -398,108 +429,277 @@ impl futures::Stream for Changes {
     }
 }
 
+/// The endpoints of a channel with several, each under a key that is never reused.
 struct Pool {
-    balance: Mutex<Balance<Changes, ()>>,
+    table: Mutex<Table>,
     members: Arc<Members>,
     /// Round-robin position when no endpoint is in rotation.
     next: AtomicUsize,
-    monitors: Vec<tokio::task::JoinHandle<()>>,
+    /// Where health-watch tasks run.
+    rt: tokio::runtime::Handle,
+    /// The `dns:///` targets (for the error of a call made before they resolved).
+    targets: Vec<String>,
+    resolvers: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+struct Table {
+    balance: Balance<Changes, ()>,
+    /// By key; `None` once removed.
+    entries: Vec<Option<Entry>>,
+    /// How many entries are `Some`.
+    live: usize,
+}
+
+struct Entry {
+    endpoint: Endpoint,
+    /// Wakes the endpoint's health task to look again (a call found it failing).
+    recheck: Arc<Notify>,
+    monitor: tokio::task::AbortHandle,
+}
+
+/// The endpoint a call goes to.
+struct Picked {
+    key: usize,
+    endpoint: Endpoint,
+    load: Option<Handle>,
+    /// How many endpoints the pool had (bounds the tries of one call).
+    live: usize,
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        for m in &self.monitors {
-            m.abort();
+        for r in self
+            .resolvers
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            r.abort();
+        }
+        let t = self.table.get_mut().unwrap_or_else(|e| e.into_inner());
+        for e in t.entries.iter().flatten() {
+            e.monitor.abort();
         }
     }
 }
 
 impl Pool {
-    fn start(endpoints: &[Endpoint], rt: &tokio::runtime::Handle) -> Pool {
+    fn start(
+        fixed: Vec<Endpoint>,
+        resolved: Vec<crate::resolve::Target>,
+        opts: &ChannelOptions,
+        rt: tokio::runtime::Handle,
+    ) -> Arc<Pool> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let members = Arc::new(Members {
-            endpoints: endpoints.to_vec(),
-            tx,
-            state: endpoints.iter().map(|_| Mutex::new(false)).collect(),
-            recheck: endpoints.iter().map(|_| Notify::new()).collect(),
-        });
-        for i in 0..endpoints.len() {
-            members.set(i, true);
-        }
-        let monitors = (0..endpoints.len())
-            .map(|i| rt.spawn(monitor(members.clone(), i)))
-            .collect();
-        Pool {
-            balance: Mutex::new(Balance::new(Changes(rx))),
-            members,
+        let pool = Arc::new(Pool {
+            table: Mutex::new(Table {
+                balance: Balance::new(Changes(rx)),
+                entries: Vec::new(),
+                live: 0,
+            }),
+            members: Arc::new(Members {
+                tx,
+                state: Mutex::new(Vec::new()),
+            }),
             next: AtomicUsize::new(0),
-            monitors,
+            rt: rt.clone(),
+            targets: resolved
+                .iter()
+                .map(|t| format!("{}{}:{}", crate::resolve::PREFIX, t.host, t.port))
+                .collect(),
+            resolvers: Mutex::new(Vec::new()),
+        });
+        for e in fixed {
+            crate::resolve::Membership::add(&*pool, e);
+        }
+        let resolvers = resolved
+            .into_iter()
+            .map(|t| {
+                rt.spawn(crate::resolve::follow(
+                    Arc::downgrade(&pool),
+                    t,
+                    opts.resolver.clone(),
+                    opts.dns_refresh,
+                ))
+                .abort_handle()
+            })
+            .collect();
+        *pool.resolvers.lock().unwrap_or_else(|e| e.into_inner()) = resolvers;
+        pool
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The endpoint for the next call: p2c over those in rotation, else every one in turn;
+    /// `None` when the pool has none (a `dns:///` target not resolved yet).
+    fn pick(&self) -> Option<Picked> {
+        let mut t = self.table();
+        let live = t.live;
+        // Members are always ready (`Pick`), so nothing here waits on the waker: a Pending
+        // only means "no member", handled below.
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Poll::Ready(Ok(())) = tower::Service::poll_ready(&mut t.balance, &mut cx)
+            && let Some(Ok((key, h))) = tower::Service::call(&mut t.balance, ()).now_or_never()
+            && let Some(Some(e)) = t.entries.get(key)
+        {
+            return Some(Picked {
+                key,
+                endpoint: e.endpoint.clone(),
+                load: Some(h),
+                live,
+            });
+        }
+        if live == 0 {
+            return None;
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed) % live;
+        let (key, e) = t
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(k, e)| Some((k, e.as_ref()?)))
+            .nth(n)?;
+        Some(Picked {
+            key,
+            endpoint: e.endpoint.clone(),
+            load: None,
+            live,
+        })
+    }
+
+    /// A call could not reach endpoint `key`: out of rotation until its health says
+    /// otherwise.
+    fn down(&self, key: usize) {
+        self.members.set(key, false);
+        if let Some(Some(e)) = self.table().entries.get(key) {
+            e.recheck.notify_one();
         }
     }
 
-    /// The endpoint for the next call: p2c over those in rotation, else every one in turn.
-    fn pick(&self) -> (usize, Option<Handle>) {
-        {
-            let mut b = self.balance.lock().unwrap_or_else(|e| e.into_inner());
-            // Members are always ready (`Pick`), so nothing here waits on the waker: a
-            // Pending only means "no member", handled below.
-            let mut cx = Context::from_waker(Waker::noop());
-            if let Poll::Ready(Ok(())) = tower::Service::poll_ready(&mut *b, &mut cx)
-                && let Some(Ok((idx, h))) = tower::Service::call(&mut *b, ()).now_or_never()
-            {
-                return (idx, Some(h));
-            }
+    /// The error of a call made while the pool has no endpoint.
+    fn unresolved(&self) -> BoxError {
+        Box::new(tonic::Status::unavailable(format!(
+            "{}: no address resolved yet",
+            self.targets.join(",")
+        )))
+    }
+}
+
+impl crate::resolve::Membership for Pool {
+    fn add(&self, endpoint: Endpoint) -> usize {
+        let recheck = Arc::new(Notify::new());
+        // Under the table's lock: a pick sees the entry no later than the balancer does.
+        let mut t = self.table();
+        let key = self.members.push(endpoint.address());
+        debug_assert_eq!(key, t.entries.len());
+        // In rotation from the start (as gRPC channels are before the first health report).
+        self.members.set(key, true);
+        let monitor = self
+            .rt
+            .spawn(monitor(
+                self.members.clone(),
+                key,
+                endpoint.clone(),
+                recheck.clone(),
+            ))
+            .abort_handle();
+        t.entries.push(Some(Entry {
+            endpoint,
+            recheck,
+            monitor,
+        }));
+        t.live += 1;
+        key
+    }
+
+    fn remove(&self, key: usize) {
+        self.members.remove(key);
+        let mut t = self.table();
+        if let Some(e) = t.entries.get_mut(key).and_then(Option::take) {
+            e.monitor.abort();
+            t.live -= 1;
         }
-        let n = self.members.endpoints.len();
-        (self.next.fetch_add(1, Ordering::Relaxed) % n, None)
     }
 }
 
 /// Which endpoints are in rotation; the only writer of the balancer's membership channel.
 struct Members {
-    endpoints: Vec<Endpoint>,
     tx: mpsc::UnboundedSender<Change<usize, Member>>,
-    state: Vec<Mutex<bool>>,
-    /// Wakes an endpoint's health task to look again (a call found it failing).
-    recheck: Vec<Notify>,
+    /// By key.
+    state: Mutex<Vec<MemberState>>,
+}
+
+struct MemberState {
+    /// What the endpoint dials (for logs).
+    address: String,
+    up: bool,
+    /// Removed from the pool: never back in rotation.
+    gone: bool,
 }
 
 impl Members {
-    /// Puts endpoint `i` in or out of rotation (no message when nothing changes; changes of
-    /// one endpoint are sent under its lock, so they arrive in order).
-    fn set(&self, i: usize, up: bool) {
-        let mut s = self.state[i].lock().unwrap_or_else(|e| e.into_inner());
-        if *s == up {
-            return;
-        }
-        *s = up;
-        let change = if up {
-            Change::Insert(i, PendingRequests::new(Pick(i), KeepHandle))
-        } else {
-            Change::Remove(i)
-        };
-        let _ = self.tx.send(change);
-        tracing::debug!(
-            endpoint = self.endpoints[i].authority(),
-            up,
-            "endpoint rotation"
-        );
+    fn state(&self) -> std::sync::MutexGuard<'_, Vec<MemberState>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A call could not reach endpoint `i`: out of rotation until its health says otherwise.
-    fn down(&self, i: usize) {
-        self.set(i, false);
-        self.recheck[i].notify_one();
+    /// A new endpoint, out of rotation; returns its key.
+    fn push(&self, address: String) -> usize {
+        let mut st = self.state();
+        st.push(MemberState {
+            address,
+            up: false,
+            gone: false,
+        });
+        st.len() - 1
+    }
+
+    /// Puts endpoint `key` in or out of rotation (no message when nothing changes; changes
+    /// are sent under the lock, so they arrive in order).
+    fn set(&self, key: usize, up: bool) {
+        let mut st = self.state();
+        let Some(s) = st.get_mut(key) else { return };
+        if s.gone || s.up == up {
+            return;
+        }
+        s.up = up;
+        let change = if up {
+            Change::Insert(key, PendingRequests::new(Pick(key), KeepHandle))
+        } else {
+            Change::Remove(key)
+        };
+        let _ = self.tx.send(change);
+        tracing::debug!(endpoint = s.address, up, "endpoint rotation");
+    }
+
+    /// Takes endpoint `key` out for good (under one lock, so its health task cannot put it
+    /// back in between).
+    fn remove(&self, key: usize) {
+        let mut st = self.state();
+        let Some(s) = st.get_mut(key) else { return };
+        s.gone = true;
+        if std::mem::take(&mut s.up) {
+            let _ = self.tx.send(Change::Remove(key));
+        }
+    }
+
+    fn in_rotation(&self) -> Vec<bool> {
+        self.state()
+            .iter()
+            .filter(|s| !s.gone)
+            .map(|s| s.up)
+            .collect()
     }
 }
 
-/// Follows endpoint `i`'s `grpc.health.v1` status for as long as the channel lives.
-async fn monitor(members: Arc<Members>, i: usize) {
+/// Follows endpoint `key`'s `grpc.health.v1` status until the pool ends or removes it.
+async fn monitor(members: Arc<Members>, key: usize, endpoint: Endpoint, recheck: Arc<Notify>) {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
     let mut backoff = WATCH_BACKOFF_MIN;
     loop {
-        let mut client = HealthClient::new(members.endpoints[i].clone());
+        let mut client = HealthClient::new(endpoint.clone());
         let req = HealthCheckRequest {
             service: String::new(),
         };
@@ -511,26 +711,25 @@ async fn monitor(members: Arc<Members>, i: usize) {
                         m = stream.message() => match m {
                             Ok(Some(r)) => {
                                 let serving = r.status == tonic_health::ServingStatus::Serving as i32;
-                                members.set(i, serving);
+                                members.set(key, serving);
                                 backoff = WATCH_BACKOFF_MIN;
                             }
                             _ => {
-                                members.set(i, false);
+                                members.set(key, false);
                                 break;
                             }
                         },
-                        _ = members.recheck[i].notified() => break,
+                        _ = recheck.notified() => break,
                     }
                 }
             }
             Err(s) if s.code() == tonic::Code::Unimplemented => {
                 // No health service: answering at all counts as serving.
-                members.set(i, true);
-                let _ =
-                    tokio::time::timeout(NO_HEALTH_RECHECK, members.recheck[i].notified()).await;
+                members.set(key, true);
+                let _ = tokio::time::timeout(NO_HEALTH_RECHECK, recheck.notified()).await;
                 continue;
             }
-            Err(_) => members.set(i, false),
+            Err(_) => members.set(key, false),
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(WATCH_BACKOFF_MAX);

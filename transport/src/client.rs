@@ -49,7 +49,12 @@ pub struct Endpoint {
 
 struct Shared {
     scheme: Scheme,
+    /// `host:port` of the URL: the request's `:authority`, and what is dialled unless
+    /// `address` is set.
     authority: Authority,
+    /// The address a name resolved to (an endpoint of a `dns:///` target): dialled instead
+    /// of `authority`, whose host stays the TLS server name.
+    address: Option<std::net::SocketAddr>,
     /// With mutual TLS: the connector and the name the server's certificate must hold.
     tls: Option<(
         tokio_rustls::TlsConnector,
@@ -63,7 +68,10 @@ struct Shared {
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Endpoint({})", self.shared.authority)
+        match self.shared.address {
+            None => write!(f, "Endpoint({})", self.shared.authority),
+            Some(a) => write!(f, "Endpoint({} at {a})", self.shared.authority),
+        }
     }
 }
 
@@ -124,11 +132,36 @@ impl Endpoint {
             shared: Arc::new(Shared {
                 scheme,
                 authority,
+                address: None,
                 tls,
                 sender: Mutex::new(None),
                 connecting: tokio::sync::Mutex::new(()),
             }),
         })
+    }
+
+    /// This endpoint's URL and TLS settings (the server's certificate must still hold the
+    /// URL's host) on `address`, one of the addresses the host resolved to; a connection
+    /// of its own.
+    pub(crate) fn at(&self, address: std::net::SocketAddr) -> Endpoint {
+        Endpoint {
+            shared: Arc::new(Shared {
+                scheme: self.shared.scheme.clone(),
+                authority: self.shared.authority.clone(),
+                address: Some(address),
+                tls: self.shared.tls.clone(),
+                sender: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// What this endpoint dials: the resolved address, else the URL's `host:port`.
+    pub fn address(&self) -> String {
+        match self.shared.address {
+            Some(a) => a.to_string(),
+            None => self.shared.authority.to_string(),
+        }
     }
 
     fn cached(&self) -> Option<h2::client::SendRequest<Bytes>> {
@@ -150,7 +183,7 @@ impl Endpoint {
         if let Some(s) = self.cached() {
             return Ok(s);
         }
-        let addr = self.shared.authority.as_str().to_string();
+        let addr = self.address();
         let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&addr))
             .await
             .map_err(|_| format!("connect to {addr}: timed out"))??;
@@ -281,13 +314,10 @@ pub(crate) async fn finish(
     body: TonicBody,
 ) -> Result<http::Response<RecvBody>, BoxError> {
     let Started { resp, stream, load } = started;
-    send_body(body, stream).await?;
-    let resp = resp.await?;
-    Ok(resp.map(|b| RecvBody {
-        inner: b,
-        data_done: false,
-        _load: load,
-    }))
+    if let Err(SendFailed::Body(e)) = send_body(body, stream).await {
+        return Err(e);
+    }
+    answer(resp, load).await
 }
 
 /// [`finish`] with a body already read (a call that may be sent again elsewhere).
@@ -300,7 +330,19 @@ pub(crate) async fn finish_bytes(
         mut stream,
         load,
     } = started;
-    send_data(&mut stream, body, true).await?;
+    // A stream that stopped taking the body is reported by the response future below.
+    let _ = send_data(&mut stream, body, true).await;
+    answer(resp, load).await
+}
+
+/// The response head of a call whose body was sent — or whose stream stopped taking it.
+/// In the latter case this is what ended the stream: the server's answer (a server may
+/// answer before reading the whole request, e.g. a trailers-only gRPC error), its
+/// RST_STREAM, or the connection's failure (so [`connection_failed`] can judge it).
+async fn answer(
+    resp: h2::client::ResponseFuture,
+    load: Option<tower::load::pending_requests::Handle>,
+) -> Result<http::Response<RecvBody>, BoxError> {
     let resp = resp.await?;
     Ok(resp.map(|b| RecvBody {
         inner: b,
@@ -328,17 +370,30 @@ pub(crate) fn connection_failed(e: &BoxError) -> bool {
     false
 }
 
+/// Why sending a request body stopped early.
+enum SendFailed {
+    /// The request body itself failed (tonic's encoder): the call ends with that error; the
+    /// dropped stream is reset.
+    Body(BoxError),
+    /// The stream takes no more data: the server answered or reset it, or the connection
+    /// died. The response future holds which (see [`answer`]).
+    Stream,
+}
+
 /// Streams the request body into the HTTP/2 stream, honouring the peer's flow control.
 ///
 /// One frame of look-ahead so the last data frame carries END_STREAM: a separate empty final
 /// frame per call would double the frames, and small non-final DATA frames count against the
 /// server's framing-overhead budget (h2's `too_many_data_frames` guard).
-async fn send_body(mut body: TonicBody, mut stream: h2::SendStream<Bytes>) -> Result<(), BoxError> {
+async fn send_body(
+    mut body: TonicBody,
+    mut stream: h2::SendStream<Bytes>,
+) -> Result<(), SendFailed> {
     use http_body_util::BodyExt;
     let mut pending: Option<Bytes> = None;
     loop {
         let next = match body.frame().await {
-            Some(f) => Some(f.map_err(|e| -> BoxError { Box::new(e) })?),
+            Some(f) => Some(f.map_err(|e| SendFailed::Body(Box::new(e)))?),
             None => None,
         };
         match next {
@@ -353,8 +408,9 @@ async fn send_body(mut body: TonicBody, mut stream: h2::SendStream<Bytes>) -> Re
                         send_data(&mut stream, prev, false).await?;
                     }
                     if let Ok(trailers) = frame.into_trailers() {
-                        stream.send_trailers(trailers)?;
-                        return Ok(());
+                        return stream
+                            .send_trailers(trailers)
+                            .map_err(|_| SendFailed::Stream);
                     }
                 }
             },
@@ -370,20 +426,25 @@ async fn send_data(
     stream: &mut h2::SendStream<Bytes>,
     mut data: Bytes,
     end: bool,
-) -> Result<(), BoxError> {
+) -> Result<(), SendFailed> {
     if data.is_empty() {
         if end {
-            stream.send_data(data, true)?;
+            stream
+                .send_data(data, true)
+                .map_err(|_| SendFailed::Stream)?;
         }
         return Ok(());
     }
     while !data.is_empty() {
         stream.reserve_capacity(data.len());
-        let cap = std::future::poll_fn(|cx| stream.poll_capacity(cx))
-            .await
-            .ok_or("HTTP/2 stream closed while sending")??;
+        let cap = match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+            Some(Ok(cap)) => cap,
+            Some(Err(_)) | None => return Err(SendFailed::Stream),
+        };
         let chunk = data.split_to(cap.min(data.len()));
-        stream.send_data(chunk, end && data.is_empty())?;
+        stream
+            .send_data(chunk, end && data.is_empty())
+            .map_err(|_| SendFailed::Stream)?;
     }
     Ok(())
 }
@@ -489,5 +550,75 @@ mod tests {
                 .is_err(),
             "the keep-alive gave up on a peer that answers"
         );
+    }
+
+    /// A peer that takes the request head of one call, then either closes the connection or
+    /// answers at once (a trailers-only gRPC error) — without reading the body, so the client
+    /// is still waiting for flow-control capacity when that happens. Returns its URL.
+    async fn impatient_peer(answer: bool) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let mut conn = h2::server::handshake(s).await.unwrap();
+            let (req, mut respond) = conn.accept().await.unwrap().unwrap();
+            if answer {
+                // As a gRPC server does: the unread request body is dropped (RST_STREAM
+                // NO_ERROR once the answer is out).
+                drop(req);
+                let head = http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .header("grpc-status", "3")
+                    .header("grpc-message", "early")
+                    .body(())
+                    .unwrap();
+                respond.send_response(head, true).unwrap();
+                drop(respond);
+                // Keep driving the connection so the answer goes out.
+                let _ = tokio::time::timeout(Duration::from_secs(5), conn.accept()).await;
+            }
+            // Returning drops the connection: the TCP socket closes under the client.
+        });
+        format!("http://{addr}")
+    }
+
+    fn big_call() -> (http::Request<()>, Bytes) {
+        let head = http::Request::builder()
+            .method("POST")
+            .uri("/crdplane.v1.Storage/Get")
+            .header("content-type", "application/grpc")
+            .body(())
+            .unwrap();
+        // Larger than the peer's default 64 KiB stream window.
+        (head, Bytes::from(vec![0u8; 1 << 20]))
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_dies_while_the_body_waits_for_capacity_counts_as_failed() {
+        let ep = Endpoint::lazy(&impatient_peer(false).await).unwrap();
+        let (head, body) = big_call();
+        let started = ep.start(&head).await.unwrap();
+        let e = tokio::time::timeout(Duration::from_secs(5), finish_bytes(started, body))
+            .await
+            .expect("the call ended")
+            .err()
+            .expect("the connection died");
+        assert!(
+            connection_failed(&e),
+            "not seen as a broken connection: {e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_comes_before_the_whole_body_is_the_answer() {
+        let ep = Endpoint::lazy(&impatient_peer(true).await).unwrap();
+        let (head, body) = big_call();
+        let started = ep.start(&head).await.unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(5), finish_bytes(started, body))
+            .await
+            .expect("the call ended")
+            .expect("the server's answer");
+        assert_eq!(resp.headers()["grpc-status"], "3");
+        assert_eq!(resp.headers()["grpc-message"], "early");
     }
 }

@@ -264,6 +264,7 @@ pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod mtls;
+pub mod resolve;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;

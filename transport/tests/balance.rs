@@ -274,3 +274,135 @@ async fn every_server_answers_grpc_health() {
         .into_inner();
     assert_eq!(r.status, tonic_health::ServingStatus::NotServing as i32);
 }
+
+/// The answer a test's resolver gives (`None` fails the lookup), and how many lookups it
+/// has answered.
+#[derive(Default)]
+struct Dns {
+    answer: std::sync::Mutex<Option<Vec<std::net::SocketAddr>>>,
+    lookups: std::sync::atomic::AtomicUsize,
+}
+
+impl Dns {
+    fn set(&self, answer: Option<Vec<std::net::SocketAddr>>) {
+        *self.answer.lock().unwrap() = answer;
+    }
+
+    /// Waits (bounded) until the channel has looked the name up `n` more times.
+    async fn wait_lookups(&self, n: usize) {
+        use std::sync::atomic::Ordering;
+        let until = self.lookups.load(Ordering::SeqCst) + n;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.lookups.load(Ordering::SeqCst) < until {
+            assert!(Instant::now() < deadline, "no lookups");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+fn resolver(dns: &std::sync::Arc<Dns>) -> crdplane_transport::resolve::Resolver {
+    let dns = dns.clone();
+    crdplane_transport::resolve::Resolver::new(move |host, port| {
+        assert_eq!((host.as_str(), port), ("storage.test", 7001));
+        let a = dns.answer.lock().unwrap().clone();
+        dns.lookups
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move { a.ok_or_else(|| std::io::Error::other("no such host")) })
+    })
+}
+
+fn addr(s: &Server) -> std::net::SocketAddr {
+    s.url.trim_start_matches("http://").parse().unwrap()
+}
+
+/// Waits (bounded) until the channel dials exactly `want`.
+async fn wait_endpoints(c: &Channel, want: &[std::net::SocketAddr]) {
+    let want: Vec<String> = want.iter().map(|a| a.to_string()).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.endpoints() != want {
+        assert!(
+            Instant::now() < deadline,
+            "endpoints {:?}, want {want:?}",
+            c.endpoints()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_dns_target_spreads_over_its_addresses_and_follows_them() {
+    let (a, b, c3) = (Server::start("a"), Server::start("b"), Server::start("c"));
+    let dns = std::sync::Arc::new(Dns::default());
+    let opts = ChannelOptions {
+        resolver: resolver(&dns),
+        dns_refresh: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let c = Channel::with_options("dns:///storage.test:7001", opts).unwrap();
+
+    // Not resolved yet: UNAVAILABLE, naming the target.
+    let e = ValidationClient::new(c.clone())
+        .admit(admit("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+    assert!(
+        e.message()
+            .contains("dns:///storage.test:7001: no address resolved yet"),
+        "{e}"
+    );
+
+    dns.set(Some(vec![addr(&a), addr(&b)]));
+    wait_endpoints(&c, &[addr(&a), addr(&b)]).await;
+    let seen = call_n(&c, 40).await;
+    assert!(
+        seen.iter().any(|s| s == "a") && seen.iter().any(|s| s == "b"),
+        "{seen:?}"
+    );
+
+    // A replica goes (scaled down, pod replaced) and another comes: a gets no more calls.
+    dns.set(Some(vec![addr(&b), addr(&c3)]));
+    wait_endpoints(&c, &[addr(&b), addr(&c3)]).await;
+    wait_rotation(&c, &[true, true]).await;
+    let seen = call_n(&c, 40).await;
+    assert!(
+        !seen.iter().any(|s| s == "a")
+            && seen.iter().any(|s| s == "b")
+            && seen.iter().any(|s| s == "c"),
+        "{seen:?}"
+    );
+
+    // A failed or empty lookup keeps the last known addresses.
+    for broken in [None, Some(vec![])] {
+        dns.set(broken);
+        dns.wait_lookups(3).await;
+        assert_eq!(c.endpoints(), [addr(&b), addr(&c3)].map(|a| a.to_string()));
+        let seen = call_n(&c, 10).await;
+        assert!(!seen.iter().any(|s| s == "a"), "{seen:?}");
+    }
+    drop(a);
+}
+
+#[tokio::test]
+async fn a_dns_target_resolves_through_the_system_resolver() {
+    // `localhost` may also resolve to ::1, where nothing listens: that endpoint is taken
+    // out at its first refused connect and every call still succeeds.
+    let a = Server::start("a");
+    let port = addr(&a).port();
+    let c = Channel::lazy(&format!("dns:///localhost:{port}")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.endpoints().contains(&format!("127.0.0.1:{port}")) {
+        assert!(Instant::now() < deadline, "{:?}", c.endpoints());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let seen = call_n(&c, 20).await;
+    assert!(seen.iter().all(|s| s == "a"), "{seen:?}");
+}
+
+#[test]
+fn malformed_dns_targets_are_configuration_errors() {
+    for bad in ["dns:///storage", "dns://10.0.0.10/storage:7001"] {
+        let e = Channel::lazy(bad).unwrap_err().to_string();
+        assert!(e.contains(bad), "{bad}: {e}");
+    }
+}

@@ -3,7 +3,7 @@
 //! caller without a certificate reaches the health service only; a certificate of another
 //! CA, a server of another CA and a plaintext caller are refused; a verified caller whose
 //! common name the server does not list gets PERMISSION_DENIED; the configuration errors
-//! of mismatched schemes.
+//! of mismatched schemes; a `dns:///` target checks the name, not the address it dials.
 
 use std::path::Path;
 
@@ -43,7 +43,12 @@ fn ca(name: &str) -> Ca {
 
 /// A leaf for 127.0.0.1 with both usages, written as `<name>.crt/.key` with `ca` beside it.
 fn files(dir: &Path, name: &str, signer: &Ca, trusted: &Ca) -> Files {
-    let mut p = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    files_for(dir, name, "127.0.0.1", signer, trusted)
+}
+
+/// [`files`] for the subject alternative name `san`.
+fn files_for(dir: &Path, name: &str, san: &str, signer: &Ca, trusted: &Ca) -> Files {
+    let mut p = CertificateParams::new(vec![san.to_string()]).unwrap();
     p.distinguished_name.push(DnType::CommonName, name);
     p.extended_key_usages = vec![
         ExtendedKeyUsagePurpose::ServerAuth,
@@ -238,4 +243,40 @@ async fn schemes_must_match_the_configuration() {
     assert!(e.to_string().contains("must be https://"), "{e}");
     crdplane_transport::client::Endpoint::new("https://127.0.0.1:1", Some(&tls)).unwrap();
     crdplane_transport::client::Endpoint::new("https://localhost:1", Some(&tls)).unwrap();
+}
+
+/// A `dns:///name:port` target dials the addresses `name` resolves to, and the server's
+/// certificate must hold `name` (as for `https://name:port`), not the address.
+#[tokio::test]
+async fn a_dns_target_checks_the_name_it_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = ca("services-ca");
+    let gateway = Mtls::load(&files(dir.path(), "gateway", &services, &services)).unwrap();
+    for (san, served) in [("crdplane-storage", true), ("127.0.0.1", false)] {
+        let server =
+            Mtls::load(&files_for(dir.path(), "server", san, &services, &services)).unwrap();
+        let addr = serve(server).await;
+        let opts = ChannelOptions {
+            tls: Some(gateway.clone()),
+            resolver: crdplane_transport::resolve::Resolver::new(move |host, port| {
+                assert_eq!((host.as_str(), port), ("crdplane-storage", 7001));
+                Box::pin(async move { Ok(vec![addr]) })
+            }),
+            ..Default::default()
+        };
+        let c = Channel::with_options("dns:///crdplane-storage:7001", opts).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while c.endpoints().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never resolved");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let r = admit(&mut ValidationClient::new(c)).await;
+        match served {
+            true => assert_eq!(r.unwrap(), "tenant-a"),
+            false => {
+                let e = r.unwrap_err();
+                assert!(e.message().contains("TLS handshake"), "{e}");
+            }
+        }
+    }
 }

@@ -11,10 +11,13 @@ pub struct Args {
     /// Address to listen on (HOST:PORT; port 0 picks a free one).
     #[arg(long, env = "CRDPLANE_REGISTRY_LISTEN", default_value = ports::REGISTRY_LISTEN)]
     pub listen: String,
-    /// Storage service endpoints, comma-separated (calls are balanced over them).
+    /// Storage service endpoints, comma-separated (calls are balanced over them):
+    /// `http://host:port` (`https://` with mutual TLS), or `dns:///host:port` for every address
+    /// the name resolves to, resolved again every 5 s (a headless Service on Kubernetes).
     #[arg(long, env = "CRDPLANE_REGISTRY_STORAGE", default_value = ports::STORAGE_ENDPOINT)]
     pub storage: String,
-    /// Validation service endpoints, comma-separated ("" disables schema checks).
+    /// Validation service endpoints, comma-separated ("" disables schema checks); `dns:///host:port`
+    /// as for `--storage`.
     #[arg(long, env = "CRDPLANE_REGISTRY_VALIDATION", default_value = ports::VALIDATION_ENDPOINT)]
     pub validation: String,
     /// Period of the garbage collector's resync (e.g. 1h, 30m, 10s; 0 = never): a scan of
@@ -88,11 +91,15 @@ mod tests {
             ),
             (
                 &["--storage", "storage:7001"],
-                Some("--storage: \"storage:7001\" is not an http:// or https:// URL"),
+                Some(
+                    "--storage: \"storage:7001\" is not an http:// or https:// URL (or dns:///HOST:PORT)",
+                ),
             ),
             (
                 &["--validation", "validation:7003"],
-                Some("--validation: \"validation:7003\" is not an http:// or https:// URL"),
+                Some(
+                    "--validation: \"validation:7003\" is not an http:// or https:// URL (or dns:///HOST:PORT)",
+                ),
             ),
         ];
         for (flags, want) in cases {
