@@ -276,7 +276,16 @@ impl RedisCluster {
     /// Moves hash slot `slot` with its keys to the master on `to` (upstream's resharding
     /// steps: IMPORTING / MIGRATING, MIGRATE of every key, SETSLOT NODE on every master).
     pub fn move_slot(&self, slot: u16, to: u16) {
-        let slot_s = slot.to_string();
+        let m = self.begin_migration(slot, to);
+        while self.migrate_keys(&m, 100) > 0 {}
+        self.end_migration(&m);
+    }
+
+    /// Starts moving hash slot `slot` to the master on `to`: the target imports it, the
+    /// owner marks it migrating. Until [`RedisCluster::end_migration`], a command on a key
+    /// the owner no longer has is redirected with ASK, and one on several keys of which
+    /// only some are still there fails with TRYAGAIN.
+    pub fn begin_migration(&self, slot: u16, to: u16) -> Migration {
         let from = self
             .master_ports()
             .into_iter()
@@ -284,32 +293,51 @@ impl RedisCluster {
             .expect("a master serves the slot");
         assert_ne!(from, to, "the slot is already there");
         let id = |p: u16| self.cli(p, &["CLUSTER", "MYID"]).trim().to_string();
-        let (from_id, to_id) = (id(from), id(to));
-        self.cli(to, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &from_id]);
-        self.cli(from, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &to_id]);
-        loop {
-            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]);
-            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
-            if keys.is_empty() {
-                break;
-            }
-            let to_port = to.to_string();
-            let mut args = vec![
-                "MIGRATE",
-                "127.0.0.1",
-                &to_port,
-                "",
-                "0",
-                "5000",
-                "AUTH",
-                &self.plan.password,
-                "KEYS",
-            ];
-            args.extend(keys);
-            self.cli(from, &args);
+        let m = Migration {
+            slot: slot.to_string(),
+            from,
+            to,
+            to_id: id(to),
+        };
+        self.cli(to, &["CLUSTER", "SETSLOT", &m.slot, "IMPORTING", &id(from)]);
+        self.cli(
+            from,
+            &["CLUSTER", "SETSLOT", &m.slot, "MIGRATING", &m.to_id],
+        );
+        m
+    }
+
+    /// Moves up to `n` keys of the migrating slot to the target (MIGRATE); returns how
+    /// many it moved (0: none left).
+    pub fn migrate_keys(&self, m: &Migration, n: usize) -> usize {
+        let count = n.to_string();
+        let keys = self.cli(m.from, &["CLUSTER", "GETKEYSINSLOT", &m.slot, &count]);
+        let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+        if keys.is_empty() {
+            return 0;
         }
+        let to_port = m.to.to_string();
+        let mut args = vec![
+            "MIGRATE",
+            "127.0.0.1",
+            &to_port,
+            "",
+            "0",
+            "5000",
+            "AUTH",
+            &self.plan.password,
+            "KEYS",
+        ];
+        args.extend(keys.iter().copied());
+        self.cli(m.from, &args);
+        keys.len()
+    }
+
+    /// Ends a migration: every master hears that the target owns the slot (keys the owner
+    /// still had stay behind, unreachable: move them all first).
+    pub fn end_migration(&self, m: &Migration) {
         for p in self.master_ports() {
-            self.cli(p, &["CLUSTER", "SETSLOT", &slot_s, "NODE", &to_id]);
+            self.cli(p, &["CLUSTER", "SETSLOT", &m.slot, "NODE", &m.to_id]);
         }
     }
 
@@ -320,6 +348,55 @@ impl RedisCluster {
             .trim()
             .parse()
             .expect("slot")
+    }
+
+    /// Waits until every replica of the master on `port` has received all of its writes
+    /// (each replica's `offset` in `INFO replication` equals the master's
+    /// `master_repl_offset`); panics after 10 s. For tests about something other than
+    /// the default asynchronous replication, which a failover right after a write can
+    /// otherwise lose (see the storage's `--wait-replicas`).
+    pub fn wait_replicated(&self, port: u16) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = self.cli(port, &["INFO", "replication"]);
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.trim().strip_prefix(name))
+                    .map(str::to_string)
+            };
+            let master = field("master_repl_offset:").and_then(|v| v.parse::<u64>().ok());
+            let replicas: Vec<Option<u64>> = info
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("offset="))
+                .map(|l| {
+                    l.split(',')
+                        .find_map(|kv| kv.strip_prefix("offset="))
+                        .and_then(|v| v.trim().parse().ok())
+                })
+                .collect();
+            if let Some(m) = master
+                && !replicas.is_empty()
+                && replicas.iter().all(|r| *r == Some(m))
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replicas of {port} did not catch up: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `CLUSTER NODES` as a live node sees it, for a failing test's message.
+    pub fn describe(&self) -> String {
+        self.plan
+            .nodes
+            .iter()
+            .zip(&self.children)
+            .filter(|(_, c)| c.is_some())
+            .find_map(|(n, _)| self.plan.cli(n.port, &["CLUSTER", "NODES"]).ok())
+            .unwrap_or_else(|| "no live node answers".into())
     }
 
     /// Kills the node on `port` with SIGKILL (no AOF flush, no goodbye to its peers).
@@ -1427,4 +1504,13 @@ pub fn serve_crontabs(gw: &str, first: &serde_json::Value) -> String {
         assert!(Instant::now() < deadline, "{code} {body}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A hash slot being moved between masters ([`RedisCluster::begin_migration`]).
+#[derive(Debug)]
+pub struct Migration {
+    slot: String,
+    from: u16,
+    to: u16,
+    to_id: String,
 }

@@ -13,12 +13,101 @@
 //! `--redis-url` takes one URL or a comma-separated seed list; a single URL is a cluster when
 //! the server says `cluster_enabled:1` (`INFO cluster`), so pointing at any node of a
 //! cluster is enough.
+//!
+//! Resharding: while a slot moves between masters (`CLUSTER SETSLOT … MIGRATING/IMPORTING`,
+//! then `MIGRATE` of its keys), a script over keys of which only some have moved gets
+//! `TRYAGAIN`, and a MULTI/EXEC read whose keys have moved is aborted with ASK errors (the
+//! redis crate follows ASK for single commands, not inside a transaction). Neither ran
+//! anything, and the state lasts as long as the move of one (tenant, resource)'s few keys:
+//! [`Conn`] sends such a command again, with a short backoff, for up to
+//! [`MIGRATION_PATIENCE`] before the error reaches the caller (a 503 with `Retry-After`).
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, RedisFuture, RedisResult, Value};
 use std::time::Duration;
+
+/// How long a command refused because its slot is being moved (`TRYAGAIN`, or a transaction
+/// aborted by ASK) is sent again before the error is returned. Upstream's resharding moves
+/// the keys of a slot in batches; all of one (tenant, resource) share a slot and are five
+/// keys, so the refusal lasts about one `MIGRATE` of its largest key.
+pub const MIGRATION_PATIENCE: Duration = Duration::from_secs(2);
+const MIGRATION_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const MIGRATION_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// Whether `e` says the command was refused, unexecuted, because its slot is moving.
+pub(crate) fn refused_while_migrating(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    match e.kind() {
+        ErrorKind::Server(
+            ServerErrorKind::TryAgain | ServerErrorKind::Moved | ServerErrorKind::Ask,
+        ) => true,
+        // EXECABORT: the queued commands were refused, so EXEC ran none of them.
+        ErrorKind::Server(ServerErrorKind::ExecAbort) => {
+            e.clone().into_server_errors().is_some_and(|errs| {
+                !errs.is_empty()
+                    && errs.iter().all(|(_, se)| {
+                        matches!(
+                            se.kind(),
+                            Some(
+                                ServerErrorKind::Ask
+                                    | ServerErrorKind::Moved
+                                    | ServerErrorKind::TryAgain
+                            )
+                        )
+                    })
+            })
+        }
+        _ => false,
+    }
+}
+
+/// The patience of one request with a moving slot: from its first attempt, refusals
+/// ([`refused_while_migrating`]) are waited out for up to [`MIGRATION_PATIENCE`], the wait
+/// between attempts doubling from 5 ms to 100 ms.
+pub(crate) struct Patience {
+    deadline: tokio::time::Instant,
+    wait: Duration,
+}
+
+impl Patience {
+    pub(crate) fn start() -> Self {
+        Self {
+            deadline: tokio::time::Instant::now() + MIGRATION_PATIENCE,
+            wait: MIGRATION_BACKOFF_MIN,
+        }
+    }
+
+    /// Whether `e` is a refusal worth sending the command again for (time is left).
+    pub(crate) fn allows(&self, e: &redis::RedisError) -> bool {
+        refused_while_migrating(e) && tokio::time::Instant::now() < self.deadline
+    }
+
+    /// Waits before the next attempt.
+    pub(crate) async fn pause(&mut self) {
+        tokio::time::sleep(self.wait).await;
+        self.wait = (self.wait * 2).min(MIGRATION_BACKOFF_MAX);
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails otherwise than by [`refused_while_migrating`],
+/// or [`MIGRATION_PATIENCE`] has passed.
+async fn ride_out_migration<T, F>(mut attempt: impl FnMut() -> F) -> RedisResult<T>
+where
+    F: std::future::Future<Output = RedisResult<T>>,
+{
+    let mut patience = Patience::start();
+    loop {
+        match attempt().await {
+            Err(e) if patience.allows(&e) => {
+                tracing::debug!(error = %e, "slot is moving; sending the command again");
+                patience.pause().await;
+            }
+            r => return r,
+        }
+    }
+}
 
 /// The Redis deployment `--redis-url` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,14 +230,20 @@ fn timed<'a, T: Send + 'a>(op: &'static str, call: RedisFuture<'a, T>) -> RedisF
     })
 }
 
-/// Every command and pipeline of the store goes through here, timed into `crate::metrics`.
+/// Every command and pipeline of the store goes through here, timed into `crate::metrics`;
+/// on a cluster, a command refused while its slot moves is sent again (module docs).
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let call = match self {
-            Self::Single(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-        };
-        timed("command", call)
+        match self {
+            Self::Single(c) => timed("command", c.req_packed_command(cmd)),
+            Self::Cluster(c) => {
+                let c = c.clone();
+                Box::pin(ride_out_migration(move || {
+                    let mut c = c.clone();
+                    async move { timed("command", c.req_packed_command(cmd)).await }
+                }))
+            }
+        }
     }
 
     fn req_packed_commands<'a>(
@@ -157,11 +252,22 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let call = match self {
-            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        };
-        timed("pipeline", call)
+        match self {
+            Self::Single(c) => timed("pipeline", c.req_packed_commands(cmd, offset, count)),
+            // A transaction refused as a whole ran nothing; a plain pipeline may have run
+            // some of its commands, so it is not sent again here (the store's write
+            // pipelines judge each reply themselves).
+            Self::Cluster(c) => {
+                if !cmd.is_transaction() {
+                    return timed("pipeline", c.req_packed_commands(cmd, offset, count));
+                }
+                let c = c.clone();
+                Box::pin(ride_out_migration(move || {
+                    let mut c = c.clone();
+                    async move { timed("pipeline", c.req_packed_commands(cmd, offset, count)).await }
+                }))
+            }
+        }
     }
 
     fn get_db(&self) -> i64 {

@@ -510,6 +510,13 @@ impl StorageService {
 /// 410 Expired when the history no longer reaches back to `last` (upstream etcd3
 /// `watcher.go`: a compacted start revision ends the watch with "too old resource
 /// version"). False when the client went away.
+///
+/// `delivered`: `last` is a revision this watch already sent (a resume after an outage),
+/// not one a client asked for. Such a revision above the store's current one was handed out
+/// and then lost (a failover to a replica that had not received it, a restart without
+/// persistence) before the recovery epoch raised the counter: the client holds objects the
+/// store no longer has, so the watch ends with 410 and the client lists again. A client's
+/// own future revision instead just waits for the store to reach it.
 async fn replay(
     store: &Store,
     hub: &Hub,
@@ -517,8 +524,15 @@ async fn replay(
     filter: &Filter,
     tx: &mpsc::Sender<Result<pb::WatchEvent, Status>>,
     last: &mut u64,
+    delivered: bool,
 ) -> Result<bool, ApiError> {
     let current = store.revision(ks).await?;
+    if delivered && *last > current {
+        return Err(ApiError::expired(format!(
+            "too old resource version: {} ({current})",
+            *last
+        )));
+    }
     if *last >= current {
         return Ok(true);
     }
@@ -566,7 +580,7 @@ async fn replay_after_outage(
     let started = tokio::time::Instant::now();
     let mut delay = std::time::Duration::from_millis(50);
     loop {
-        match replay(store, hub, ks, filter, tx, last).await {
+        match replay(store, hub, ks, filter, tx, last, true).await {
             Err(e) if e.code == 503 && started.elapsed() < OUTAGE_REPLAY_PATIENCE => {
                 tokio::select! {
                     _ = tx.closed() => return Ok(false),
@@ -1103,7 +1117,7 @@ impl Storage for StorageService {
                     }
                 } else {
                     let current = store.revision(&ks).await?;
-                    if last < current && !replay(&store, &hub, &ks, &filter, &tx, &mut last).await? {
+                    if last < current && !replay(&store, &hub, &ks, &filter, &tx, &mut last, false).await? {
                         return Ok(());
                     }
                 }

@@ -529,6 +529,7 @@ impl Store {
         self.writable()?;
         let mut c = self.conn.clone();
         let mut reloaded = false;
+        let mut patience = crate::backend::Patience::start();
         loop {
             let scripts = self.scripts();
             let mut cmd = redis::cmd("EVALSHA");
@@ -561,6 +562,9 @@ impl Store {
                     self.reload_scripts(&mut c).await?;
                     reloaded = true;
                 }
+                // The script's slot is moving (with --wait-replicas the script travels in
+                // a pipeline, which the connection does not resend itself).
+                Err(e) if patience.allows(&e) => patience.pause().await,
                 r => return r.map_err(redis_err),
             }
         }
@@ -927,7 +931,8 @@ impl Store {
     /// one run of the create script (one script call per resource, so keys of one hash tag
     /// only), all resources' runs in one pipeline; each object gets its own revision, stream
     /// entry and watch event. Results come in request order. A script cache flushed behind
-    /// our back (NOSCRIPT) is reloaded and the affected runs retried once.
+    /// our back (NOSCRIPT) is reloaded and the affected runs retried once; runs refused while
+    /// their slot moves between masters are sent again (`backend::Patience`).
     pub async fn create_many(&self, items: &[NewObject<'_>]) -> Vec<Result<Stored, ApiError>> {
         crate::metrics::batch_size("create", items.len());
         if let Err(e) = self.writable() {
@@ -944,7 +949,9 @@ impl Store {
         let mut out: Vec<Option<Result<Stored, ApiError>>> = items.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..groups.len()).collect();
         let mut c = self.conn.clone();
-        for attempt in 0..2 {
+        let mut reloaded = false;
+        let mut patience = crate::backend::Patience::start();
+        loop {
             let scripts = self.scripts();
             // One pipeline for all resources on one server; on a cluster one per resource
             // (each is one slot), sent at once over the cluster client's connections.
@@ -989,6 +996,7 @@ impl Store {
             let answers = futures::future::join_all(sent).await;
             // (group, reply) of every run, or the pipeline's error for each of its groups.
             let mut replies: Vec<(usize, redis::RedisResult<Value>)> = Vec::new();
+            let (mut noscript, mut moving) = (Vec::new(), Vec::new());
             for (bucket, answer) in buckets.iter().zip(answers) {
                 match answer {
                     Ok(mut r) => {
@@ -1009,6 +1017,9 @@ impl Store {
                             }
                         }
                     }
+                    // Refused as a whole while the slot moves: on a cluster a bucket is one
+                    // script (and WAIT), which did not run.
+                    Err(e) if c.is_cluster() && patience.allows(&e) => moving.extend(bucket),
                     Err(e) => {
                         let e = redis_err(e);
                         for &g in bucket {
@@ -1019,7 +1030,6 @@ impl Store {
                     }
                 }
             }
-            let mut retry = Vec::new();
             for (g, reply) in replies {
                 let (ks, idx) = &groups[g];
                 match reply.map(|v| crate::replies::create(v, idx.len())) {
@@ -1042,12 +1052,13 @@ impl Store {
                         }
                     }
                     Err(e)
-                        if attempt == 0
+                        if !reloaded
                             && e.kind()
                                 == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                     {
-                        retry.push(g)
+                        noscript.push(g)
                     }
+                    Err(e) if patience.allows(&e) => moving.push(g),
                     Err(e) => {
                         let e = redis_err(e);
                         for &i in idx {
@@ -1056,18 +1067,26 @@ impl Store {
                     }
                 }
             }
-            if retry.is_empty() {
-                break;
-            }
-            if let Err(e) = self.reload_scripts(&mut c).await {
-                for &g in &retry {
-                    for &i in &groups[g].1 {
-                        out[i] = Some(Err(e.clone()));
+            if !noscript.is_empty() {
+                reloaded = true;
+                if let Err(e) = self.reload_scripts(&mut c).await {
+                    for &g in &noscript {
+                        for &i in &groups[g].1 {
+                            out[i] = Some(Err(e.clone()));
+                        }
                     }
+                    noscript.clear();
                 }
+            }
+            if !moving.is_empty() {
+                patience.pause().await;
+            }
+            pending = noscript;
+            pending.extend(moving);
+            if pending.is_empty() {
                 break;
             }
-            pending = retry;
+            pending.sort_unstable();
         }
         out.into_iter()
             .map(|o| o.unwrap_or_else(|| Err(ApiError::internal("storage lost a create"))))

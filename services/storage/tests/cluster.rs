@@ -2,7 +2,8 @@
 //! `redis_storage.rs` runs on both: keys spread over every master, live events published only
 //! within the owning shard (sharded pub/sub), and a master killed with SIGKILL under a create
 //! load — with `--wait-replicas 1` no acknowledged write is lost and a running watch goes on
-//! without a gap.
+//! without a gap — and a resource's slot resharded under load (every call waits out the
+//! move, none fails).
 
 use crdplane_core::rvslot;
 use crdplane_proto::v1 as pb;
@@ -70,7 +71,7 @@ async fn names(c: &mut StorageClient<Channel>, tenant: &str) -> BTreeSet<String>
             ..Default::default()
         })
         .await
-        .unwrap()
+        .unwrap_or_else(|e| panic!("list of {tenant}: {e:?}"))
         .into_inner();
     l.items
         .iter()
@@ -240,7 +241,8 @@ async fn failover_under_load(wait: u32) -> Vec<String> {
     {
         assert!(
             killed_at.elapsed() < Duration::from_secs(30),
-            "no replica took over"
+            "no replica took over: {}",
+            cluster.describe()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -253,7 +255,9 @@ async fn failover_under_load(wait: u32) -> Vec<String> {
         }
         assert!(
             killed_at.elapsed() < Duration::from_secs(60),
-            "writes did not recover after the failover"
+            "writes did not recover after the failover ({} errors): {}",
+            errors.lock().unwrap().len(),
+            cluster.describe()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -278,40 +282,49 @@ async fn failover_under_load(wait: u32) -> Vec<String> {
     // have seen creates that the failover then lost.
     let mut seen = BTreeSet::new();
     let mut last_rv = first.resource_version;
+    // The object of the watch's position: `first`, then the last event read.
+    let mut at = "first".to_string();
     let want: BTreeSet<String> = stored.iter().filter(|n| *n != "first").cloned().collect();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !want.is_subset(&seen) {
         let left = deadline.saturating_duration_since(Instant::now());
         let e = match tokio::time::timeout(left, w.message()).await {
             Ok(Ok(Some(e))) => e,
-            // Without WAIT the watch may have seen creates the failover then lost: it is
-            // past what the new master holds, and the only right answer is upstream's 410
-            // (`too old resource version`; the client lists again). Any other end fails.
+            // Without WAIT the watch's position may be a create the failover then lost
+            // (`first` itself when the replica had not synchronised yet): it is past what
+            // the new master holds, and the only right answer is upstream's 410 (`too old
+            // resource version`; the client lists again). Any other end fails.
             Ok(Err(st))
-                if wait == 0
-                    && st.code() == tonic::Code::OutOfRange
-                    && seen.iter().any(|n| !stored.contains(n)) =>
+                if wait == 0 && st.code() == tonic::Code::OutOfRange && !stored.contains(&at) =>
             {
                 eprintln!(
-                    "the watch saw {} lost creates and ended with Expired: {}",
+                    "the watch saw {} lost creates and ended with Expired at {at:?}: {}",
                     seen.iter().filter(|n| !stored.contains(*n)).count(),
                     st.message()
                 );
                 return lost;
             }
             other => panic!(
-                "watch stopped after {} of {} events: {other:?}",
+                "watch stopped after {} of {} events (at {at:?}, stored: {}; {} acknowledged \
+                 creates lost): {other:?}",
                 seen.len(),
-                want.len()
+                want.len(),
+                stored.contains(&at),
+                lost.len()
             ),
         };
         if e.r#type == pb::watch_event::Type::Progress as i32 {
             continue;
         }
-        assert!(e.resource_version > last_rv, "events out of order");
+        assert!(
+            e.resource_version > last_rv,
+            "events out of order: {} after {last_rv} ({at:?})",
+            e.resource_version
+        );
         last_rv = e.resource_version;
         let v: serde_json::Value = serde_json::from_slice(&e.object).unwrap();
-        seen.insert(v["metadata"]["name"].as_str().unwrap().to_string());
+        at = v["metadata"]["name"].as_str().unwrap().to_string();
+        seen.insert(at.clone());
     }
     assert!(want.is_subset(&seen), "the watch missed events");
     lost
@@ -349,6 +362,10 @@ async fn a_watch_on_an_idle_storage_replica_follows_a_failover() {
     assert_eq!(e.r#type, pb::watch_event::Type::Added as i32);
 
     let victim = cluster.master_of(&channel("quiet"));
+    // Asynchronous replication may not have carried the writes so far to the replica yet
+    // (a loaded machine); losing them in the failover is another test's subject (the
+    // storage's default durability), here it would only expire the watch's revision.
+    cluster.wait_replicated(victim);
     let killed_at = Instant::now();
     cluster.kill(victim);
     while cluster
@@ -357,7 +374,8 @@ async fn a_watch_on_an_idle_storage_replica_follows_a_failover() {
     {
         assert!(
             killed_at.elapsed() < Duration::from_secs(30),
-            "no replica took over"
+            "no replica took over: {}",
+            cluster.describe()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -384,6 +402,16 @@ async fn a_watch_on_an_idle_storage_replica_follows_a_failover() {
             break;
         }
     }
+}
+
+/// A master other than the one serving `key`.
+fn another_master(cluster: &RedisCluster, key: &str) -> u16 {
+    let from = cluster.master_of(key);
+    cluster
+        .master_ports()
+        .into_iter()
+        .find(|&p| p != from)
+        .expect("three masters")
 }
 
 /// A resource's slot moves to another master (resharding) under an open watch: reads and
@@ -413,12 +441,7 @@ async fn a_watch_follows_its_resource_to_another_master() {
     );
 
     let ch = channel("moving");
-    let from = cluster.master_of(&ch);
-    let to = cluster
-        .master_ports()
-        .into_iter()
-        .find(|&p| p != from)
-        .unwrap();
+    let to = another_master(&cluster, &ch);
     cluster.move_slot(cluster.slot_of(&ch), to);
     assert_eq!(cluster.master_of(&ch), to);
 
@@ -447,4 +470,173 @@ async fn a_watch_follows_its_resource_to_another_master() {
             break;
         }
     }
+}
+
+/// A resource's slot is resharded step by step (upstream's `redis-cli --cluster reshard`
+/// order: IMPORTING/MIGRATING, MIGRATE key by key, SETSLOT NODE) while a writer creates and
+/// a reader lists and gets. Between the first and the last key moved, Redis refuses the
+/// write script (TRYAGAIN) and the list's MULTI/EXEC (ASK): every call still succeeds, by
+/// waiting, and nothing acknowledged is missing afterwards or from a watch opened before.
+async fn resharding_under_load(wait_replicas: u32) {
+    let cluster = Arc::new(RedisCluster::start(3).expect("redis cluster"));
+    let mut c = storage(&cluster, wait_replicas).await;
+    let mut before = BTreeSet::new();
+    let mut first = None;
+    for i in 0..10 {
+        let o = c
+            .create(create_request("resharded", &format!("o{i}")))
+            .await
+            .unwrap()
+            .into_inner();
+        first.get_or_insert(o.resource_version);
+        before.insert(format!("o{i}"));
+    }
+    let mut w = c
+        .watch(pb::WatchRequest {
+            resource: Some(rref("resharded")),
+            from_resource_version: first.unwrap(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (mut c, stop) = (c.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut acked, mut failed, mut slowest) = (Vec::new(), Vec::new(), Duration::ZERO);
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("w{i}");
+                let t = Instant::now();
+                match c.create(create_request("resharded", &name)).await {
+                    Ok(o) => acked.push((name, o.into_inner().resource_version)),
+                    Err(e) => failed.push(format!("create {name}: {e:?}")),
+                }
+                slowest = slowest.max(t.elapsed());
+                i += 1;
+            }
+            (acked, failed, slowest)
+        })
+    };
+    let reader = {
+        let (mut c, stop) = (c.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut failed, mut slowest, mut reads) = (Vec::new(), Duration::ZERO, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                let list = c
+                    .list(pb::ListRequest {
+                        resource: Some(rref("resharded")),
+                        ..Default::default()
+                    })
+                    .await;
+                if let Err(e) = list {
+                    failed.push(format!("list: {e:?}"));
+                }
+                let get = c
+                    .get(pb::GetRequest {
+                        key: Some(pb::ObjectKey {
+                            resource: Some(rref("resharded")),
+                            namespace: "default".into(),
+                            name: "o3".into(),
+                        }),
+                    })
+                    .await;
+                if let Err(e) = get {
+                    failed.push(format!("get: {e:?}"));
+                }
+                slowest = slowest.max(t.elapsed());
+                reads += 1;
+            }
+            (failed, slowest, reads)
+        })
+    };
+
+    // The reshard, one key at a time with a pause after each step (shorter, all together,
+    // than the storage's patience with a moving slot).
+    let ch = channel("resharded");
+    let to = another_master(&cluster, &ch);
+    let moving = cluster.clone();
+    let keys_moved = tokio::task::spawn_blocking(move || {
+        let hold = || std::thread::sleep(Duration::from_millis(120));
+        let m = moving.begin_migration(moving.slot_of(&ch), to);
+        hold();
+        let mut n = 0;
+        while moving.migrate_keys(&m, 1) > 0 {
+            n += 1;
+            hold();
+        }
+        moving.end_migration(&m);
+        n
+    })
+    .await
+    .unwrap();
+    assert!(
+        keys_moved >= 4,
+        "the resource's keys moved one by one: {keys_moved}"
+    );
+    assert_eq!(cluster.master_of(&channel("resharded")), to);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acked, write_failures, slowest_write) = writer.await.unwrap();
+    let (read_failures, slowest_read, reads) = reader.await.unwrap();
+    let after = c
+        .create(create_request("resharded", "after"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(write_failures.is_empty(), "{write_failures:?}");
+    assert!(read_failures.is_empty(), "{read_failures:?}");
+    // The refusals happened and were waited out (a write meets TRYAGAIN from the first key
+    // moved to SETSLOT NODE, several pauses).
+    assert!(
+        slowest_write >= Duration::from_millis(200),
+        "no write waited for the moving slot: {slowest_write:?}"
+    );
+    assert!(
+        reads > 0 && slowest_read >= Duration::from_millis(200),
+        "{slowest_read:?}"
+    );
+
+    let mut expected = before.clone();
+    expected.extend(acked.iter().map(|(n, _)| n.clone()));
+    expected.insert("after".into());
+    assert_eq!(names(&mut c, "resharded").await, expected);
+    // The watch saw every create after the first, in order, without a gap.
+    let mut heard = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while heard.last() != Some(&after.resource_version) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.message()).await {
+            Ok(Ok(Some(e))) => heard.push(e.resource_version),
+            other => panic!("the watch stopped during the reshard: {other:?}"),
+        }
+    }
+    let mut want: Vec<u64> = acked.iter().map(|(_, rv)| *rv).collect();
+    want.push(after.resource_version);
+    let heard_writes: Vec<u64> = heard
+        .iter()
+        .copied()
+        .filter(|rv| want.contains(rv))
+        .collect();
+    assert_eq!(
+        heard_writes, want,
+        "the watch missed or reordered acknowledged writes"
+    );
+    assert_eq!(
+        heard.len(),
+        9 + want.len(),
+        "o1..o9, then every acknowledged write"
+    );
+}
+
+#[tokio::test]
+async fn resharding_a_resource_under_load_delays_but_fails_nothing() {
+    resharding_under_load(0).await;
+}
+
+#[tokio::test]
+async fn resharding_with_wait_replicas_delays_but_fails_nothing() {
+    resharding_under_load(1).await;
 }

@@ -12,21 +12,42 @@ use tonic::transport::Channel;
 
 async fn start(history_len: usize) -> (TestRedis, StorageClient<Channel>) {
     let redis = TestRedis::start().expect("redis");
+    let client = serve(redis.url(), history_len).await;
+    (redis, client)
+}
+
+/// A storage on `redis_url`, on an ephemeral port, and a client of it.
+async fn serve(redis_url: String, history_len: usize) -> StorageClient<Channel> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cfg = crdplane_storage::Config {
-        redis_url: redis.url(),
+        redis_url,
         history_len,
         ..Default::default()
     };
     tokio::spawn(crdplane_storage::serve(cfg, listener, Default::default()));
-    let client = loop {
+    loop {
         match StorageClient::connect(format!("http://{addr}")).await {
             Ok(c) => break c,
             Err(_) => tokio::task::yield_now().await,
         }
-    };
-    (redis, client)
+    }
+}
+
+/// A watch of tenant `t`'s crontabs from revision `from`.
+async fn watch_from(
+    c: &mut StorageClient<Channel>,
+    t: &str,
+    from: u64,
+) -> tonic::Streaming<pb::WatchEvent> {
+    c.watch(pb::WatchRequest {
+        resource: Some(rref(t)),
+        from_resource_version: from,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
 }
 
 fn rref(tenant: &str) -> pb::ResourceRef {
@@ -279,15 +300,7 @@ async fn watch_replays_history_then_follows_live_writes() {
     let (_r, mut c) = start(100).await;
     let a = create(&mut c, "t1", "default", "a").await;
     create(&mut c, "t1", "default", "b").await;
-    let mut w = c
-        .watch(pb::WatchRequest {
-            resource: Some(rref("t1")),
-            from_resource_version: a.resource_version,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut w = watch_from(&mut c, "t1", a.resource_version).await;
     let e1 = w.message().await.unwrap().unwrap();
     assert_eq!(
         (e1.r#type, e1.resource_version),
@@ -334,15 +347,7 @@ async fn watch_from_compacted_history_is_410_with_upstream_text() {
     for i in 0..400 {
         create(&mut c, "t1", "default", &format!("o{i}")).await;
     }
-    let mut w = c
-        .watch(pb::WatchRequest {
-            resource: Some(rref("t1")),
-            from_resource_version: 1,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut w = watch_from(&mut c, "t1", 1).await;
     let e = api_error(w.message().await.unwrap_err());
     assert_eq!(e.code, 410);
     assert!(
@@ -350,6 +355,65 @@ async fn watch_from_compacted_history_is_410_with_upstream_text() {
         "{}",
         e.message
     );
+}
+
+/// Redis comes back without the data an open watch has seen (its disk was lost): the
+/// watch's revision is past everything the store holds, so the watch ends with 410 and its
+/// client lists again — instead of going on silently and skipping every new event up to
+/// the revision it had (the counter starts again from 1).
+#[tokio::test]
+async fn watch_ends_with_410_when_redis_returns_without_what_it_saw() {
+    let mut redis = RedisServer::start().expect("redis");
+    let mut c = serve(redis.url(), 100).await;
+    let a = create(&mut c, "t1", "default", "a").await;
+    let mut w = watch_from(&mut c, "t1", a.resource_version).await;
+    for n in ["b", "c", "d"] {
+        create(&mut c, "t1", "default", n).await;
+    }
+    for _ in 0..3 {
+        w.message().await.unwrap().unwrap();
+    }
+
+    redis.stop();
+    for e in std::fs::read_dir(redis.dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).unwrap();
+        } else {
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+    redis.restart().expect("restart redis");
+
+    let end = tokio::time::timeout(std::time::Duration::from_secs(30), w.message())
+        .await
+        .expect("the watch neither ended nor sent anything after Redis lost its data");
+    let e = api_error(end.expect_err("the watch went on past data Redis no longer has"));
+    assert_eq!(e.code, 410, "{e:?}");
+    assert!(
+        e.message.starts_with("too old resource version: 4 ("),
+        "{}",
+        e.message
+    );
+    // The store itself is usable again, from revision 1.
+    let again = loop {
+        match c
+            .create(pb::CreateRequest {
+                key: Some(key("t1", "default", "e")),
+                object: Some(write(&crontab("default", "e", 1))),
+                dry_run: false,
+                ttl_seconds: 0,
+            })
+            .await
+        {
+            Ok(o) => break o.into_inner(),
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await
+            }
+            Err(s) => panic!("create after the restart: {s:?}"),
+        }
+    };
+    assert_eq!(again.resource_version, 1);
 }
 
 #[tokio::test]
