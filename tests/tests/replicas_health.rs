@@ -1,5 +1,6 @@
 //! Service replicas behind one gateway, with the real binaries: the gateway and the registry
-//! are given two storage and two validation endpoints (`--storage a,b`); every write is
+//! are given two storage and two validation endpoints (`--storage a,b`; the gateway names
+//! storage `dns:///localhost:<port>`, as on Kubernetes); every write is
 //! admitted whichever validation replica answers; killing one storage process leaves
 //! every request succeeding and the open watches going. Storage reports its readiness over
 //! `grpc.health.v1`: NOT_SERVING while Redis is down, SERVING again once it is back.
@@ -73,6 +74,13 @@ fn a_killed_storage_replica_leaves_requests_and_watches_going() {
         })
         .collect();
     let storages = storage.join(",");
+    // The gateway names them as on Kubernetes, `dns:///<name>:<port>` (each resolved and
+    // followed by the transport; `localhost` here), the registry by their URLs.
+    let storages_by_name = storage
+        .iter()
+        .map(|u| format!("dns:///localhost:{}", u.rsplit_once(':').unwrap().1))
+        .collect::<Vec<_>>()
+        .join(",");
     // Two validation replicas too: each compiles a schema the first time a call that
     // needs it reaches that replica (the retry carries the CRD).
     let validation = (0..2)
@@ -106,7 +114,7 @@ fn a_killed_storage_replica_leaves_requests_and_watches_going() {
             "--listen",
             "127.0.0.1:0",
             "--storage",
-            &storages,
+            &storages_by_name,
             "--validation",
             &validation,
             "--registry",
