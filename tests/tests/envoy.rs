@@ -3,11 +3,14 @@
 //! both configurations pass `envoy --mode validate` as written (with the files they name),
 //! and, with their endpoints pointed at two gateway replicas on this machine, kubectl 1.20
 //! and the newest kubectl work through Envoy, a running `kubectl get -w` sees new objects,
-//! and after one gateway is killed every later kubectl command still succeeds: TLS passed
+//! and after one gateway is killed every later kubectl command still succeeds and the watch
+//! either carries on or ends (never hangs on, silent); before that, one gateway is rolled
+//! (SIGTERM, exit 0 after its shutdown delay, started again) under a kubectl loop that must
+//! not see one failure: TLS passed
 //! through to gateways that authenticate client certificates themselves (front-proxy.yaml),
 //! and plain HTTP terminated by Envoy (front-proxy-http.yaml).
 
-use crdplane::{Pki, kubeconfig_yaml, kubeconfig_yaml_tls};
+use crdplane::{Pki, Service, kubeconfig_yaml, kubeconfig_yaml_tls};
 use crdplane_tests::{RedisServer, Stack, free_port, kubectls};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -170,6 +173,18 @@ impl Watch {
     fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Whether kubectl has exited, or does within `timeout`.
+    fn exits_within(&mut self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        while self.running() {
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
 }
 
 impl Drop for Watch {
@@ -195,10 +210,88 @@ fn wait_through(k: &Path, kubeconfig: &Path) {
     }
 }
 
-/// The walk both configurations get: kubectl through Envoy, a watch, one gateway killed.
-fn survive_a_gateway(stack: &mut Stack, kubeconfig: &Path) {
+/// How long a stopping gateway keeps serving with `/readyz` failing: more than Envoy's
+/// health check needs to take it out (two failures 2 s apart, `deploy/envoy/`).
+const SHUTDOWN_DELAY: &str = "6s";
+
+/// Waits (bounded) until Envoy's admin API reports the gateway on `port` healthy.
+fn wait_healthy_in_envoy(admin: u16, port: &str) {
+    let start = Instant::now();
+    loop {
+        let url = format!("http://127.0.0.1:{admin}/clusters");
+        let body = crdplane_tests::http_get(&url)
+            .map(|r| r.1)
+            .unwrap_or_default();
+        let healthy = body
+            .lines()
+            .any(|l| l.contains(&format!(":{port}::health_flags::healthy")));
+        if healthy {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "Envoy never saw the gateway on {port} healthy: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A rolling update of gateway 1 as Kubernetes does it: SIGTERM (its `/readyz` fails at
+/// once, it serves on for the shutdown delay, then drains and exits 0), then a new process.
+/// kubectl commands through Envoy run all along, and not one fails.
+fn roll_a_gateway(stack: &mut Stack, kubeconfig: &Path, admin: u16) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (stop, kubeconfig) = (stop.clone(), kubeconfig.to_path_buf());
+        std::thread::spawn(move || {
+            let ks = kubectls();
+            let (mut n, mut failures) = (0, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                let k = &ks[n % ks.len()];
+                let name = format!("roll-{n}");
+                for args in [
+                    &["create", "configmap", &name][..],
+                    &["get", "configmap", &name, "-o", "name"],
+                ] {
+                    let (ok, out) = kubectl(k, &kubeconfig, args);
+                    if !ok {
+                        failures.push(format!("{} {args:?}: {out}", k.display()));
+                    }
+                }
+                n += 1;
+            }
+            (n, failures)
+        })
+    };
+    let procs = stack.processes();
+    let i = procs.index("gateway-1").unwrap();
+    let started = Instant::now();
+    let status = procs.terminate(i, Duration::from_secs(60)).unwrap();
+    let stopped_after = started.elapsed();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the gateway did not exit 0 on SIGTERM: {status:?}"
+    );
+    assert!(
+        stopped_after >= Duration::from_secs(5),
+        "the gateway exited {stopped_after:?} after SIGTERM, before its shutdown delay"
+    );
+    let url = procs.respawn(i, Duration::from_secs(20)).unwrap();
+    wait_healthy_in_envoy(admin, url.rsplit_once(':').unwrap().1);
+    stop.store(true, Ordering::Relaxed);
+    let (n, failures) = load.join().unwrap();
+    assert!(failures.is_empty(), "during the rollout: {failures:#?}");
+    assert!(n >= 5, "only {n} rounds of kubectl during the rollout");
+}
+
+/// The walk both configurations get: kubectl through Envoy, one gateway rolled, a watch, one
+/// gateway killed.
+fn survive_a_gateway(stack: &mut Stack, kubeconfig: &Path, admin: u16) {
     let ks = kubectls();
     wait_through(&ks[0], kubeconfig);
+    roll_a_gateway(stack, kubeconfig, admin);
     for (i, k) in ks.iter().enumerate() {
         let (ok, out) = kubectl(
             k,
@@ -235,10 +328,17 @@ fn survive_a_gateway(stack: &mut Stack, kubeconfig: &Path) {
         }
     }
     // The watch carries on if it was on the surviving gateway; if it was on the killed one
-    // it ended, and a new one through Envoy sees everything.
-    if watch.running() && watch.sees("after-0-0", Duration::from_secs(10)) {
+    // its stream ended (Envoy passes the upstream's end on) and kubectl exited — it never
+    // hangs on, silent. A new watch through Envoy then sees everything.
+    if watch.sees("after-0-0", Duration::from_secs(10)) {
+        assert!(watch.running(), "the watch saw the new object, then ended");
         return;
     }
+    assert!(
+        watch.exits_within(Duration::from_secs(5)),
+        "the watch neither saw the objects created after the kill nor ended: its stream \
+         stalled behind Envoy"
+    );
     let again = Watch::start(newest, kubeconfig);
     assert!(again.sees("after-5-0", Duration::from_secs(20)));
 }
@@ -261,7 +361,10 @@ fn tls_passthrough_front_proxy() {
     validate(dir.path(), &cfg);
 
     let redis = RedisServer::start().unwrap();
-    let b = Stack::builder(&redis.url()).tls(&pki).replicas(1, 2);
+    let b = Stack::builder(&redis.url()).tls(&pki).replicas(1, 2).args(
+        Service::Gateway,
+        &["--shutdown-delay-duration", SHUTDOWN_DELAY],
+    );
     let mut stack = Stack::start_from(b, Some(redis)).unwrap();
     let gateways = stack.processes().gateways.clone();
     assert_eq!(gateways.len(), 2);
@@ -279,7 +382,10 @@ fn tls_passthrough_front_proxy() {
         ),
     )
     .unwrap();
-    survive_a_gateway(&mut stack, &kubeconfig);
+    let admin = cfg["admin"]["address"]["socket_address"]["port_value"]
+        .as_u64()
+        .unwrap() as u16;
+    survive_a_gateway(&mut stack, &kubeconfig, admin);
 }
 
 #[test]
@@ -288,7 +394,10 @@ fn http_front_proxy() {
     let mut cfg = config("front-proxy-http.yaml");
     validate(dir.path(), &cfg);
     let redis = RedisServer::start().unwrap();
-    let b = Stack::builder(&redis.url()).replicas(1, 2);
+    let b = Stack::builder(&redis.url()).replicas(1, 2).args(
+        Service::Gateway,
+        &["--shutdown-delay-duration", SHUTDOWN_DELAY],
+    );
     let mut stack = Stack::start_from(b, Some(redis)).unwrap();
     let gateways = stack.processes().gateways.clone();
     let port = free_port();
@@ -300,5 +409,8 @@ fn http_front_proxy() {
         kubeconfig_yaml(&format!("http://127.0.0.1:{port}")),
     )
     .unwrap();
-    survive_a_gateway(&mut stack, &kubeconfig);
+    let admin = cfg["admin"]["address"]["socket_address"]["port_value"]
+        .as_u64()
+        .unwrap() as u16;
+    survive_a_gateway(&mut stack, &kubeconfig, admin);
 }
