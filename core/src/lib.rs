@@ -9,6 +9,10 @@
 //! - [`meta`]: typed read access to an object's `metadata` (ObjectMeta over JSON);
 //! - [`gofmt`]: Go-style printing (`%v`, `%q`, `%#v`, `%T`, `fmt.Sprint`, `encoding/json`);
 //! - [`field`]: validation failures as data (upstream `field.Error`) and their exact texts;
+//! - [`fieldpath`]: field sets of server-side apply and their `fieldsV1` encoding;
+//! - [`structured`]: the schema-driven merge, comparison and removal of server-side apply;
+//! - [`managedfields`]: `metadata.managedFields` kept by every write, and apply's
+//!   conflicts and pruning;
 //! - [`rvslot`]: how a writer hands an object to storage so that the resourceVersion can be
 //!   filled in inside Redis without parsing JSON there;
 //! - [`builtin`]: the built-in resource types (ConfigMap, Secret, …) as one table of facts;
@@ -26,9 +30,11 @@ pub mod continue_token;
 pub mod decode;
 pub mod discovery;
 pub mod field;
+pub mod fieldpath;
 pub mod filter;
 pub mod gcqueue;
 pub mod gofmt;
+pub mod managedfields;
 pub mod meta;
 pub mod names;
 pub mod objectmeta;
@@ -37,6 +43,7 @@ pub mod ports;
 pub mod rvslot;
 pub mod selector;
 pub mod status;
+pub mod structured;
 pub mod tenancy;
 pub mod validation;
 
