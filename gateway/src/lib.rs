@@ -73,6 +73,7 @@ pub mod token_request;
 pub mod watch;
 pub mod watch_limit;
 pub mod watch_mux;
+pub mod watch_queue;
 pub mod yaml;
 
 pub use context::Config;

@@ -3,7 +3,7 @@
 //! Where it sits: `watch::serve` (HTTP watch) → [`Mux::join`] → one [`Shared`]
 //! stream per (tenant, group, resource) → storage gRPC `Watch` without selectors (events
 //! carry the previous state of a MODIFIED) → [`Shared`] dispatch → per-watcher bounded
-//! queues → the HTTP response bodies. It is also the watch handler's facade for its other
+//! queues ([`crate::watch_queue`]) → the HTTP response bodies. It is also the watch handler's facade for its other
 //! storage calls (the initial state, the current revision, a private watch from an old
 //! revision: [`Mux::initial_state`], [`Mux::current_revision`], [`Mux::watch_direct`]), so
 //! the handler sees no protobuf type.
@@ -47,6 +47,7 @@
 //! namespace and to all-namespace watchers.
 
 use crate::context::Channel;
+use crate::watch_queue;
 use bytes::Bytes;
 use crdplane_core::filter::{ObjectFilter, Transition, transition};
 use crdplane_core::{ApiError, ResourceRef};
@@ -58,7 +59,7 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 /// Events kept per shared stream for resuming watchers.
 pub const RING_EVENTS: usize = 1024;
@@ -310,7 +311,7 @@ pub fn object_in_scope(filter: &ObjectFilter, json: &[u8]) -> bool {
 
 struct Slot {
     spec: Arc<Spec>,
-    tx: mpsc::Sender<Item>,
+    tx: watch_queue::Sender<Item>,
     /// Events with revision ≤ pos were delivered another way (replay, list).
     pos: u64,
     ns: String,
@@ -548,7 +549,7 @@ pub struct Subscription {
     /// Events from the ring with revision > the requested one, to send first.
     pub replay: Vec<Item>,
     /// Live events after the replay.
-    pub rx: mpsc::Receiver<Item>,
+    pub rx: watch_queue::Receiver<Item>,
     shared: Arc<Shared>,
     mux: Arc<Mux>,
     id: u64,
@@ -739,7 +740,7 @@ impl Mux {
                     item
                 })
                 .collect();
-            let (tx, rx) = mpsc::channel(WATCHER_QUEUE);
+            let (tx, rx) = watch_queue::channel(WATCHER_QUEUE);
             let id = st.next_id;
             st.next_id += 1;
             let ns = spec.filter.namespace.clone();
@@ -980,8 +981,8 @@ mod tests {
         }
     }
 
-    fn add(s: &Shared, spec: Spec, cap: usize) -> (u64, mpsc::Receiver<Item>) {
-        let (tx, rx) = mpsc::channel(cap);
+    fn add(s: &Shared, spec: Spec, cap: usize) -> (u64, watch_queue::Receiver<Item>) {
+        let (tx, rx) = watch_queue::channel(cap);
         let mut st = s.lock();
         let id = st.next_id;
         st.next_id += 1;
@@ -1104,7 +1105,7 @@ mod tests {
         assert!(slow.try_recv().is_ok());
         assert!(matches!(
             slow.try_recv(),
-            Err(mpsc::error::TryRecvError::Disconnected)
+            Err(watch_queue::TryRecvError::Disconnected)
         ));
     }
 
@@ -1196,7 +1197,7 @@ mod tests {
                 defaulting: Some(d.clone()),
                 ..spec(ns, label)
             };
-            let mut json: Vec<mpsc::Receiver<Item>> = (0..n)
+            let mut json: Vec<watch_queue::Receiver<Item>> = (0..n)
                 .map(|_| add(&s, with_defaults("", "", false), 64).1)
                 .collect();
             let (_, mut table) = add(&s, with_defaults("", "", true), 64);
@@ -1263,9 +1264,8 @@ mod tests {
 
     #[test]
     fn an_item_is_48_bytes() {
-        // Every watcher's queue is a tokio channel whose first block (32 items) is
-        // allocated with the subscription, so each byte of an `Item` is 32 bytes of every
-        // idle watcher's memory.
+        // Every byte of an `Item` is a byte of every queued event of every watcher (up
+        // to `WATCHER_QUEUE` per watcher).
         assert_eq!(std::mem::size_of::<Item>(), 48);
     }
 
