@@ -76,12 +76,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
         return Err(ApiError::method_not_supported(&gr, &i.verb));
     }
     req.dry_run()?;
-    let body = if crate::stores::builtin::protobuf::is_protobuf(req.header("content-type")) {
-        crate::stores::builtin::protobuf::decode(kind.name(), &req.body)
-            .unwrap_or_else(|| Err(ApiError::bad_request("protobuf is not served here")))?
-    } else {
-        crate::request::decode_body(req)?
-    };
+    let body = crate::stores::builtin::protobuf::request_object(req, kind.name())?;
     let api_version = format!("{GROUP}/v1");
     if let Some(v) = body.get("apiVersion").and_then(Value::as_str)
         && v != api_version

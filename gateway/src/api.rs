@@ -96,9 +96,11 @@ async fn route(ctx: Arc<Ctx>, req: Request<Payload>) -> Result<Response<Body>, A
     } else {
         None
     };
-    let resp = call_context(&parts, &info, user.as_deref())
-        .scope(dispatch(ctx, parts, body, query, info))
-        .await?;
+    let call = call_context(&parts, &info, user.as_deref());
+    // The handlers' future (kilobytes) is built once, in its box: this function's future,
+    // which the router boxes for every request, stays small, and nothing moves it again.
+    let handle = Box::pin(dispatch(ctx, parts, body, query, info));
+    let resp = call.scope(handle).await?;
     Ok(match slot {
         Some(slot) => resp.map(|b| crate::watch_limit::Held::new(b, slot).boxed_unsync()),
         None => resp,
@@ -183,7 +185,7 @@ async fn dispatch(
         Box::pin(crate::lifecycle::ensure_tenant(&ctx, &req.info.tenant)).await?;
     }
     // YAML output: the handler answers JSON, rendered as YAML afterwards.
-    if req.info.verb != "watch" && crate::yaml::negotiate(req.header("accept")) {
+    if req.info.verb != "watch" && crate::yaml::negotiate(req.header(http::header::ACCEPT)) {
         let mut req = req;
         req.headers.insert(
             http::header::ACCEPT,
@@ -193,7 +195,7 @@ async fn dispatch(
         return Box::pin(crate::yaml::respond(answer)).await;
     }
     // Metadata-only output: the handler answers plain JSON, transformed afterwards.
-    if let Some(p) = crate::partial::negotiate(req.header("accept")) {
+    if let Some(p) = crate::partial::negotiate(req.header(http::header::ACCEPT)) {
         let mut req = req;
         req.headers.insert(
             http::header::ACCEPT,
@@ -313,7 +315,7 @@ fn empty_core(req: &Req) -> Result<Response<Body>, ApiError> {
     match i.verb.as_str() {
         "get" => Err(ApiError::not_found(&gr, &i.name)),
         "list" => {
-            let body = match crate::http::negotiate_output(req.header("accept"))? {
+            let body = match crate::http::negotiate_output(req.header(http::header::ACCEPT))? {
                 crate::http::Output::Json => serde_json::json!({
                     "kind": format!("{kind}List"), "apiVersion": "v1",
                     "metadata": {"resourceVersion": "0"}, "items": []

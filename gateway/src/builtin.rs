@@ -20,8 +20,8 @@ use crate::http::{Body, json_response};
 use crate::lifecycle::NamespaceExists;
 use crate::reads;
 use crate::request::{
-    decode_body, field_validation, record_patch_findings, request_delete_options,
-    strict_decoding_error, write_dry_run,
+    field_validation, record_patch_findings, request_delete_options, strict_decoding_error,
+    write_dry_run,
 };
 use crate::respond::with_warnings;
 use crate::stores::builtin::{BuiltinStore, BuiltinStrategy, BuiltinType, protobuf, type_of};
@@ -194,16 +194,7 @@ use crate::stores::builtin::gr;
 /// The request body as an object of the type: JSON or YAML, or protobuf for the kinds
 /// kubectl sends that way.
 fn request_object(req: &Req, ty: &dyn BuiltinType) -> Result<Value, ApiError> {
-    if protobuf::is_protobuf(req.header("content-type")) {
-        return match protobuf::decode(ty.resource().kind, &req.body) {
-            Some(r) => r,
-            None => Err(ApiError::unsupported_media_type(&[
-                "application/json",
-                "application/yaml",
-            ])),
-        };
-    }
-    decode_body(req)
+    protobuf::request_object(req, ty.resource().kind)
 }
 
 /// The strict-decoding findings of a create/update body (duplicate keys, unknown fields)

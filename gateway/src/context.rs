@@ -503,7 +503,7 @@ pub struct Req {
 
 impl Req {
     /// The value of header `k`, when it is valid text.
-    pub fn header(&self, k: &str) -> Option<&str> {
+    pub fn header<K: http::header::AsHeaderName>(&self, k: K) -> Option<&str> {
         self.headers.get(k).and_then(|v| v.to_str().ok())
     }
     /// The `dryRun` query parameter: `All` = true, absent or empty = false, else 400 BadRequest.

@@ -256,7 +256,7 @@ async fn update(
 /// map[string]interface {}` before anything is applied.
 fn strict_merge_patch_shape(req: &Req) -> Result<(), ApiError> {
     if matches!(field_validation(req), Ok(FieldValidation::Ignore) | Err(_))
-        || crate::http::media_type(req.header("content-type").unwrap_or(""))
+        || crate::http::media_type(req.header(http::header::CONTENT_TYPE).unwrap_or(""))
             != "application/merge-patch+json"
     {
         return Ok(());

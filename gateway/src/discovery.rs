@@ -37,12 +37,14 @@ pub fn version_info() -> Value {
 }
 
 fn wants_aggregated(req: &Req) -> bool {
-    parse_accept(req.header("accept")).into_iter().any(|r| {
-        r.mime == "application/json"
-            && r.param("g") == Some("apidiscovery.k8s.io")
-            && r.param("v") == Some("v2")
-            && r.param("as") == Some("APIGroupDiscoveryList")
-    })
+    parse_accept(req.header(http::header::ACCEPT))
+        .into_iter()
+        .any(|r| {
+            r.mime == "application/json"
+                && r.param("g") == Some("apidiscovery.k8s.io")
+                && r.param("v") == Some("v2")
+                && r.param("as") == Some("APIGroupDiscoveryList")
+        })
 }
 
 fn aggregated_response(body: impl Into<bytes::Bytes>) -> Response<Body> {
@@ -418,7 +420,7 @@ fn health(req: &Req, path: &str, checks: &[(&str, bool)]) -> Response<Body> {
 }
 
 fn etag_matches(req: &Req, etag: &str) -> bool {
-    req.header("if-none-match").is_some_and(|v| {
+    req.header(http::header::IF_NONE_MATCH).is_some_and(|v| {
         v.split(',')
             .any(|t| t.trim().trim_start_matches("W/") == etag)
     })
@@ -426,7 +428,7 @@ fn etag_matches(req: &Req, etag: &str) -> bool {
 
 async fn openapi_v2(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let d = crate::backends::registry::openapi_v2(&ctx.registry, &req.info.tenant).await?;
-    let accept = parse_accept(req.header("accept"));
+    let accept = parse_accept(req.header(http::header::ACCEPT));
     let proto = accept
         .iter()
         .find_map(|r| PROTO_V2.iter().find(|p| **p == r.mime).copied());

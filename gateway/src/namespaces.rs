@@ -72,11 +72,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     match i.verb.as_str() {
         "create" => {
             // kubectl's `create namespace` sends protobuf.
-            let obj = if protobuf::is_protobuf(req.header("content-type")) {
-                protobuf::namespace(&req.body)?
-            } else {
-                decode_body(req)?
-            };
+            let obj = protobuf::request_object(req, "Namespace")?;
             let warnings = crate::request::strict_warnings(req, "Namespace", "v1", || {
                 unknown_fields::<Namespace>(&obj)
             })?;

@@ -67,7 +67,7 @@ pub fn object(
     obj: &Value,
     warnings: &[String],
 ) -> Result<Response<Body>, ApiError> {
-    let resp = match negotiate_output(req.header("accept"))? {
+    let resp = match negotiate_output(req.header(http::header::ACCEPT))? {
         Output::Json => json_response(code, serde_json::to_vec(obj).expect("json")),
         Output::Table(v) => {
             table_response(code, &table.object_to_table(obj, &table_options(req, v)?))
@@ -83,7 +83,7 @@ pub async fn get<S: Store>(
     store: &S,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let output = negotiate_output(req.header("accept"))?;
+    let output = negotiate_output(req.header(http::header::ACCEPT))?;
     let json = handlers::get_encoded(store, &i.namespace, &i.name).await?;
     match output {
         Output::Json => Ok(json_response(StatusCode::OK, json)),
@@ -106,7 +106,7 @@ pub async fn list<S: Store>(
     store: &S,
     selectors: impl FnOnce() -> Result<(String, String), ApiError>,
 ) -> Result<Response<Body>, ApiError> {
-    let output = negotiate_output(req.header("accept"))?;
+    let output = negotiate_output(req.header(http::header::ACCEPT))?;
     let (label, field) = selectors()?;
     let page =
         crate::list::page(ctx, req, store, r.stored, &req.info.namespace, label, field).await?;

@@ -40,7 +40,7 @@ pub fn parse_object(b: &[u8]) -> Result<Value, ApiError> {
 /// serializer (apimachinery runtime/serializer/json/json.go: `yaml.YAMLToJSONStrict` in
 /// strict mode), see [`decode_yaml`].
 pub fn decode_body(req: &Req) -> Result<Value, ApiError> {
-    let (v, dups) = decode_body_bytes(req.header("content-type"), &req.body)?;
+    let (v, dups) = decode_body_bytes(req.header(http::header::CONTENT_TYPE), &req.body)?;
     let _ = req.body_dups.set(dups);
     Ok(v)
 }
@@ -169,7 +169,7 @@ pub fn record_patch_findings(req: &Req) {
     if matches!(field_validation(req), Ok(FieldValidation::Ignore) | Err(_)) {
         return;
     }
-    let ct = req.header("content-type").unwrap_or("");
+    let ct = req.header(http::header::CONTENT_TYPE).unwrap_or("");
     let prefix = match crate::http::media_type(ct).as_str() {
         // patch.go strategicPatchObject decodes a strategic merge patch the same way.
         "application/merge-patch+json" | "application/strategic-merge-patch+json" => "",
@@ -272,7 +272,7 @@ pub fn parse_delete_options_query(q: &crate::http::Query) -> Result<DeleteOption
 
 /// The patch's media type (`Content-Type` without parameters), for [`patch_request`].
 pub fn patch_media_type(req: &Req) -> String {
-    crate::http::media_type(req.header("content-type").unwrap_or(""))
+    crate::http::media_type(req.header(http::header::CONTENT_TYPE).unwrap_or(""))
 }
 
 /// What the generic PATCH handler needs of `req`: its body as the patch of type `mime`
@@ -331,7 +331,7 @@ pub fn patch_builtin(
     old: &Value,
     fields: crate::strategic::Fields,
 ) -> Result<Value, ApiError> {
-    let mime = crate::http::media_type(req.header("content-type").unwrap_or(""));
+    let mime = crate::http::media_type(req.header(http::header::CONTENT_TYPE).unwrap_or(""));
     crdplane_apiserver::patch::apply_builtin(&mime, &req.body, old, fields)
 }
 

@@ -51,12 +51,7 @@ pub fn serve_self_subject_review(req: &Req, version: &str) -> Result<Response<Bo
     // dryRun is accepted and changes nothing: nothing is stored either way.
     req.dry_run()?;
     // kubectl's typed client sends protobuf.
-    let body = if crate::stores::builtin::protobuf::is_protobuf(req.header("content-type")) {
-        crate::stores::builtin::protobuf::decode("SelfSubjectReview", &req.body)
-            .unwrap_or_else(|| Err(ApiError::bad_request("protobuf is not served here")))?
-    } else {
-        crate::request::decode_body(req)?
-    };
+    let body = crate::stores::builtin::protobuf::request_object(req, "SelfSubjectReview")?;
     if let Some(v) = body.get("apiVersion").and_then(|v| v.as_str())
         && v != api_version
     {

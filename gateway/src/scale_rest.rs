@@ -156,7 +156,10 @@ async fn patch(
     ver: &VersionInfo,
     paths: &ScalePaths,
 ) -> Result<Response<Body>, ApiError> {
-    let ct = req.header("content-type").unwrap_or("").to_string();
+    let ct = req
+        .header(http::header::CONTENT_TYPE)
+        .unwrap_or("")
+        .to_string();
     let mime = crate::http::media_type(&ct);
     if !PATCH_TYPES.contains(&mime.as_str()) {
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));

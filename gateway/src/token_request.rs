@@ -39,12 +39,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             &i.verb,
         ));
     }
-    let body = if crate::stores::builtin::protobuf::is_protobuf(req.header("content-type")) {
-        crate::stores::builtin::protobuf::decode("TokenRequest", &req.body)
-            .unwrap_or_else(|| Err(ApiError::bad_request("protobuf is not served here")))?
-    } else {
-        crate::request::decode_body(req)?
-    };
+    let body = crate::stores::builtin::protobuf::request_object(req, "TokenRequest")?;
     let mut tr: TokenRequest = serde_json::from_value(body).map_err(|e| {
         ApiError::bad_request(format!(
             "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: {e}"

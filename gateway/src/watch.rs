@@ -123,7 +123,7 @@ fn stop_on(
     gone: Option<futures::future::BoxFuture<'static, ()>>,
     shutdown: &crdplane_transport::Shutdown,
 ) -> futures::future::BoxFuture<'static, ()> {
-    let stopping = shutdown.triggered_owned();
+    let stopping = shutdown.triggered();
     match gone {
         None => Box::pin(stopping),
         Some(gone) => Box::pin(async move {
@@ -269,7 +269,7 @@ fn defaulting_key(t: &Target) -> String {
 /// Serves one watch request on `t`: a chunked stream of `WatchEvent` lines (JSON or Table).
 pub async fn serve(ctx: &Ctx, req: &Req, t: Target) -> Result<Response<Body>, ApiError> {
     let p = params(req)?;
-    let output = negotiate_output(req.header("accept"))?;
+    let output = negotiate_output(req.header(http::header::ACCEPT))?;
     let include = match req.query.get("includeObject") {
         Some("None") => IncludeObject::None,
         Some("Object") => IncludeObject::Object,

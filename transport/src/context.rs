@@ -145,8 +145,11 @@ impl CallContext {
 
     /// Runs `f` with this context as the current one: every call made through
     /// [`crate::Channel`] within it (on this task) carries the context.
-    pub async fn scope<F: Future>(self, f: F) -> F::Output {
-        CURRENT.scope(self, f).await
+    ///
+    /// Not an `async fn`: that would add a level that moves `f` once more, and the request
+    /// futures passed here are kilobytes large.
+    pub fn scope<F: Future>(self, f: F) -> tokio::task::futures::TaskLocalFuture<CallContext, F> {
+        CURRENT.scope(self, f)
     }
 
     /// The current context, if the running task is inside [`CallContext::scope`].

@@ -170,10 +170,16 @@ fn stage_name<S: serde::Serializer>(st: &Stage, s: S) -> Result<S::Ok, S::Error>
 /// A new audit id: a random (version 4) UUID from the thread's generator, which costs no
 /// system call.
 pub fn new_audit_id() -> String {
+    new_audit_uuid().to_string()
+}
+
+/// A new random (version 4) UUID from the thread's generator, for [`new_audit_id`] and for
+/// callers that format it themselves.
+pub fn new_audit_uuid() -> uuid::Uuid {
     use rand::RngCore;
     let mut b = [0u8; 16];
     rand::rng().fill_bytes(&mut b);
-    uuid::Builder::from_random_bytes(b).into_uuid().to_string()
+    uuid::Builder::from_random_bytes(b).into_uuid()
 }
 
 /// A MicroTime as upstream prints it (UTC, six fractional digits).

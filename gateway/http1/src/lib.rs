@@ -422,7 +422,7 @@ pub async fn serve_connection<C, H, F, B>(
 ) -> io::Result<Option<Handoff<C>>>
 where
     C: Connection,
-    H: Fn(http::request::Parts, Bytes) -> F,
+    H: FnMut(http::request::Parts, Bytes) -> F,
     F: Future<Output = Response<B>>,
     B: http_body::Body<Data = Bytes> + Unpin,
 {
@@ -435,18 +435,22 @@ where
 /// closes. A head that has begun to arrive is read and answered.
 pub async fn serve_connection_until<C, H, F, B, G>(
     mut sock: C,
-    handler: H,
+    mut handler: H,
     too_large: fn() -> Response<B>,
     limits: &Limits,
     closing: G,
 ) -> io::Result<Option<Handoff<C>>>
 where
     C: Connection,
-    H: Fn(http::request::Parts, Bytes) -> F,
+    H: FnMut(http::request::Parts, Bytes) -> F,
     F: Future<Output = Response<B>>,
     B: http_body::Body<Data = Bytes> + Unpin,
     G: Future<Output = ()>,
 {
+    // Every response is written by a boxed `write_response`: the connection's future keeps
+    // room for its largest state for its whole life (an idle watch lives for hours), and
+    // the write's state (the response head, the body, the socket write in progress) would
+    // make that about 1 KB larger than the rest of it.
     let mut closing = std::pin::pin!(closing);
     // Whether `closing` has resolved (it is not polled again once it has).
     let mut closed = false;
@@ -510,8 +514,16 @@ where
                             }
                         };
                         let r = plain_response(code, text);
-                        let _ = write_response(&mut sock, r, false, false, Http::V11, &mut buf, 0)
-                            .await;
+                        let _ = Box::pin(write_response(
+                            &mut sock,
+                            r,
+                            false,
+                            false,
+                            Http::V11,
+                            &mut buf,
+                            0,
+                        ))
+                        .await;
                         return Ok(None);
                     }
                 }
@@ -559,7 +571,7 @@ where
                         }
                     }
                 }
-                let _ = write_response(
+                let _ = Box::pin(write_response(
                     &mut sock,
                     too_large(),
                     is_head,
@@ -567,7 +579,7 @@ where
                     Http::V11,
                     &mut buf,
                     0,
-                )
+                ))
                 .await;
                 return Ok(None);
             }
@@ -600,7 +612,7 @@ where
                             let _ = match e {
                                 ChunkError::TooLarge => {
                                     let r = too_large();
-                                    write_response(
+                                    Box::pin(write_response(
                                         &mut sock,
                                         r,
                                         is_head,
@@ -608,13 +620,13 @@ where
                                         Http::V11,
                                         &mut buf,
                                         0,
-                                    )
+                                    ))
                                     .await
                                 }
                                 ChunkError::Bad => {
                                     let r =
                                         plain_response(StatusCode::BAD_REQUEST, "400 Bad Request");
-                                    write_response(
+                                    Box::pin(write_response(
                                         &mut sock,
                                         r,
                                         is_head,
@@ -622,7 +634,7 @@ where
                                         Http::V11,
                                         &mut buf,
                                         0,
-                                    )
+                                    ))
                                     .await
                                 }
                             };
@@ -651,7 +663,7 @@ where
         }
         let pipelined_cap = limits.max_head.saturating_add(limits.max_body);
         let framing = if http10 { Http::V10 } else { Http::V11 };
-        if !write_response(
+        if !Box::pin(write_response(
             &mut sock,
             resp,
             is_head,
@@ -659,7 +671,7 @@ where
             framing,
             &mut buf,
             pipelined_cap,
-        )
+        ))
         .await?
         {
             return Ok(None);
@@ -814,6 +826,8 @@ where
         }
     };
     head.extend_from_slice(b"\r\n");
+    // The head is written: a watch stream lives for hours and needs no more of it.
+    drop(parts);
     if bodyless {
         sock.send_all(&head).await?;
         return Ok(true);

@@ -364,8 +364,8 @@ where
     }
 
     fn call(&mut self, req: Request<Payload>) -> Self::Future {
-        let id = audit_id(&req);
         if let Some(span) = req.extensions().get::<RequestSpan>() {
+            let id = audit_id(&req);
             span.annotate(|s| s.set("audit-id", id.to_str().unwrap_or_default().to_string()));
         }
         let decided = match (&self.auditor, crate::filters::request_info::of(&req)) {
@@ -380,13 +380,17 @@ where
             _ => None,
         };
         let Some((auditor, decision, info)) = decided else {
+            // The response gets its `Audit-Id` header from the outermost layer
+            // (`audit_id.rs`); here the id is only the debug line's, when it is on.
             let log = RequestLog::of(&req);
+            let id = log.is_some().then(|| audit_id(&req));
             return Either::Left(WithAuditId {
                 inner: self.inner.call(req),
-                id: Some(id),
+                id,
                 log,
             });
         };
+        let id = audit_id(&req);
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let log = RequestLog::of(&req);
@@ -656,7 +660,13 @@ mod tests {
 
     #[tokio::test]
     async fn every_response_carries_an_audit_id() {
-        let svc = AuditLayer::new(None).layer(echo(|_| "ok".into()));
+        // The header is the outermost layer's (`audit_id.rs`); an unaudited request does
+        // not pay for it twice.
+        let alone = AuditLayer::new(None).layer(echo(|_| "ok".into()));
+        let resp = alone.oneshot(request("GET", "/api")).await.unwrap();
+        assert!(resp.headers().get(AUDIT_ID_HEADER).is_none());
+        let svc = crate::filters::audit_id::AuditIdLayer
+            .layer(AuditLayer::new(None).layer(echo(|_| "ok".into())));
         let resp = svc.clone().oneshot(request("GET", "/api")).await.unwrap();
         let id = resp.headers()[AUDIT_ID_HEADER]
             .to_str()

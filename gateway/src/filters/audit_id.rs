@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 /// The response header with the request's audit id (upstream `Audit-Id`).
-pub const AUDIT_ID_HEADER: &str = "audit-id";
+pub const AUDIT_ID_HEADER: http::HeaderName = http::HeaderName::from_static("audit-id");
 
 /// The audit id of a request (in its extensions).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +31,14 @@ pub fn of<B>(req: &Request<B>) -> HeaderValue {
     {
         return v.clone();
     }
-    HeaderValue::from_str(&crdplane_apiserver::audit::event::new_audit_id())
+    new_id()
+}
+
+/// A new random UUID as a header value, formatted on the stack (no `String` in between).
+fn new_id() -> HeaderValue {
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let id = crdplane_apiserver::audit::event::new_audit_uuid();
+    HeaderValue::from_bytes(id.hyphenated().encode_lower(&mut buf).as_bytes())
         .expect("a UUID is a header value")
 }
 

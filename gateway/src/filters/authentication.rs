@@ -140,6 +140,12 @@ fn auth_methods<B>(req: &Request<B>) -> String {
 /// The authenticated user of a request, in its extensions.
 pub type User = Arc<UserInfo>;
 
+/// `system:anonymous`, shared by the requests that carry no credentials.
+fn anonymous() -> &'static User {
+    static ANON: std::sync::OnceLock<User> = std::sync::OnceLock::new();
+    ANON.get_or_init(|| Arc::new(UserInfo::anonymous()))
+}
+
 /// Upstream's 401 (`responsewriters.Unauthorized` → `apierrors.NewUnauthorized`).
 pub fn unauthorized() -> Response<Body> {
     let mut r = crate::http::json_response(
@@ -256,24 +262,34 @@ where
                 .get(header::AUTHORIZATION)
                 .map(|v| v.as_bytes()),
         );
-        match Authentication::identify(&self.authn, &req) {
-            Ok(a) => {
+        // No credentials at all: the chain's answer is the anonymous user (when enabled),
+        // the same value for every such request.
+        let no_credentials = self.authn.anonymous
+            && req.headers().get(header::AUTHORIZATION).is_none()
+            && req.extensions().get::<Arc<PeerCertificates>>().is_none();
+        let identified = if no_credentials {
+            Ok((anonymous().clone(), None))
+        } else {
+            Authentication::identify(&self.authn, &req)
+                .map(|a| (Arc::new(a.user), a.service_account))
+        };
+        match identified {
+            Ok((user, service_account)) => {
                 req.headers_mut().remove(header::AUTHORIZATION);
                 // A plain path goes to the identity's own tenant: a service account's,
                 // else the one its groups name, else the configured default.
-                let own = a
-                    .service_account
+                let own = service_account
                     .as_ref()
                     .map(|sa| sa.tenant.as_str())
-                    .or_else(|| crate::request_info::identity_tenant(&a.user.groups))
+                    .or_else(|| crate::request_info::identity_tenant(&user.groups))
                     .map(str::to_string);
                 if let (Some(t), Some(info)) = (own, req.extensions_mut().get_mut::<RequestInfo>())
                     && !info.tenant_from_path
                 {
                     info.tenant = t;
                 }
-                req.extensions_mut().insert::<User>(Arc::new(a.user));
-                let Some(sa) = a.service_account else {
+                req.extensions_mut().insert::<User>(user);
+                let Some(sa) = service_account else {
                     return Answer::Inner {
                         fut: self.inner.call(req),
                         warning,

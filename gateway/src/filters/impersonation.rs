@@ -83,6 +83,11 @@ impl Part {
 /// What the impersonation headers ask for (`buildImpersonationRequests`), or the error
 /// text; None without any impersonation header.
 fn requested(h: &HeaderMap) -> Option<Result<(Vec<Part>, UserInfo), String>> {
+    // Nearly every request has none: one pass over the names (stored lower-case), no
+    // lookups by name (each parses and hashes it).
+    if !h.keys().any(|k| k.as_str().starts_with("impersonate-")) {
+        return None;
+    }
     let has = |n: &str| h.contains_key(n);
     let extra_keys: Vec<&str> = h
         .keys()

@@ -220,11 +220,17 @@ where
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         // Most requests carry none: then nothing is parsed or stored.
-        let incoming = req.headers().get("traceparent").cloned();
+        let incoming = req
+            .headers()
+            .get(crdplane_transport::context::TRACEPARENT)
+            .cloned();
         if let Some(tp) = &incoming
             && let Some(mut tc) = TraceContext::parse(tp.as_bytes())
         {
-            tc.tracestate = req.headers().get("tracestate").cloned();
+            tc.tracestate = req
+                .headers()
+                .get(crdplane_transport::context::TRACESTATE)
+                .cloned();
             req.extensions_mut().insert(tc);
         }
         // A span the sampler drops records nothing: it is ended at once and the request
@@ -232,7 +238,7 @@ where
         // services see; they follow its "not sampled").
         let state = req
             .headers()
-            .get("tracestate")
+            .get(crdplane_transport::context::TRACESTATE)
             .filter(|v| v.len() <= crdplane_transport::context::MAX_TRACESTATE)
             .and_then(|v| v.to_str().ok());
         let span = telemetry::start(

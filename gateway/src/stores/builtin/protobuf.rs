@@ -25,6 +25,21 @@ pub fn is_protobuf(content_type: Option<&str>) -> bool {
     content_type.is_some_and(|ct| ct.trim().starts_with(PROTOBUF))
 }
 
+/// A write's body as an object of `kind`: JSON or YAML ([`crate::request::decode_body`]),
+/// or protobuf for the kinds kubectl's typed clients send that way. A protobuf body of
+/// another kind is 415, naming the media types that are served.
+pub fn request_object(req: &crate::context::Req, kind: &str) -> Result<Value, ApiError> {
+    if !is_protobuf(req.header(http::header::CONTENT_TYPE)) {
+        return crate::request::decode_body(req);
+    }
+    decode(kind, &req.body).unwrap_or_else(|| {
+        Err(ApiError::unsupported_media_type(&[
+            "application/json",
+            "application/yaml",
+        ]))
+    })
+}
+
 fn bad(kind: &str) -> ApiError {
     ApiError::bad_request(format!(
         "unable to decode the protobuf {kind} in the request body"
@@ -494,7 +509,7 @@ fn cluster_role_binding(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// Namespaces (`kubectl create namespace`): metadata and `spec.finalizers`.
-pub fn namespace(body: &[u8]) -> Result<Value, ApiError> {
+fn namespace(body: &[u8]) -> Result<Value, ApiError> {
     let raw = unwrap_envelope(body, "Namespace")?;
     let n =
         k8s_pb::api::core::v1::Namespace::decode(raw.as_slice()).map_err(|_| bad("Namespace"))?;
