@@ -23,15 +23,14 @@ PORT=${PORT:-17443}
 DURATION=${DURATION:-10s}
 CONCURRENCY=${CONCURRENCY:-64}
 W=$(mktemp -d /tmp/crdplane-cpu.XXXXXX)
+# Builds from before TLS (e.g. `7f689ce`, the last one before the machinery) serve plain
+# HTTP without the flag and do not know it.
+PLAIN=()
+"$BIN/crdplane" up --help 2>&1 | grep -q -- --insecure-http && PLAIN=(--insecure-http)
+# shellcheck source=loadtest/up.sh
+. "$ROOT/loadtest/up.sh"
 # shellcheck disable=SC2086 # UP_ARGS is a list of flags
-"$BIN/crdplane" up --insecure-http --data-dir "$W/data" --listen "127.0.0.1:$PORT" ${UP_ARGS:-} >"$W/launcher.log" 2>&1 &
-LP=$!
-trap 'kill -TERM $LP 2>/dev/null; wait $LP 2>/dev/null; rm -rf "$W"' EXIT
-for _ in $(seq 1 300); do
-  curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-  kill -0 $LP 2>/dev/null || { cat "$W/launcher.log" >&2; exit 1; }
-  sleep 0.1
-done
+up_stack "$BIN" "$PORT" "$W" "${PLAIN[@]}" ${UP_ARGS:-}
 LOAD=("$BIN/crdplane-load" "$SC" --target http --server "http://127.0.0.1:$PORT"
   --concurrency "$CONCURRENCY" --quiet "$@")
 "${LOAD[@]}" --duration 2s >/dev/null
