@@ -128,10 +128,15 @@ pub fn encode(entries: &[Entry]) -> Value {
         sorted
             .into_iter()
             .map(|e| {
+                // ManagedFieldsEntry's fields are `omitempty`.
                 let mut m = Map::new();
-                m.insert("manager".into(), json!(e.manager));
+                if !e.manager.is_empty() {
+                    m.insert("manager".into(), json!(e.manager));
+                }
                 m.insert("operation".into(), json!(e.operation.as_str()));
-                m.insert("apiVersion".into(), json!(e.api_version));
+                if !e.api_version.is_empty() {
+                    m.insert("apiVersion".into(), json!(e.api_version));
+                }
                 if let Some(t) = &e.time {
                     m.insert("time".into(), json!(t));
                 }
@@ -264,6 +269,10 @@ pub enum ApplyError {
 /// `entries` after a write by `writer` (operation Update; its `fields` ignored) that took
 /// the object from `live` (`{}` for a create) to `new`: the writer owns what it added or
 /// changed, other managers lose what changed or went, and empty entries go.
+///
+/// `writer.time` is the time of this write: the writer's entry takes it when the write
+/// added or changed a field, and keeps its previous time otherwise (upstream's
+/// `managedFieldsUpdater`: a write that changes nothing moves no timestamp).
 pub fn update(
     entries: &[Entry],
     live: &Value,
@@ -276,9 +285,11 @@ pub fn update(
     let changed = c.modified.union(&c.added).difference(&ignore);
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
     let mut mine = Set::new();
+    let mut previous_time = None;
     for e in entries {
         if e.same_manager(&writer) {
             mine = mine.union(&e.fields);
+            previous_time = previous_time.or_else(|| e.time.clone());
             continue;
         }
         let mut e = e.clone();
@@ -289,7 +300,16 @@ pub fn update(
     }
     let fields = mine.union(&changed).difference(&c.removed);
     if !fields.is_empty() {
-        out.push(Entry { fields, ..writer });
+        let time = if changed.is_empty() {
+            previous_time
+        } else {
+            writer.time.clone()
+        };
+        out.push(Entry {
+            fields,
+            time,
+            ..writer
+        });
     }
     Ok(out)
 }
@@ -299,6 +319,10 @@ pub fn update(
 /// time and no longer applies are removed unless another manager owns them; fields other
 /// managers own that the apply would change are conflicts, unless `force` (then they
 /// change hands).
+///
+/// `applier.time` is the time of this apply: the applier's entry takes it when the object
+/// changed, and keeps its previous time when the apply changed nothing (upstream's
+/// `managedFieldsUpdater`, which dates an apply only when the merge returned a new object).
 pub fn apply(
     entries: &[Entry],
     live: Option<&Value>,
@@ -361,12 +385,93 @@ pub fn apply(
         return Err(ApplyError::Conflicts(Conflicts(conflicts)));
     }
     if !applied.is_empty() {
+        let previous_time = entries
+            .iter()
+            .find(|e| e.same_manager(&applier))
+            .and_then(|e| e.time.clone());
+        let time = match previous_time {
+            Some(t) if new == *live_v => Some(t),
+            _ => applier.time.clone(),
+        };
         out.push(Entry {
             fields: applied,
+            time,
             ..applier
         });
     }
     Ok((new, out))
+}
+
+/// The most Update entries an object keeps (upstream's `DefaultMaxUpdateManagers`).
+pub const MAX_UPDATE_MANAGERS: usize = 10;
+
+/// The manager that the oldest Update entries are merged into past
+/// [`MAX_UPDATE_MANAGERS`] (upstream's `ancient-changes`).
+pub const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// At most `max` Update entries, as upstream's `capManagersManager` keeps them: past that,
+/// the oldest Update entries (by time, an entry without one oldest; then by manager) are
+/// merged, per API version, into an Update entry of [`ANCIENT_CHANGES`], which takes the
+/// newest time merged into it. Apply entries are never merged.
+pub fn cap_updates(mut entries: Vec<Entry>, max: usize) -> Vec<Entry> {
+    let is_update = |e: &Entry| e.operation == Operation::Update;
+    let mut length = entries.iter().filter(|e| is_update(e)).count();
+    if length <= max {
+        return entries;
+    }
+    let mut order: Vec<usize> = (0..entries.len())
+        .filter(|&i| is_update(&entries[i]))
+        .collect();
+    order.sort_by(|&a, &b| {
+        let (p, q) = (&entries[a], &entries[b]);
+        p.time
+            .cmp(&q.time)
+            .then_with(|| p.manager.cmp(&q.manager))
+            .then_with(|| p.api_version.cmp(&q.api_version))
+            .then_with(|| p.subresource.cmp(&q.subresource))
+    });
+    let mut gone = vec![false; entries.len()];
+    for i in order {
+        if length <= max {
+            break;
+        }
+        let bucket = entries.iter().position(|x| {
+            x.manager == ANCIENT_CHANGES
+                && is_update(x)
+                && x.subresource.is_empty()
+                && x.api_version == entries[i].api_version
+        });
+        match bucket {
+            // The bucket itself is the oldest: it stays as it is.
+            Some(b) if b == i => {}
+            Some(b) => {
+                let (fields, time) = (entries[i].fields.clone(), entries[i].time.clone());
+                entries[b].fields = entries[b].fields.union(&fields);
+                if entries[b].time < time {
+                    entries[b].time = time;
+                }
+                gone[i] = true;
+                length -= 1;
+            }
+            None => {
+                let e = &entries[i];
+                let bucket = Entry {
+                    manager: ANCIENT_CHANGES.into(),
+                    operation: Operation::Update,
+                    api_version: e.api_version.clone(),
+                    time: e.time.clone(),
+                    subresource: String::new(),
+                    fields: e.fields.clone(),
+                };
+                entries.push(bucket);
+                gone.push(false);
+                gone[i] = true;
+            }
+        }
+    }
+    let mut keep = gone.into_iter();
+    entries.retain(|_| !keep.next().unwrap_or(false));
+    entries
 }
 
 #[cfg(test)]
@@ -813,5 +918,50 @@ mod tests {
             fields_of(&es, "kubectl-label"),
             r#"{"f:metadata":{"f:labels":{"f:app":{},".":{}}}}"#
         );
+    }
+
+    /// capmanagers.go: past ten Update entries the oldest are merged into
+    /// `ancient-changes` of their API version, which takes the newest merged time; Apply
+    /// entries stay.
+    #[test]
+    fn update_entries_are_capped() {
+        let mut es: Vec<Entry> = (1..=12)
+            .map(|i| {
+                let mut e = entry(&format!("m{i:02}"), Operation::Update);
+                e.time = Some(format!("2026-11-28T17:00:{i:02}Z"));
+                e.fields.insert(&[PathElement::Field(format!("f{i}"))]);
+                e
+            })
+            .collect();
+        es.push(entry("applier", Operation::Apply));
+        assert_eq!(
+            cap_updates(es[..10].to_vec(), MAX_UPDATE_MANAGERS).len(),
+            10
+        );
+        let out = cap_updates(es, MAX_UPDATE_MANAGERS);
+        let names: Vec<&str> = out.iter().map(|e| e.manager.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "m04",
+                "m05",
+                "m06",
+                "m07",
+                "m08",
+                "m09",
+                "m10",
+                "m11",
+                "m12",
+                "applier",
+                ANCIENT_CHANGES
+            ]
+        );
+        let bucket = out.last().unwrap();
+        assert_eq!(
+            bucket.fields.to_json(),
+            r#"{"f:f1":{},"f:f2":{},"f:f3":{}}"#
+        );
+        assert_eq!(bucket.time.as_deref(), Some("2026-11-28T17:00:03Z"));
+        assert_eq!(bucket.operation, Operation::Update);
     }
 }
