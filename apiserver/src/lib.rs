@@ -6,12 +6,13 @@
 //! Modules: [`audit`] (the audit policy and event), [`rest`] (the `Store` and `Strategy` interfaces, shared metadata and deletion
 //! rules), [`handlers`] (one generic handler per verb), [`admission`] (plugin chain),
 //! [`patch`] (patch mechanisms over [`jsonpatch`] and [`strategic`]), [`retry`] (the one
-//! retry-on-conflict loop), [`encryption`] (encryption at rest of the listed resources), [`render`] (list splicing, Table printing), [`watch`] (watch
+//! retry-on-conflict loop), [`fieldmanager`] (managedFields and server-side apply), [`encryption`] (encryption at rest of the listed resources), [`render`] (list splicing, Table printing), [`watch`] (watch
 //! options, event frames and one watcher's response), [`testkit`] (an in-memory store).
 
 pub mod admission;
 pub mod audit;
 pub mod encryption;
+pub mod fieldmanager;
 pub mod handlers;
 pub mod jsonpatch;
 pub mod patch;

@@ -66,10 +66,12 @@ pub fn too_many_operations(n: usize) -> ApiError {
     )
 }
 
-/// Patch content types custom resources accept.
-pub const PATCH_TYPES: [&str; 2] = [
+/// Patch content types custom resources accept (server-side apply is handled by the patch
+/// handler itself, [`crate::fieldmanager`]).
+pub const PATCH_TYPES: [&str; 3] = [
     "application/json-patch+json",
     "application/merge-patch+json",
+    "application/apply-patch+yaml",
 ];
 
 /// Applies a JSON patch or merge patch document (`mime` is the bare media type of the
@@ -165,7 +167,7 @@ fn prune_object_nulls(v: &mut Value) {
 }
 
 /// Patch content types of built-in resources (handlers/patch.go with the installer's
-/// supported types; server-side apply is not served).
+/// supported types; server-side apply is handled by the patch handler itself).
 pub const BUILTIN_PATCH_TYPES: [&str; 4] = [
     "application/json-patch+json",
     "application/merge-patch+json",

@@ -19,6 +19,15 @@ struct Widgets {
     patch: CustomResourcePatch,
 }
 
+/// The write options of a test write (`dry_run` as given).
+fn opts(dry_run: bool) -> handlers::WriteOptions<'static> {
+    handlers::WriteOptions {
+        dry_run,
+        manager: "test",
+        api_version: "example.com/v1".into(),
+    }
+}
+
 fn widgets() -> Widgets {
     Widgets {
         gr: GroupResource::new("example.com", "widgets"),
@@ -125,7 +134,7 @@ fn widget(name: &str, size: i64) -> Value {
 }
 
 async fn create(s: &MemStore, obj: Value) -> Result<Written, ApiError> {
-    handlers::create(s, &widgets(), &Chain::none(), "team", obj, false).await
+    handlers::create(s, &widgets(), &Chain::none(), "team", obj, &opts(false)).await
 }
 
 fn rv(v: &Value) -> &str {
@@ -201,7 +210,7 @@ async fn create_sets_system_fields_and_refuses_duplicates_and_invalid_objects() 
         &Chain::none(),
         "team",
         widget("dry", 1),
-        true,
+        &opts(true),
     )
     .await
     .unwrap();
@@ -221,7 +230,17 @@ async fn update_preconditions_conflicts_and_no_op() {
     let s = store();
     let created = create(&s, widget("a", 1)).await.unwrap().object;
     let upd = |obj: Value| async {
-        handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", obj, false).await
+        handlers::update(
+            &s,
+            &widgets(),
+            &Chain::none(),
+            "",
+            "team",
+            "a",
+            obj,
+            &opts(false),
+        )
+        .await
     };
     // No resourceVersion: required by a strategy without unconditional updates.
     let e = upd(widget("a", 2)).await.unwrap_err();
@@ -291,9 +310,11 @@ async fn writes_that_lose_races_are_reapplied_to_the_fresh_object() {
         &handlers::PatchRequest {
             mime: "application/merge-patch+json",
             body: br#"{"spec":{"size":7}}"#,
-            dry_run: false,
+            applied: None,
+            force: false,
             field_validation: FieldValidation::Warn,
         },
+        &opts(false),
     )
     .await
     .unwrap();
@@ -311,7 +332,7 @@ async fn writes_that_lose_races_are_reapplied_to_the_fresh_object() {
         "team",
         "a",
         stale,
-        false,
+        &opts(false),
     )
     .await
     .unwrap_err();
@@ -335,9 +356,11 @@ async fn patch_types() {
                 &handlers::PatchRequest {
                     mime,
                     body: body.as_bytes(),
-                    dry_run: false,
+                    applied: None,
+                    force: false,
                     field_validation: FieldValidation::Warn,
                 },
+                &opts(false),
             )
             .await
         }
@@ -378,7 +401,7 @@ async fn patch_types() {
             "application/strategic-merge-patch+json",
             "{}",
             415,
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ),
         (
             "application/merge-patch+json",
@@ -430,9 +453,11 @@ async fn patch_types() {
         &handlers::PatchRequest {
             mime: "application/strategic-merge-patch+json",
             body: br#"{"metadata":{"labels":{"b":"2"}}}"#,
-            dry_run: false,
+            applied: None,
+            force: false,
             field_validation: FieldValidation::Warn,
         },
+        &opts(false),
     )
     .await
     .unwrap();
@@ -455,7 +480,7 @@ async fn status_subresource_changes_only_status() {
         "team",
         "a",
         obj,
-        false,
+        &opts(false),
     )
     .await
     .unwrap();
@@ -505,9 +530,18 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
     // No new finalizers while deleting.
     let mut more = w.object.clone();
     more["metadata"]["finalizers"] = json!(["example.com/keep", "example.com/new"]);
-    let e = handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", more, false)
-        .await
-        .unwrap_err();
+    let e = handlers::update(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "",
+        "team",
+        "a",
+        more,
+        &opts(false),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, 422);
     assert!(
         e.message.contains("no new finalizers can be added"),
@@ -517,9 +551,18 @@ async fn delete_with_finalizers_preconditions_and_returned_objects() {
     // Removing the last finalizer completes the deletion.
     let mut done = w.object.clone();
     done["metadata"]["finalizers"] = json!([]);
-    handlers::update(&s, &widgets(), &Chain::none(), "", "team", "a", done, false)
-        .await
-        .unwrap();
+    handlers::update(
+        &s,
+        &widgets(),
+        &Chain::none(),
+        "",
+        "team",
+        "a",
+        done,
+        &opts(false),
+    )
+    .await
+    .unwrap();
     assert!(s.is_empty());
     // Without finalizers: deleted now, the Success Status names it.
     let c = create(&s, widget("a", 1)).await.unwrap().object;
@@ -621,16 +664,23 @@ async fn namespace_lifecycle_admission() {
     .unwrap();
     let chain = Chain(vec![Box::new(NamespaceLifecycle(ns))]);
     let s = store();
-    let w = handlers::create(&s, &widgets(), &chain, "team", widget("a", 1), false).await;
+    let w = handlers::create(&s, &widgets(), &chain, "team", widget("a", 1), &opts(false)).await;
     assert_eq!(w.unwrap().code, 201);
-    let e = handlers::create(&s, &widgets(), &chain, "missing", widget("a", 1), false)
-        .await
-        .unwrap_err();
+    let e = handlers::create(
+        &s,
+        &widgets(),
+        &chain,
+        "missing",
+        widget("a", 1),
+        &opts(false),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         (e.code, e.message.as_str()),
         (404, r#"namespaces "missing" not found"#)
     );
-    let e = handlers::create(&s, &widgets(), &chain, "old", widget("a", 1), false)
+    let e = handlers::create(&s, &widgets(), &chain, "old", widget("a", 1), &opts(false))
         .await
         .unwrap_err();
     assert_eq!(
@@ -644,16 +694,23 @@ async fn namespace_lifecycle_admission() {
     // the requested name (none with generateName: upstream's NewForbidden then leaves the
     // name out) and comes before validation errors.
     let generated = json!({"metadata": {"generateName": "w-"}, "spec": {"size": 1}});
-    let e = handlers::create(&s, &widgets(), &chain, "old", generated, false)
+    let e = handlers::create(&s, &widgets(), &chain, "old", generated, &opts(false))
         .await
         .unwrap_err();
     assert_eq!(
         e.message,
         "widgets.example.com is forbidden: unable to create new content in namespace old because it is being terminated"
     );
-    let e = handlers::create(&s, &widgets(), &chain, "missing", widget("b", -1), false)
-        .await
-        .unwrap_err();
+    let e = handlers::create(
+        &s,
+        &widgets(),
+        &chain,
+        "missing",
+        widget("b", -1),
+        &opts(false),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, 404);
     assert_eq!(s.len(), 1);
 }
@@ -675,9 +732,11 @@ async fn unknown_fields_of_a_patched_object_follow_field_validation() {
                 &handlers::PatchRequest {
                     mime: "application/merge-patch+json",
                     body,
-                    dry_run: false,
+                    applied: None,
+                    force: false,
                     field_validation: validation,
                 },
+                &opts(false),
             )
             .await
         }
@@ -738,7 +797,7 @@ async fn update_size(
         "scale",
         "team",
         "a",
-        false,
+        &opts(false),
         |old| {
             let mut new = old.clone();
             new["spec"]["size"] = json!(size(old)?);
@@ -810,7 +869,7 @@ impl crdplane_apiserver::admission::Admission for DefaultTier {
 async fn admission_plugins_mutate_the_object_and_add_warnings() {
     let s = store();
     let chain = Chain(vec![Box::new(DefaultTier)]);
-    let w = handlers::create(&s, &widgets(), &chain, "team", widget("a", 1), false)
+    let w = handlers::create(&s, &widgets(), &chain, "team", widget("a", 1), &opts(false))
         .await
         .unwrap();
     assert_eq!(w.object["metadata"]["labels"]["tier"], "default");
@@ -828,9 +887,11 @@ async fn admission_plugins_mutate_the_object_and_add_warnings() {
         &handlers::PatchRequest {
             mime: "application/merge-patch+json",
             body: br#"{"metadata":{"labels":null},"spec":{"size":2}}"#,
-            dry_run: false,
+            applied: None,
+            force: false,
             field_validation: FieldValidation::Warn,
         },
+        &opts(false),
     )
     .await
     .unwrap();
@@ -961,16 +1022,23 @@ async fn a_nameless_create_gets_every_error_when_admission_validates_metadata() 
     let nameless = json!({"apiVersion": "example.com/v1", "kind": "Widget",
         "metadata": {}, "spec": {"size": -1}});
     let chain = Chain(vec![Box::new(Schema { lenient: false })]);
-    let e = handlers::create(&s, &strategy, &chain, "team", nameless.clone(), false)
-        .await
-        .unwrap_err();
+    let e = handlers::create(
+        &s,
+        &strategy,
+        &chain,
+        "team",
+        nameless.clone(),
+        &opts(false),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         e.message,
         r#"Widget.example.com "" is invalid: [metadata.name: Required value: name or generateName is required, spec.size: Invalid value: -1: must be greater than or equal to 0]"#
     );
     // A plugin that lets it through: the handler still refuses to store a nameless object.
     let chain = Chain(vec![Box::new(Schema { lenient: true })]);
-    let e = handlers::create(&s, &strategy, &chain, "team", nameless, false)
+    let e = handlers::create(&s, &strategy, &chain, "team", nameless, &opts(false))
         .await
         .unwrap_err();
     assert_eq!(

@@ -21,7 +21,7 @@ use crate::lifecycle::NamespaceExists;
 use crate::reads;
 use crate::request::{
     field_validation, record_patch_findings, request_delete_options, strict_decoding_error,
-    write_dry_run,
+    write_options,
 };
 use crate::respond::with_warnings;
 use crate::stores::builtin::{BuiltinStore, BuiltinStrategy, BuiltinType, protobuf, type_of};
@@ -92,14 +92,15 @@ pub async fn serve(
         }
         "watch" => watch(ctx, req, ty).await,
         "create" => {
-            let dry = write_dry_run(req)?;
+            let opts = write_options(req)?;
             let obj = request_object(req, ty)?;
             let warnings = strictness(req, ty, &obj)?;
-            let w = handlers::create(&store, &strategy, &admission, &i.namespace, obj, dry).await?;
+            let w =
+                handlers::create(&store, &strategy, &admission, &i.namespace, obj, &opts).await?;
             written(req, ty, w, &warnings)
         }
         "update" => {
-            let dry = write_dry_run(req)?;
+            let opts = write_options(req)?;
             let obj = request_object(req, ty)?;
             let warnings = strictness(req, ty, &obj)?;
             let w = handlers::update(
@@ -110,7 +111,7 @@ pub async fn serve(
                 &i.namespace,
                 &i.name,
                 obj,
-                dry,
+                &opts,
             )
             .await?;
             written(req, ty, w, &warnings)
@@ -120,6 +121,7 @@ pub async fn serve(
             let warnings =
                 findings_under_policy(req, ty, crate::request::body_findings(req).to_vec())?;
             let mime = crate::request::patch_media_type(req);
+            let opts = write_options(req)?;
             let w = handlers::patch(
                 &store,
                 &strategy,
@@ -128,6 +130,7 @@ pub async fn serve(
                 &i.namespace,
                 &i.name,
                 &crate::request::patch_request(req, &mime)?,
+                &opts,
             )
             .await?;
             written(req, ty, w, &warnings)

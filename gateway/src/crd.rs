@@ -35,6 +35,9 @@ pub struct VersionInfo {
     pub selectable_fields: Vec<String>,
     /// Table printing by the version's `additionalPrinterColumns`.
     pub table: TableConvertor,
+    /// The schema field management reads objects of this version with: `openAPIV3Schema`
+    /// with `metadata` typed as ObjectMeta (apiextensions' type converter for managedFields).
+    pub field_schema: Value,
 }
 
 /// What the gateway serves a CRD's resources by, parsed once from its JSON.
@@ -161,6 +164,9 @@ impl CrdInfo {
                     .map(|p| p.trim_start_matches('.').to_string())
                     .collect(),
                 table: TableConvertor::new(&cols),
+                field_schema: crdplane_core::managedfields::with_object_meta(
+                    schema.unwrap_or(&serde_json::json!({"type": "object"})),
+                ),
                 name,
             });
         }

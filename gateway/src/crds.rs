@@ -16,7 +16,7 @@
 use crate::context::{Ctx, Req};
 use crate::http::Body;
 use crate::reads;
-use crate::request::{decode_body, request_delete_options, strict_warnings, write_dry_run};
+use crate::request::{decode_body, request_delete_options, strict_warnings, write_options};
 use crate::stores::crds::{CrdStore, CrdStrategy};
 use crate::stores::typed::unknown_fields;
 use crate::table::TableConvertor;
@@ -63,9 +63,9 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     if !i.namespace.is_empty() {
         return Err(ApiError::path_not_found());
     }
-    let dry = match i.verb.as_str() {
-        "create" | "update" | "patch" => write_dry_run(req)?,
-        _ => false,
+    let opts = match i.verb.as_str() {
+        "create" | "update" | "patch" => write_options(req)?,
+        _ => crdplane_apiserver::handlers::WriteOptions::system("apiextensions.k8s.io/v1"),
     };
     let store = CrdStore {
         registry: ctx.registry.clone(),
@@ -82,7 +82,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let warnings = strict_warnings(req, "CustomResourceDefinition", "v1", || {
                 unknown_fields::<CustomResourceDefinition>(&obj)
             })?;
-            let w = handlers::create(&store, &strategy, &admission, "", obj, dry).await?;
+            let w = handlers::create(&store, &strategy, &admission, "", obj, &opts).await?;
             written(w, &warnings)
         }
         // The registry serves the current state: no resourceVersion constraints on CRD
@@ -107,7 +107,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 "",
                 &i.name,
                 obj,
-                dry,
+                &opts,
             )
             .await?;
             written(w, &warnings)
@@ -124,6 +124,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 "",
                 &i.name,
                 &crate::request::patch_request(req, &mime)?,
+                &opts,
             )
             .await?;
             written(w, &warnings)

@@ -22,7 +22,7 @@ use crate::http::Body;
 use crate::reads;
 use crate::request::{
     FieldValidation, PATCH_TYPES, check_selectors, decode_body, field_validation, parse_limit,
-    record_patch_findings, request_delete_options, write_dry_run,
+    record_patch_findings, request_delete_options, write_options,
 };
 use crate::respond::{add_warnings, written};
 use crate::stores::crs::CrStore;
@@ -213,14 +213,14 @@ async fn create(
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let dry = write_dry_run(req)?;
+    let opts = write_options(req)?;
     if crd.terminating {
         return Err(ApiError::method_not_supported(&crd.gr(), "create"));
     }
     let obj = decode_body(req)?;
     require_kind(&obj, &req.body)?;
     let (store, strategy, admission) = machinery(ctx, req, crd, ver);
-    let w = handlers::create(&store, &strategy, &admission, &i.namespace, obj, dry).await?;
+    let w = handlers::create(&store, &strategy, &admission, &i.namespace, obj, &opts).await?;
     Ok(written(w, &[]))
 }
 
@@ -236,16 +236,16 @@ async fn update(
     ver: &VersionInfo,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let dry = write_dry_run(req)?;
+    let opts = write_options(req)?;
     let obj = decode_body(req)?;
     require_kind(&obj, &req.body)?;
     let (store, strategy, admission) = machinery(ctx, req, crd, ver);
     let (ns, name, sub) = (&i.namespace, &i.name, i.subresource.as_str());
     let w = if sub == "status" {
         let strategy = StatusStrategy(strategy);
-        handlers::update(&store, &strategy, &admission, sub, ns, name, obj, dry).await?
+        handlers::update(&store, &strategy, &admission, sub, ns, name, obj, &opts).await?
     } else {
-        handlers::update(&store, &strategy, &admission, sub, ns, name, obj, dry).await?
+        handlers::update(&store, &strategy, &admission, sub, ns, name, obj, &opts).await?
     };
     Ok(written(w, &[]))
 }
@@ -288,6 +288,7 @@ async fn patch(
     if !PATCH_TYPES.contains(&mime.as_str()) {
         return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
     }
+    let opts = write_options(req)?;
     let p = crate::request::patch_request(req, &mime)?;
     strict_merge_patch_shape(req)?;
     record_patch_findings(req);
@@ -295,9 +296,9 @@ async fn patch(
     let (ns, name, sub) = (&i.namespace, &i.name, i.subresource.as_str());
     let w = if sub == "status" {
         let strategy = StatusStrategy(strategy);
-        handlers::patch(&store, &strategy, &admission, sub, ns, name, &p).await?
+        handlers::patch(&store, &strategy, &admission, sub, ns, name, &p, &opts).await?
     } else {
-        handlers::patch(&store, &strategy, &admission, sub, ns, name, &p).await?
+        handlers::patch(&store, &strategy, &admission, sub, ns, name, &p, &opts).await?
     };
     Ok(written(w, &[]))
 }

@@ -64,7 +64,7 @@ pub async fn create_namespace(
     ctx: &Ctx,
     tenant: &str,
     obj: Value,
-    dry: bool,
+    opts: &handlers::WriteOptions<'_>,
 ) -> Result<Value, ApiError> {
     let store = NamespaceStore::new(ctx, tenant);
     if !obj.is_object() {
@@ -78,7 +78,7 @@ pub async fn create_namespace(
         &Chain::none(),
         "",
         obj,
-        dry,
+        opts,
     )
     .await?;
     Ok(w.object)
@@ -98,7 +98,7 @@ pub async fn ensure_tenant(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> {
             ctx,
             tenant,
             serde_json::json!({"metadata": {"name": ns}}),
-            false,
+            &handlers::WriteOptions::system("v1"),
         )
         .await
         {
@@ -145,7 +145,8 @@ async fn ensure_bootstrap_rbac(ctx: &Ctx, tenant: &str) -> Result<(), ApiError> 
     use crdplane_auth::rbac::bootstrap;
     let create = |resource: &'static str, obj: serde_json::Value| async move {
         let (store, strategy) = rbac_store(ctx, tenant, resource);
-        match handlers::create(&store, &strategy, &Chain::none(), "", obj, false).await {
+        let opts = handlers::WriteOptions::system("rbac.authorization.k8s.io/v1");
+        match handlers::create(&store, &strategy, &Chain::none(), "", obj, &opts).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == 409 => Ok(()),
             Err(e) => Err(e),
@@ -212,14 +213,15 @@ pub async fn sync_owners(ctx: &Ctx, tenant: &str, owners: &[Value]) -> Result<()
                 "",
                 OWNERS_BINDING,
                 want(rv),
-                false,
+                &handlers::WriteOptions::system("rbac.authorization.k8s.io/v1"),
             )
             .await
             .map(|_| ())
         }
         Err(e) if e.code == 404 && owners.is_empty() => Ok(()),
         Err(e) if e.code == 404 => {
-            match handlers::create(&store, &strategy, &Chain::none(), "", want(None), false).await {
+            let opts = handlers::WriteOptions::system("rbac.authorization.k8s.io/v1");
+            match handlers::create(&store, &strategy, &Chain::none(), "", want(None), &opts).await {
                 Ok(_) => Ok(()),
                 Err(e) if e.code == 409 => Box::pin(sync_owners(ctx, tenant, owners)).await,
                 Err(e) => Err(e),

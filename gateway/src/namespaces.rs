@@ -61,7 +61,7 @@ fn resource(tenant: &str) -> reads::Resource<'_> {
 pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let tenant = &i.tenant;
-    let dry = req.dry_run()?;
+    req.dry_run()?;
     match (i.subresource.as_str(), i.verb.as_str()) {
         ("", _) | ("status", "get" | "update" | "patch") | ("finalize", "update") => {}
         ("status" | "finalize", _) => {
@@ -76,7 +76,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let warnings = crate::request::strict_warnings(req, "Namespace", "v1", || {
                 unknown_fields::<Namespace>(&obj)
             })?;
-            let v = crate::lifecycle::create_namespace(ctx, tenant, obj, dry).await?;
+            let opts = crate::request::write_options(req)?;
+            let v = crate::lifecycle::create_namespace(ctx, tenant, obj, &opts).await?;
             Ok(crate::respond::with_warnings(
                 json_response(StatusCode::CREATED, serde_json::to_vec(&v).expect("json")),
                 &warnings,
@@ -116,6 +117,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                 _ => Endpoint::Main,
             });
             let admission = Chain::none();
+            let opts = crate::request::write_options(req)?;
             let w = match body {
                 Some(obj) => {
                     handlers::update(
@@ -126,7 +128,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         "",
                         &i.name,
                         obj,
-                        dry,
+                        &opts,
                     )
                     .await?
                 }
@@ -140,6 +142,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         "",
                         &i.name,
                         &crate::request::patch_request(req, &mime)?,
+                        &opts,
                     )
                     .await?
                 }

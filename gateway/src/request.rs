@@ -276,36 +276,98 @@ pub fn patch_media_type(req: &Req) -> String {
 }
 
 /// What the generic PATCH handler needs of `req`: its body as the patch of type `mime`
-/// ([`patch_media_type`]), `dryRun` and `fieldValidation`.
+/// ([`patch_media_type`]; an apply's body decoded as YAML, which JSON also is), `force`
+/// and `fieldValidation`.
 pub fn patch_request<'a>(
     req: &'a Req,
     mime: &'a str,
 ) -> Result<crdplane_apiserver::handlers::PatchRequest<'a>, ApiError> {
+    let applied = if mime == APPLY_PATCH {
+        let text = std::str::from_utf8(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        let (v, _) = decode_yaml(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        Some(v)
+    } else {
+        None
+    };
     Ok(crdplane_apiserver::handlers::PatchRequest {
         mime,
         body: &req.body,
-        dry_run: write_dry_run(req)?,
+        applied,
+        force: force(req)?.unwrap_or(false),
         field_validation: field_validation(req)?,
     })
 }
 
-/// The `dryRun` query parameter of a create, update or patch (also of /status and /scale
-/// writes): any value but "All" is the 422 of `ValidateCreateOptions` /
-/// `ValidateUpdateOptions` / `ValidatePatchOptions` (handlers/{create,update,patch}.go).
-pub fn write_dry_run(req: &Req) -> Result<bool, ApiError> {
-    let values: Vec<String> = req
+pub use crdplane_apiserver::fieldmanager::APPLY_PATCH;
+
+/// The `force` query parameter (Go's `strconv.ParseBool`; absent: not given).
+fn force(req: &Req) -> Result<Option<bool>, ApiError> {
+    match req.query.get("force") {
+        None => Ok(None),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(Some(true)),
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "strconv.ParseBool: parsing {}: invalid syntax",
+            crdplane_core::field::go_quote(v)
+        ))),
+    }
+}
+
+/// The options of a create, update or patch (also of /status and /scale writes), validated
+/// as `ValidateCreateOptions` / `ValidateUpdateOptions` / `ValidatePatchOptions` do
+/// (apimachinery meta/v1/validation: `force` and `fieldManager` by patch type, then
+/// `fieldManager`, then `dryRun`; one 422 of kind CreateOptions, UpdateOptions or
+/// PatchOptions listing them all). The manager is `fieldManager`, else the User-Agent's
+/// product; the API version is the endpoint's.
+pub fn write_options(
+    req: &Req,
+) -> Result<crdplane_apiserver::handlers::WriteOptions<'_>, ApiError> {
+    use crdplane_apiserver::fieldmanager::{
+        field_manager_errors, manager_or_user_agent, patch_option_errors,
+    };
+    let field_manager = req.query.get("fieldManager");
+    let kind = match req.info.verb.as_str() {
+        "create" => "CreateOptions",
+        "patch" => "PatchOptions",
+        _ => "UpdateOptions",
+    };
+    let mut errs = Vec::new();
+    if kind == "PatchOptions" {
+        let mime = patch_media_type(req);
+        errs.extend(patch_option_errors(
+            &mime,
+            field_manager.unwrap_or(""),
+            force(req)?,
+        ));
+    }
+    errs.extend(field_manager_errors(field_manager.unwrap_or("")));
+    let dry_values: Vec<String> = req
         .query
         .0
         .iter()
         .filter(|(k, _)| k == "dryRun")
         .map(|(_, v)| v.clone())
         .collect();
-    let kind = match req.info.verb.as_str() {
-        "create" => "CreateOptions",
-        "patch" => "PatchOptions",
-        _ => "UpdateOptions",
+    if dry_values.iter().any(|d| d != "All") {
+        errs.push(crdplane_core::options::dry_run_not_supported(&dry_values));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(kind, "meta.k8s.io", "", &errs));
+    }
+    let user_agent = req.header(http::header::USER_AGENT).unwrap_or("");
+    let i = &req.info;
+    let api_version = if i.api_group.is_empty() {
+        std::borrow::Cow::Borrowed(i.api_version.as_str())
+    } else {
+        std::borrow::Cow::Owned(format!("{}/{}", i.api_group, i.api_version))
     };
-    crdplane_core::options::write_dry_run(kind, &values)
+    Ok(crdplane_apiserver::handlers::WriteOptions {
+        dry_run: !dry_values.is_empty(),
+        manager: manager_or_user_agent(field_manager, user_agent),
+        api_version,
+    })
 }
 
 /// The DeleteOptions of a DELETE or deletecollection request, validated (handler

@@ -17,7 +17,7 @@ use crate::context::{Ctx, Req};
 use crate::cr_rest::machinery;
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, json_response};
-use crate::request::{PATCH_TYPES, apply_patch, decode_body, write_dry_run};
+use crate::request::{apply_patch, decode_body, write_options};
 use crate::respond::add_warnings;
 use crate::scale::{
     INVALID_SPEC_REPLICAS, ScalePaths, ScaleWrite, apply_scale, decode_scale, scale_from_object,
@@ -41,7 +41,7 @@ pub async fn serve(
     };
     let paths = ScalePaths::from_crd(scale);
     if req.info.verb != "get" {
-        write_dry_run(req)?;
+        write_options(req)?;
     }
     match req.info.verb.as_str() {
         "get" => get(ctx, req, crd, ver, &paths).await,
@@ -52,6 +52,14 @@ pub async fn serve(
 }
 
 /// A non-API error of the scale conversion: upstream's generic 500 carries the raw text.
+/// The patch types of `/scale`: server-side apply of a Scale is not served (the field
+/// manager would have to map the Scale's fields onto the object's, as upstream's
+/// `scaleHandler` does).
+const SCALE_PATCH_TYPES: [&str; 2] = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+];
+
 fn accessor_error(e: String) -> ApiError {
     ApiError::new(Reason::InternalError, e)
 }
@@ -104,7 +112,7 @@ async fn write(
     scale_of: impl Fn(&Value) -> Result<ScaleWrite, ApiError> + Sync,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
-    let dry = write_dry_run(req)?;
+    let opts = write_options(req)?;
     let (store, strategy, admission) = machinery(ctx, req, crd, ver);
     let gr = crd.gr();
     let to_write = |old: &Value| {
@@ -127,7 +135,7 @@ async fn write(
         "scale",
         &i.namespace,
         &i.name,
-        dry,
+        &opts,
         to_write,
     )
     .await?;
@@ -161,8 +169,8 @@ async fn patch(
         .unwrap_or("")
         .to_string();
     let mime = crate::http::media_type(&ct);
-    if !PATCH_TYPES.contains(&mime.as_str()) {
-        return Err(ApiError::unsupported_media_type(&PATCH_TYPES));
+    if !SCALE_PATCH_TYPES.contains(&mime.as_str()) {
+        return Err(ApiError::unsupported_media_type(&SCALE_PATCH_TYPES));
     }
     write(ctx, req, crd, ver, paths, |old| {
         let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;

@@ -105,7 +105,9 @@ pub async fn adopt(ctx: &Ctx) -> Result<usize, ApiError> {
                 match crate::tenants::create_tenant(
                     ctx,
                     serde_json::json!({"metadata": {"name": t}}),
-                    false,
+                    &crdplane_apiserver::handlers::WriteOptions::system(
+                        crate::stores::tenants::API_VERSION,
+                    ),
                 )
                 .await
                 {

@@ -87,7 +87,8 @@ pub async fn phase(ctx: &Ctx, tenant: &str) -> Result<Option<Phase>, ApiError> {
             if !create || store::reserved(tenant) {
                 return Ok(None);
             }
-            match create_tenant(ctx, json!({"metadata": {"name": tenant}}), false).await {
+            let opts = handlers::WriteOptions::system(API_VERSION);
+            match create_tenant(ctx, json!({"metadata": {"name": tenant}}), &opts).await {
                 Ok(_) => Ok(Some(Phase::Active)),
                 // Created meanwhile by another request or replica: read it again.
                 Err(e) if e.code == 409 => Box::pin(phase(ctx, tenant)).await,
@@ -122,10 +123,14 @@ impl Admission for ImmortalTenants<'_> {
 /// Creates a Tenant through the generic create handler, then seeds its tenant (default
 /// namespaces, bootstrap RBAC, owners' binding) before answering; a seeding that failed is
 /// completed by the tenant's first request (`crate::lifecycle::ensure_tenant`).
-pub async fn create_tenant(ctx: &Ctx, obj: Value, dry: bool) -> Result<Value, ApiError> {
+pub async fn create_tenant(
+    ctx: &Ctx,
+    obj: Value,
+    opts: &handlers::WriteOptions<'_>,
+) -> Result<Value, ApiError> {
     let tenants = TenantStore::new(&ctx.storage, &ctx.tenant_purge);
-    let w = handlers::create(&tenants, &TenantStrategy, &Chain::none(), "", obj, dry).await?;
-    if !dry {
+    let w = handlers::create(&tenants, &TenantStrategy, &Chain::none(), "", obj, opts).await?;
+    if !opts.dry_run {
         let name = w
             .object
             .pointer("/metadata/name")
@@ -179,7 +184,8 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
             let warnings = crate::request::strict_warnings(req, KIND, API_VERSION, || {
                 crate::stores::typed::unknown_fields::<store::Tenant>(&obj)
             })?;
-            let v = create_tenant(ctx, obj, dry).await?;
+            let opts = crate::request::write_options(req)?;
+            let v = create_tenant(ctx, obj, &opts).await?;
             Ok(crate::respond::with_warnings(
                 json_response(StatusCode::CREATED, serde_json::to_vec(&v).expect("json")),
                 &warnings,
@@ -205,6 +211,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                     .unwrap_or_default()
             })?;
             let admission = Chain::none();
+            let opts = crate::request::write_options(req)?;
             let w = match body {
                 Some(obj) => {
                     handlers::update(
@@ -215,7 +222,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         "",
                         &i.name,
                         obj,
-                        dry,
+                        &opts,
                     )
                     .await?
                 }
@@ -229,6 +236,7 @@ pub async fn serve(ctx: &Ctx, req: &Req) -> Result<Response<Body>, ApiError> {
                         "",
                         &i.name,
                         &crate::request::patch_request(req, &mime)?,
+                        &opts,
                     )
                     .await?
                 }

@@ -134,8 +134,16 @@ fn namespace_get_status_table_and_not_found() {
     for k in &ks {
         let out = stack.kubectl(k, &["get", "namespace", "team", "-o", "json"]);
         assert!(out.ok, "{k:?}: {}", out.stderr);
-        let v: Value = serde_json::from_str(&out.stdout).expect("kubectl json");
-        assert_eq!(v, got, "{k:?}");
+        let mut v: Value = serde_json::from_str(&out.stdout).expect("kubectl json");
+        // kubectl 1.21 and later leave managedFields out unless --show-managed-fields.
+        let mut want = got.clone();
+        for o in [&mut v, &mut want] {
+            o["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("managedFields");
+        }
+        assert_eq!(v, want, "{k:?}");
         let out = stack.kubectl(k, &["get", "namespace", "team"]);
         assert!(out.ok, "{k:?}: {}", out.stderr);
         let header: Vec<&str> = out

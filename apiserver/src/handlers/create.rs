@@ -4,6 +4,7 @@
 
 use super::{Written, invalid, meta_str};
 use crate::admission::{Attributes, Chain, Operation};
+use crate::fieldmanager::WriteOptions;
 use crate::rest::meta::rv_set_on_create;
 use crate::rest::{Store, Strategy};
 use crdplane_core::{ApiError, Reason};
@@ -11,15 +12,29 @@ use serde_json::Value;
 
 /// Creates `obj` in `namespace`: prepare, validate (422), warnings, admission, then the
 /// store's create (409 AlreadyExists when the name is taken). Answers 201 with the stored
-/// object.
+/// object, whose managedFields record the create by `opts.manager`.
 pub async fn create<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
     admission: &Chain<'_>,
     namespace: &str,
-    mut obj: Value,
-    dry_run: bool,
+    obj: Value,
+    opts: &WriteOptions<'_>,
 ) -> Result<Written, ApiError> {
+    create_tracked(store, strategy, admission, namespace, obj, opts, true).await
+}
+
+/// [`create`]; `track`: record the write in managedFields (an apply has set them already).
+pub(crate) async fn create_tracked<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain<'_>,
+    namespace: &str,
+    mut obj: Value,
+    opts: &WriteOptions<'_>,
+    track: bool,
+) -> Result<Written, ApiError> {
+    let dry_run = opts.dry_run;
     // etcd3 store.go Create refuses an object that carries a resourceVersion (not on dry
     // run); the error is no Status, so upstream answers 500 with reason Unknown.
     let rv_set = rv_set_on_create(&obj);
@@ -77,6 +92,9 @@ pub async fn create<S: Store, T: Strategy>(
     // still required before anything is stored.
     if name.is_empty() {
         return Err(nameless());
+    }
+    if track {
+        crate::fieldmanager::track_update(opts, "", None, &mut obj, strategy.field_schema());
     }
     if rv_set && !dry_run {
         return Err(ApiError::new(

@@ -16,6 +16,7 @@ mod delete;
 mod get;
 mod update;
 
+pub use crate::fieldmanager::WriteOptions;
 pub use create::create;
 pub use delete::{DELETE_COLLECTION_PAGE, DELETE_COLLECTION_WORKERS, delete, delete_collection};
 pub use get::{get, get_encoded, list, list_encoded};

@@ -3,6 +3,7 @@
 
 use super::{Written, invalid};
 use crate::admission::{Attributes, Chain, Operation};
+use crate::fieldmanager::{APPLY_PATCH, ApplyRequest, WriteOptions};
 use crate::patch::not_an_object;
 use crate::rest::delete::no_new_finalizers;
 use crate::rest::meta::{object_rv, unchanged};
@@ -80,7 +81,7 @@ pub async fn update<S: Store, T: Strategy>(
     namespace: &str,
     name: &str,
     mut obj: Value,
-    dry_run: bool,
+    opts: &WriteOptions<'_>,
 ) -> Result<Written, ApiError> {
     check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
     let rv = object_rv(&obj)?;
@@ -88,7 +89,7 @@ pub async fn update<S: Store, T: Strategy>(
     let w = guaranteed_update(|| async move {
         let old = match store.get(namespace, name).await {
             Err(e) if e.reason == Reason::NotFound && strategy.allow_create_on_update() => {
-                let w = super::create(store, strategy, admission, namespace, obj.clone(), dry_run)
+                let w = super::create(store, strategy, admission, namespace, obj.clone(), opts)
                     .await
                     .map_err(|e| match e.reason {
                         // Created meanwhile: read it again and update it.
@@ -118,7 +119,8 @@ pub async fn update<S: Store, T: Strategy>(
             name,
             obj.clone(),
             &old,
-            dry_run,
+            opts,
+            true,
         )
         .await
     })
@@ -127,14 +129,17 @@ pub async fn update<S: Store, T: Strategy>(
 }
 
 /// What a PATCH request carries besides the object it addresses.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PatchRequest<'a> {
     /// The patch's media type (`application/merge-patch+json`, …), parameters removed.
     pub mime: &'a str,
     /// The patch document.
     pub body: &'a [u8],
-    /// `dryRun=All`: every step runs, nothing is written.
-    pub dry_run: bool,
+    /// The applied configuration of an `application/apply-patch+yaml` patch: the body as
+    /// the caller decoded it (YAML or JSON).
+    pub applied: Option<Value>,
+    /// `force=true` of an apply: conflicting fields change hands.
+    pub force: bool,
     /// `fieldValidation`: what an unknown field of the patched object does
     /// ([`Strategy::unknown_fields`]).
     pub field_validation: FieldValidation,
@@ -146,6 +151,7 @@ pub struct PatchRequest<'a> {
 /// The patched object is checked for fields its type does not have, as upstream decodes it
 /// strictly (patch.go `applyPatchToCurrentObject`): under `Strict` they fail the request
 /// with 400 `strict decoding error: unknown field "…"`, under `Warn` they become warnings.
+#[allow(clippy::too_many_arguments)]
 pub async fn patch<S: Store, T: Strategy>(
     store: &S,
     strategy: &T,
@@ -154,8 +160,28 @@ pub async fn patch<S: Store, T: Strategy>(
     namespace: &str,
     name: &str,
     req: &PatchRequest<'_>,
+    opts: &WriteOptions<'_>,
 ) -> Result<Written, ApiError> {
     let (mime, body) = (req.mime, req.body);
+    if mime == APPLY_PATCH {
+        let Some(config) = &req.applied else {
+            return Err(ApiError::bad_request(
+                "error decoding YAML: no applied configuration",
+            ));
+        };
+        return apply(
+            store,
+            strategy,
+            admission,
+            subresource,
+            namespace,
+            name,
+            req,
+            config,
+            opts,
+        )
+        .await;
+    }
     let mech = strategy.patch_mechanism();
     if !mech.content_types().contains(&mime) {
         return Err(mech.unsupported());
@@ -181,9 +207,77 @@ pub async fn patch<S: Store, T: Strategy>(
         subresource,
         namespace,
         name,
-        req.dry_run,
+        opts,
         patched,
     )
+    .await
+}
+
+/// Server-side apply (patch.go `applyPatcher`, with `forceAllowCreate`): the applied
+/// configuration merged into each fresh read of the object by the field manager
+/// ([`crate::fieldmanager::apply`]), then the same write as an update; a missing object is
+/// created from it (201). Conflicts with other managers are the 409 of the field manager
+/// unless `force`. A resourceVersion in the configuration is a precondition.
+#[allow(clippy::too_many_arguments)]
+async fn apply<S: Store, T: Strategy>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain<'_>,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    req: &PatchRequest<'_>,
+    config: &Value,
+    opts: &WriteOptions<'_>,
+) -> Result<Written, ApiError> {
+    let areq = ApplyRequest {
+        config,
+        force: req.force,
+        kind: strategy.kind(),
+        subresource,
+        status_subresource: strategy.has_status_subresource(),
+    };
+    let areq = &areq;
+    let schema = strategy.field_schema();
+    guaranteed_update(|| async move {
+        let old = match store.get(namespace, name).await {
+            Err(e) if e.reason == Reason::NotFound && subresource.is_empty() => {
+                let mut obj = crate::fieldmanager::apply(opts, None, areq, schema)?;
+                check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
+                return super::create::create_tracked(
+                    store, strategy, admission, namespace, obj, opts, false,
+                )
+                .await
+                .map_err(|e| match e.reason {
+                    // Created meanwhile: apply to it.
+                    Reason::AlreadyExists => Failure::Lost(e),
+                    _ => Failure::Final(e),
+                });
+            }
+            r => r?,
+        };
+        let mut obj = crate::fieldmanager::apply(opts, Some(&old), areq, schema)?;
+        check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
+        if object_rv(&obj)? != stored_rv(&old) {
+            return Err(Failure::Final(ApiError::stale(
+                strategy.group_resource(),
+                name,
+            )));
+        }
+        write_existing(
+            store,
+            strategy,
+            admission,
+            subresource,
+            namespace,
+            name,
+            obj,
+            &old,
+            opts,
+            false,
+        )
+        .await
+    })
     .await
 }
 
@@ -200,7 +294,7 @@ pub async fn update_from<S, T, F>(
     subresource: &str,
     namespace: &str,
     name: &str,
-    dry_run: bool,
+    opts: &WriteOptions<'_>,
     to_write: F,
 ) -> Result<Written, ApiError>
 where
@@ -221,7 +315,8 @@ where
             name,
             obj,
             &old,
-            dry_run,
+            opts,
+            true,
         )
         .await?;
         w.warnings.splice(0..0, first);
@@ -254,7 +349,8 @@ fn unknown_field_findings<T: Strategy>(
 /// then a compare-and-swap on the stored resourceVersion. An update that leaves no
 /// finalizers on an object being deleted deletes it instead (store.go Update →
 /// `deleteWithoutFinalizers`); one that changes nothing writes nothing (etcd3 store.go
-/// `GuaranteedUpdate`) and answers with the stored object.
+/// `GuaranteedUpdate`) and answers with the stored object. `track`: record the write in
+/// managedFields (an apply has set them already).
 #[allow(clippy::too_many_arguments)]
 async fn write_existing<S: Store, T: Strategy>(
     store: &S,
@@ -265,8 +361,10 @@ async fn write_existing<S: Store, T: Strategy>(
     name: &str,
     mut obj: Value,
     old: &Value,
-    dry_run: bool,
+    opts: &WriteOptions<'_>,
+    track: bool,
 ) -> Result<Written, Failure> {
+    let dry_run = opts.dry_run;
     let old_rv = stored_rv(old);
     strategy.prepare_for_update(&mut obj, old)?;
     let mut errs = strategy.validate_update(&obj, old);
@@ -306,6 +404,15 @@ async fn write_existing<S: Store, T: Strategy>(
             warnings,
             encoded: None,
         });
+    }
+    if track {
+        crate::fieldmanager::track_update(
+            opts,
+            subresource,
+            Some(old),
+            &mut obj,
+            strategy.field_schema(),
+        );
     }
     // The stored bytes carry no resourceVersion (the versioner clears it before encoding),
     // so an unconditional update that changes nothing is a no-op too.

@@ -43,6 +43,12 @@ pub trait Strategy: Send + Sync {
     }
     /// The PATCH formats of this resource.
     fn patch_mechanism(&self) -> &dyn PatchMechanism;
+    /// The structural schema that field management reads the object with (list and map
+    /// types; `metadata` typed as ObjectMeta): by default the type deduced from the value
+    /// ([`crate::fieldmanager::deduced_schema`]).
+    fn field_schema(&self) -> &Value {
+        crate::fieldmanager::deduced_schema()
+    }
 
     /// `BeforeCreate` + `PrepareForCreate`: system fields, namespace, generateName, status.
     fn prepare_for_create(&self, obj: &mut Value, namespace: &str) -> Result<(), ApiError> {
@@ -136,6 +142,9 @@ impl<S: Strategy> Strategy for StatusStrategy<S> {
     }
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         self.0.patch_mechanism()
+    }
+    fn field_schema(&self) -> &Value {
+        self.0.field_schema()
     }
     fn prepare_for_create(&self, _obj: &mut Value, _namespace: &str) -> Result<(), ApiError> {
         Err(ApiError::method_not_supported(

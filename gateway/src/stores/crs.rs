@@ -275,6 +275,9 @@ impl Strategy for CrStrategy<'_> {
     fn has_status_subresource(&self) -> bool {
         self.ver.has_status
     }
+    fn field_schema(&self) -> &Value {
+        &self.ver.field_schema
+    }
     fn allow_unconditional_update(&self) -> bool {
         false
     }
