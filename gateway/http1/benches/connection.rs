@@ -117,6 +117,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Client for T {}
 /// Sends one request and reads its whole response (its length is known: head + 1 KiB).
 async fn round_trip(c: &mut Box<dyn Client>, buf: &mut Vec<u8>) {
     c.write_all(REQUEST).await.unwrap();
+    // tokio-rustls may hold sealed records until flushed.
+    c.flush().await.unwrap();
     buf.clear();
     loop {
         let mut chunk = [0u8; 8192];

@@ -139,14 +139,20 @@ async fn kept_alive_requests_with_bodies_over_many_records() {
         "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
+    // tokio-rustls may hold the last sealed records of a write until it is flushed (its
+    // write returns once rustls took the plaintext): without the flushes the server
+    // waits for the rest of the body and the client for the answer.
     c.write_all(head.as_bytes()).await.unwrap();
+    c.flush().await.unwrap();
     c.write_all(&body).await.unwrap();
+    c.flush().await.unwrap();
     let (status, got) = read_response(&mut c, &mut buf).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(got == body, "echoed body differs");
     c.write_all(b"GET /big?n=1048576 HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
+    c.flush().await.unwrap();
     let (status, got) = read_response(&mut c, &mut buf).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(got.len(), 1 << 20);
@@ -155,6 +161,7 @@ async fn kept_alive_requests_with_bodies_over_many_records() {
     c.write_all(b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\noneGET /big?n=5 HTTP/1.1\r\n\r\n")
         .await
         .unwrap();
+    c.flush().await.unwrap();
     assert_eq!(read_response(&mut c, &mut buf).await.1, b"one");
     assert_eq!(read_response(&mut c, &mut buf).await.1, vec![0, 1, 2, 3, 4]);
     // The client closes (close_notify): the server ends cleanly and answers with its own.
@@ -185,6 +192,7 @@ async fn a_streamed_response_ends_when_the_client_goes() {
     c.write_all(b"GET /watch HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
+    c.flush().await.unwrap();
     tx.send(Bytes::from_static(b"{\"type\":\"ADDED\"}\n"))
         .await
         .unwrap();
@@ -218,6 +226,7 @@ async fn the_http2_preface_over_tls_is_a_bad_request() {
     c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         .await
         .unwrap();
+    c.flush().await.unwrap();
     let mut got = Vec::new();
     c.read_to_end(&mut got).await.unwrap();
     let text = String::from_utf8_lossy(&got);
