@@ -2,7 +2,9 @@
 // tests/tests/client_node.rs against the real stack: CoreV1Api namespaces, ApiextensionsV1Api
 // CRDs, CustomObjectsApi CRUD (merge and JSON patch, status, delete options), Watch (with a
 // resourceVersion, and sendInitialEvents' BOOKMARK), makeInformer (list+watch, callbacks, the
-// re-list after a 410) and ApiException (code and the Status body).
+// re-list after a 410), KubernetesObjectApi (server-side apply with
+// PatchStrategy.ServerSideApply: managedFields, upstream's 409 conflict, force) and ApiException
+// (code and the Status body).
 //
 // Usage: node controller.mjs <kubeconfig>   (prints "all checks passed" at the end)
 import assert from 'node:assert/strict';
@@ -559,6 +561,47 @@ const unknownKind = await objects
     (e) => e,
   );
 assert.match(String(unknownKind), /Unrecognized API version and kind: cn.example.com\/v1 Gadget/);
+
+// ---- server-side apply: KubernetesObjectApi.patch with PatchStrategy.ServerSideApply ----
+step('server-side apply');
+const applyWidget = (spec, manager, force) =>
+  objects.patch(
+    { apiVersion: `${group}/${version}`, kind: 'Widget', metadata: { name: 's1', namespace: 'cn-a' }, spec },
+    undefined,
+    undefined,
+    manager,
+    force,
+    PatchStrategy.ServerSideApply,
+  );
+const entries = (o) =>
+  (o.metadata.managedFields || []).map((e) => [e.manager, e.operation, JSON.stringify(e.fieldsV1)]);
+const s1 = await applyWidget({ size: 2, color: 'red' }, 'node-mgr');
+assert.deepEqual(s1.spec, { size: 2, color: 'red' });
+assert.deepEqual(entries(s1), [['node-mgr', 'Apply', '{"f:spec":{"f:color":{},"f:size":{}}}']]);
+assert.equal(s1.metadata.managedFields[0].apiVersion, `${group}/${version}`);
+assert.ok(s1.metadata.managedFields[0].time instanceof Date);
+const s1again = await applyWidget({ size: 3, color: 'red' }, 'node-mgr');
+assert.equal(s1again.spec.size, 3);
+assert.equal(s1again.metadata.generation, 2);
+assert.deepEqual(entries(s1again), [['node-mgr', 'Apply', '{"f:spec":{"f:color":{},"f:size":{}}}']]);
+const ssaConflict = await apiError(applyWidget({ color: 'blue' }, 'node-other'), 409);
+assert.equal(ssaConflict.reason, 'Conflict');
+assert.equal(ssaConflict.message, 'Apply failed with 1 conflict: conflict with "node-mgr": .spec.color');
+assert.deepEqual(ssaConflict.details, {
+  causes: [{ reason: 'FieldManagerConflict', message: 'conflict with "node-mgr"', field: '.spec.color' }],
+});
+// Without fieldManager an apply is refused (ValidatePatchOptions).
+const ssaNoManager = await apiError(applyWidget({ color: 'blue' }), 422);
+assert.equal(
+  ssaNoManager.message,
+  'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+);
+const s1forced = await applyWidget({ color: 'blue' }, 'node-other', true);
+assert.deepEqual(s1forced.spec, { size: 3, color: 'blue' });
+assert.deepEqual(entries(s1forced), [
+  ['node-mgr', 'Apply', '{"f:spec":{"f:size":{}}}'],
+  ['node-other', 'Apply', '{"f:spec":{"f:color":{}}}'],
+]);
 
 // ---- namespace delete ----
 step('namespace delete');
