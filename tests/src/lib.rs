@@ -793,6 +793,7 @@ impl Stack {
         let o = child.wait_with_output().expect("kubectl output");
         KubectlOutput {
             ok: o.status.success(),
+            code: o.status.code(),
             stdout: String::from_utf8_lossy(&o.stdout).into(),
             stderr: String::from_utf8_lossy(&o.stderr).into(),
         }
@@ -804,6 +805,9 @@ impl Stack {
 pub struct KubectlOutput {
     /// kubectl exited with status 0.
     pub ok: bool,
+    /// Its exit status (`None`: ended by a signal); `kubectl diff` exits 1 when it found
+    /// differences.
+    pub code: Option<i32>,
     /// Its standard output.
     pub stdout: String,
     /// Its standard error (kubectl prints server errors here, e.g. `Error from server ...`).

@@ -3,7 +3,9 @@
 //! CRD and of custom resources creates, leaves unchanged, changes and removes fields;
 //! another manager's field is a conflict with upstream's text until `--force-conflicts`;
 //! two managers applying the same value share it; `--dry-run=server` writes nothing; every
-//! other write (kubectl create, patch) records its Update entry. Over HTTP: upstream's 422s
+//! other write (kubectl create, patch) records its Update entry; `kubectl diff --server-side`
+//! (every kubectl on the machine) exits 0 silently on an unchanged object and 1 with the change
+//! otherwise. Over HTTP: upstream's 422s
 //! of the options (`fieldManager` required for apply, `force` only with it), the 400 of an
 //! applied object of another kind, and the 201 of an apply that creates.
 //!
@@ -362,4 +364,71 @@ fn apply_options_and_errors_over_http() {
         cleared["metadata"].get("managedFields").is_none(),
         "{cleared}"
     );
+}
+
+/// `kubectl diff --server-side` (a dry-run apply compared with the live object) with every
+/// kubectl on this machine: an unchanged configuration exits 0 and prints nothing, a changed
+/// one exits 1 and prints the change, a missing object is all added; nothing is written.
+#[test]
+fn kubectl_diff_server_side() {
+    let s = Stack::start_with_redis().expect("stack");
+    let ks = kubectls();
+    assert!(!ks.is_empty(), "no kubectl");
+    let o = apply(&s, &ks[0], CRD, &[]);
+    assert!(o.ok, "{o:?}");
+    let o = s.kubectl(
+        &ks[0],
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/widgets.ssa.example.com",
+        ],
+    );
+    assert!(o.ok, "{o:?}");
+    let diff = |k: &Path, yaml: &str| {
+        s.kubectl_stdin(k, &["diff", "--server-side", "-f", "-"], Some(yaml))
+    };
+    for (i, k) in ks.iter().enumerate() {
+        let v = k.display();
+        let name = format!("d{i}");
+        let spec = "  replicas: 1\n  image: a\n";
+        let o = apply(&s, k, &widget(&name, spec), &[]);
+        assert!(o.ok, "{v}: {o:?}");
+        let rv = get(&s, &name)["metadata"]["resourceVersion"].clone();
+        // Unchanged: exit 0, no output.
+        let o = diff(k, &widget(&name, spec));
+        assert_eq!(
+            (o.code, o.stdout.as_str(), o.stderr.as_str()),
+            (Some(0), "", ""),
+            "{v}: {o:?}"
+        );
+        // Changed: exit 1 and the change.
+        let o = diff(k, &widget(&name, "  replicas: 2\n  image: a\n"));
+        assert_eq!(o.code, Some(1), "{v}: {o:?}");
+        assert!(
+            o.stdout.contains("\n-  replicas: 1\n") && o.stdout.contains("\n+  replicas: 2\n"),
+            "{v}: {o:?}"
+        );
+        assert!(
+            o.stdout.contains("\n-  generation: 1\n+  generation: 2\n"),
+            "{v}: {o:?}"
+        );
+        assert!(o.stderr.is_empty(), "{v}: {o:?}");
+        let w = get(&s, &name);
+        assert_eq!(
+            (&w["metadata"]["resourceVersion"], &w["spec"]["replicas"]),
+            (&rv, &json!(1)),
+            "{v}: a diff writes nothing"
+        );
+        // A missing object: all of it added.
+        let o = diff(k, &widget(&format!("new{i}"), spec));
+        assert_eq!(o.code, Some(1), "{v}: {o:?}");
+        assert!(o.stdout.contains("\n+  replicas: 1\n"), "{v}: {o:?}");
+        let url = format!(
+            "{}/apis/ssa.example.com/v1/namespaces/default/widgets/new{i}",
+            s.gateway
+        );
+        assert_eq!(http_request("GET", &url, None, None).unwrap().0, 404, "{v}");
+    }
 }
