@@ -19,7 +19,8 @@
 //! The processes' gRPC connections to each other are mutual TLS (`crdplane_transport::mtls`)
 //! under a CA of their own, `services-ca.crt`/`services-ca.key` (kept like the CA): any
 //! certificate that CA signs may call the services, so it must not be the CA of the users'
-//! client certificates. Each process kind (storage, validation, registry, gateway) gets
+//! client certificates. Each process kind (storage, validation, registry, gateway, and the
+//! optional Envoy between them, mesh-proxy) gets
 //! `services/<kind>.crt`/`.key`, CN `crdplane-<kind>`, O `crdplane:services`, usable for
 //! serving and calling (EKU serverAuth and clientAuth), for the same names as the serving
 //! certificate, issued anew each time like it.
@@ -79,7 +80,9 @@ pub const SERVICES_CA_NAME: &str = "crdplane-services-ca";
 /// The group (O) of the processes' certificates.
 pub const SERVICES_GROUP: &str = "crdplane:services";
 /// The process kinds that get a certificate of the services CA.
-pub const SERVICE_KINDS: [&str; 4] = ["storage", "validation", "registry", "gateway"];
+/// `mesh-proxy` is the optional Envoy between them (`deploy/envoy/services-mesh.yaml`), which
+/// the services serve as the caller it forwards (`crdplane_transport::mtls`).
+pub const SERVICE_KINDS: [&str; 5] = ["storage", "validation", "registry", "gateway", "mesh-proxy"];
 
 /// The encryption-at-rest configuration's file name (the gateway's
 /// `--encryption-provider-config`).

@@ -8,7 +8,10 @@
 //! (SIGTERM, exit 0 after its shutdown delay, started again) under a kubectl loop that must
 //! not see one failure: TLS passed
 //! through to gateways that authenticate client certificates themselves (front-proxy.yaml),
-//! and plain HTTP terminated by Envoy (front-proxy-http.yaml).
+//! and plain HTTP terminated by Envoy (front-proxy-http.yaml). The optional Envoy between the
+//! processes (services-mesh.yaml with mutual TLS, services-mesh-http.yaml in plaintext) runs
+//! between two gateways, two registries and two replicas each of storage and validation
+//! ([`services_mesh`]).
 
 use crdplane::{Pki, Service, kubeconfig_yaml, kubeconfig_yaml_tls};
 use crdplane_tests::{RedisServer, Stack, free_port, kubectls};
@@ -413,4 +416,320 @@ fn http_front_proxy() {
         .as_u64()
         .unwrap() as u16;
     survive_a_gateway(&mut stack, &kubeconfig, admin);
+}
+
+/// Kills its children on drop.
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `cfg` (a services-mesh configuration) with each service's listener on 127.0.0.1:`port`
+/// and its cluster's endpoints set to `replicas` (`scheme://host:port` URLs), static.
+fn point_mesh(cfg: &mut Value, services: &[(&str, u16, &[String])]) {
+    cfg["admin"]["address"]["socket_address"]["port_value"] = json!(free_port());
+    for (name, port, replicas) in services {
+        let listeners = cfg["static_resources"]["listeners"].as_array_mut().unwrap();
+        let l = listeners.iter_mut().find(|l| l["name"] == *name).unwrap();
+        l["address"]["socket_address"] = json!({"address": "127.0.0.1", "port_value": port});
+        let clusters = cfg["static_resources"]["clusters"].as_array_mut().unwrap();
+        let c = clusters.iter_mut().find(|c| c["name"] == *name).unwrap();
+        c["type"] = json!("STATIC");
+        let endpoints: Vec<Value> = replicas
+            .iter()
+            .map(|u| {
+                let (host, port) = u.split("://").nth(1).unwrap().rsplit_once(':').unwrap();
+                json!({"endpoint": {"address": {"socket_address":
+                    {"address": host, "port_value": port.parse::<u16>().unwrap()}}}})
+            })
+            .collect();
+        c["load_assignment"]["endpoints"][0]["lb_endpoints"] = json!(endpoints);
+    }
+}
+
+/// Requests Envoy sent to each endpoint of `cluster` (admin `/clusters`), by port.
+fn requests_per_endpoint(admin: u16, cluster: &str) -> Vec<(String, u64)> {
+    let body = crdplane_tests::http_get(&format!("http://127.0.0.1:{admin}/clusters"))
+        .unwrap()
+        .1;
+    body.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&format!("{cluster}::"))?;
+            let (addr, n) = rest.split_once("::rq_total::")?;
+            Some((addr.rsplit(':').next()?.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+const MESH_CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"meshes.mesh.example.com"},
+ "spec":{"group":"mesh.example.com","scope":"Namespaced",
+  "names":{"plural":"meshes","singular":"mesh","kind":"Mesh"},
+  "versions":[{"name":"v1","served":true,"storage":true,
+   "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object",
+    "properties":{"n":{"type":"integer","default":7}}}}}}}]}}"#;
+
+/// The services-mesh configuration `file` in front of two storage, two validation and two
+/// registry replicas, with two gateways and the registries calling through it (mutual TLS
+/// under `pki`, else plaintext): the CRD machinery works through it (the registry's
+/// controller establishes a CRD, validation defaults), calls are spread over both storage
+/// replicas, and after one storage replica is killed mid-load every later create is
+/// acknowledged and a watch on the other gateway sees every acknowledged create once, in
+/// order. With mutual TLS, the services still decide by the certificate of the caller behind
+/// Envoy: the gateway's is served, validation's is refused, also when it forges the header
+/// Envoy sets, and a caller without a certificate reaches health only.
+fn services_mesh(file: &str, pki: Option<&Pki>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(file);
+    if let Some(p) = pki {
+        let services = p.service_cert_path("mesh-proxy");
+        let services = services.parent().unwrap();
+        replace_prefix(
+            &mut cfg,
+            "/etc/crdplane/services/services-ca.crt",
+            &p.services_ca_path().to_string_lossy(),
+        );
+        replace_prefix(
+            &mut cfg,
+            "/etc/crdplane/services/",
+            &format!("{}/", services.display()),
+        );
+    }
+    validate(dir.path(), &cfg);
+
+    let redis = RedisServer::start().unwrap();
+    let mut kids = Kids(Vec::new());
+    let tls = pki.map(crdplane::stack::ServiceTls::from_pki);
+    let flags = |s: Service, mut a: Vec<String>| {
+        a.extend(tls.as_ref().map(|t| t.args(s)).unwrap_or_default());
+        a
+    };
+    let scheme = if pki.is_some() { "https" } else { "http" };
+    let spawn = |kids: &mut Kids, s: Service, a: Vec<String>| {
+        let a = flags(s, a);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        crdplane_tests::spawn_service(&mut kids.0, s.binary(), &a).unwrap()
+    };
+    let listen = |addr: &str| vec!["--listen".to_string(), addr.to_string()];
+    let mut storages = Vec::new();
+    for _ in 0..2 {
+        let mut a = listen("127.0.0.1:0");
+        a.extend(["--redis-url".into(), redis.url()]);
+        storages.push(spawn(&mut kids, Service::Storage, a));
+    }
+    let validations: Vec<String> = (0..2)
+        .map(|_| spawn(&mut kids, Service::Validation, listen("127.0.0.1:0")))
+        .collect();
+    // The registries call through Envoy, so Envoy must know them first: their ports are
+    // chosen now.
+    let registries: Vec<String> = (0..2)
+        .map(|_| format!("{scheme}://127.0.0.1:{}", free_port()))
+        .collect();
+    let ports = [free_port(), free_port(), free_port()];
+    point_mesh(
+        &mut cfg,
+        &[
+            ("storage", ports[0], &storages),
+            ("registry", ports[1], &registries),
+            ("validation", ports[2], &validations),
+        ],
+    );
+    let envoy = start_envoy(dir.path(), &cfg);
+    let admin = cfg["admin"]["address"]["socket_address"]["port_value"]
+        .as_u64()
+        .unwrap() as u16;
+    let via = |i: usize| format!("{scheme}://127.0.0.1:{}", ports[i]);
+    for r in &registries {
+        let mut a = listen(r.split("://").nth(1).unwrap());
+        a.extend(["--storage".into(), via(0), "--validation".into(), via(2)]);
+        spawn(&mut kids, Service::Registry, a);
+    }
+    let gateways: Vec<String> = (0..2)
+        .map(|_| {
+            let mut a = listen("127.0.0.1:0");
+            a.extend([
+                "--storage".into(),
+                via(0),
+                "--validation".into(),
+                via(2),
+                "--registry".into(),
+                via(1),
+            ]);
+            spawn(&mut kids, Service::Gateway, a)
+        })
+        .collect();
+    for g in &gateways {
+        let start = Instant::now();
+        while crdplane_tests::http_get(&format!("{g}/readyz"))
+            .map(|r| r.0)
+            .ok()
+            != Some(200)
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{g} never ready through Envoy"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    // The CRD through gateway 0, established by a registry, served by both gateways.
+    let rest = crdplane_tests::Rest::new(gateways[0].clone());
+    let crd: Value = serde_json::from_str(MESH_CRD).unwrap();
+    let (code, body) = rest.json(
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    );
+    assert_eq!(code, 201, "{body}");
+    let path = "/apis/mesh.example.com/v1/namespaces/default/meshes";
+    for g in &gateways {
+        let start = Instant::now();
+        while crdplane_tests::http_get(&format!("{g}{path}"))
+            .map(|r| r.0)
+            .ok()
+            != Some(200)
+        {
+            assert!(start.elapsed() < Duration::from_secs(30), "{g}: no meshes");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let watch =
+        crdplane_tests::WatchStream::open(&format!("{}{path}?watch=1", gateways[1]), None).unwrap();
+    let create = |i: usize| {
+        let o = json!({"apiVersion": "mesh.example.com/v1", "kind": "Mesh",
+            "metadata": {"name": format!("m-{i}")}, "spec": {}});
+        rest.json("POST", path, &o)
+    };
+    let mut acknowledged = Vec::new();
+    for i in 0..20 {
+        let (code, body) = create(i);
+        assert_eq!(code, 201, "{body}");
+        // Validation defaulted it, through Envoy.
+        assert_eq!(body["spec"]["n"], 7, "{body}");
+        acknowledged.push(format!("m-{i}"));
+    }
+    // Envoy spread the calls (not the connections) over both storage replicas.
+    let per = requests_per_endpoint(admin, "storage");
+    assert_eq!(per.len(), 2, "{per:?}");
+    assert!(per.iter().all(|(_, n)| *n > 0), "{per:?}");
+
+    // Storage replica 0 dies; every later create is acknowledged (Envoy retries the calls
+    // that cannot reach it on the other replica, its health check takes it out).
+    kids.0[0].kill().unwrap();
+    kids.0[0].wait().unwrap();
+    for i in 20..60 {
+        let (code, body) = create(i);
+        assert_eq!(code, 201, "create m-{i} after the kill: {body}");
+        acknowledged.push(format!("m-{i}"));
+    }
+    let mut seen = Vec::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while seen.len() < acknowledged.len() && Instant::now() < until {
+        if let Some(e) = watch.next(Duration::from_secs(1))
+            && e["type"] == "ADDED"
+        {
+            let name = e["object"]["metadata"]["name"].as_str().unwrap();
+            seen.push(name.to_string());
+        }
+    }
+    assert_eq!(seen, acknowledged, "the watch on gateway 1 through Envoy");
+
+    if let Some(p) = pki {
+        identity_behind_the_mesh(p, &via(0));
+    }
+    drop(envoy);
+}
+
+/// What storage serves through the mesh, by the certificate of the caller behind Envoy.
+fn identity_behind_the_mesh(pki: &Pki, storage: &str) {
+    use crdplane_proto::v1 as pb;
+    use crdplane_proto::v1::storage_client::StorageClient;
+    use crdplane_transport::mtls::{CLIENT_CERT_REQUIRED, Files, Mtls, XFCC, caller_refused};
+    use crdplane_transport::{Channel, ChannelOptions};
+    let as_kind = |kind: &str| {
+        Some(
+            Mtls::load(&Files {
+                ca: pki.services_ca_path(),
+                cert: pki.service_cert_path(kind),
+                key: pki.service_key_path(kind),
+            })
+            .unwrap(),
+        )
+    };
+    let client = |tls: Option<Mtls>| {
+        let opts = ChannelOptions {
+            tls,
+            ..Default::default()
+        };
+        StorageClient::new(Channel::with_options(storage, opts).unwrap())
+    };
+    let list = |forged: Option<&str>| {
+        let mut req = tonic::Request::new(pb::ListRequest {
+            resource: Some(pb::ResourceRef {
+                tenant: "default".into(),
+                group: "mesh.example.com".into(),
+                resource: "meshes".into(),
+            }),
+            ..Default::default()
+        });
+        if let Some(f) = forged {
+            req.metadata_mut().insert(XFCC, f.parse().unwrap());
+        }
+        req
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let items = client(as_kind("gateway"))
+            .list(list(None))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(items.items.len(), 60);
+        for forged in [None, Some(r#"Hash=0;Subject="CN=crdplane-gateway""#)] {
+            let e = client(as_kind("validation"))
+                .list(list(forged))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+            assert_eq!(e.message(), caller_refused("crdplane-validation"));
+        }
+        let anonymous = Mtls::anonymous(&pki.services_ca_path()).unwrap();
+        let e = client(Some(anonymous.clone()))
+            .list(list(Some(r#"Subject="CN=crdplane-gateway""#)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+        assert_eq!(e.message(), CLIENT_CERT_REQUIRED);
+        let opts = ChannelOptions {
+            tls: Some(anonymous),
+            ..Default::default()
+        };
+        let health = tonic_health::pb::health_client::HealthClient::new(
+            Channel::with_options(storage, opts).unwrap(),
+        )
+        .check(tonic_health::pb::HealthCheckRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+        assert_eq!(health.status, 1, "SERVING");
+    });
+}
+
+#[test]
+fn services_mesh_with_mutual_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
+    services_mesh("services-mesh.yaml", Some(&pki));
+}
+
+#[test]
+fn services_mesh_in_plaintext() {
+    services_mesh("services-mesh-http.yaml", None);
 }

@@ -34,6 +34,17 @@
 //!   ([`caller_refused`]) on every call but health. So a validation process, or any other
 //!   holder of a services certificate, cannot read or write a tenant's objects. Certificates
 //!   an operator issues must follow the naming.
+//! - A forwarding proxy between the processes (the optional Envoy of
+//!   `deploy/envoy/services-mesh.yaml`) holds a certificate named `crdplane-mesh-proxy`
+//!   ([`callers::MESH_PROXY`]). It terminates its callers' mutual TLS, so the server sees the
+//!   proxy, not the caller: on a proxy's connection each call is decided as the common name
+//!   of the `Subject` in its `x-forwarded-client-cert` header ([`forwarded_caller`]), which
+//!   Envoy sets from the certificate it verified and strips from what callers send
+//!   (`SANITIZE_SET`); a call without one is a caller without a certificate. The header is
+//!   read only on a proxy's connection, so nobody else can claim an identity with it; the
+//!   proxy's certificate is as powerful as the gateway's and is issued like it. This is the
+//!   service-mesh convention (Istio and Envoy's own), chosen over passing TLS through
+//!   Envoy, which would balance connections instead of calls.
 //!
 //! Follows etcd's client-port security (`--client-cert-auth` with `--trusted-ca-file`, and
 //! kube-apiserver's `--etcd-cafile/--etcd-certfile/--etcd-keyfile` on the caller's side),
@@ -64,6 +75,80 @@ pub mod callers {
     pub const GATEWAY: &str = "crdplane-gateway";
     /// The registry: calls storage and validation.
     pub const REGISTRY: &str = "crdplane-registry";
+    /// A forwarding proxy between the processes (Envoy, `deploy/envoy/services-mesh.yaml`):
+    /// every server accepts its connections, and each call on them is served as the caller
+    /// its `x-forwarded-client-cert` header names ([`super::forwarded_caller`]).
+    pub const MESH_PROXY: &str = "crdplane-mesh-proxy";
+}
+
+/// The header in which a forwarding proxy names the certificate its own caller presented
+/// (Envoy's `forward_client_cert_details`).
+pub const XFCC: &str = "x-forwarded-client-cert";
+
+/// The subject common name of the certificate the nearest proxy verified, from an
+/// `x-forwarded-client-cert` value: its last element (the one the proxy that called us set;
+/// with Envoy's `SANITIZE_SET` the only one), its `Subject` key (RFC 2253, in double
+/// quotes), its `CN` attribute. `None` when there is none, e.g. the proxy's caller presented
+/// no certificate.
+///
+/// Follows Envoy's header format (docs: "x-forwarded-client-cert"): elements separated by
+/// `,`, key-value pairs by `;`, values with those characters double-quoted with `\`
+/// escapes.
+pub fn forwarded_caller(value: &str) -> Option<String> {
+    let element = split_unquoted(value, b',').pop()?;
+    let subject = split_unquoted(element, b';')
+        .into_iter()
+        .find_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case("subject")
+                .then(|| unquote(v.trim()))
+        })??;
+    // RFC 2253: attributes separated by unescaped `,` (or `+` within one RDN).
+    let mut attr = String::new();
+    let mut attrs = Vec::new();
+    let mut chars = subject.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => attr.push(chars.next()?),
+            ',' | '+' => attrs.push(std::mem::take(&mut attr)),
+            c => attr.push(c),
+        }
+    }
+    attrs.push(attr);
+    attrs.into_iter().find_map(|a| {
+        let (k, v) = a.split_once('=')?;
+        (k.trim() == "CN").then(|| v.to_string())
+    })
+}
+
+/// `s` split at each `sep` outside double quotes (a `\` escapes the next byte).
+fn split_unquoted(s: &str, sep: u8) -> Vec<&str> {
+    let (mut parts, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' => escaped = true,
+            b'"' => quoted = !quoted,
+            b if b == sep && !quoted => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// A value without its double quotes; `None` for an unterminated quote. Only an escaped
+/// quote is unescaped: the backslashes of a subject's RFC 2253 escapes stay for its parser.
+fn unquote(v: &str) -> Option<String> {
+    let Some(inner) = v.strip_prefix('"') else {
+        return Some(v.to_string());
+    };
+    let inner = inner.strip_suffix('"').filter(|i| !i.ends_with('\\'))?;
+    Some(inner.replace("\\\"", "\""))
 }
 
 /// The message of the `PERMISSION_DENIED` answer to a verified caller whose certificate's
@@ -82,12 +167,15 @@ pub enum Access {
     /// The health service only: a verified certificate of this common name, which the
     /// server does not serve.
     Refused(String),
+    /// A forwarding proxy's connection ([`callers::MESH_PROXY`]): each call is decided as
+    /// the caller its `x-forwarded-client-cert` names, against these callers.
+    Proxy(&'static [&'static str]),
 }
 
 impl Access {
     /// The access of a connection whose verified client certificates are `certs` (leaf
     /// first) to a server that serves `callers` (empty: any certificate of the CA).
-    pub fn of(certs: Option<&[CertificateDer<'_>]>, callers: &[&str]) -> Access {
+    pub fn of(certs: Option<&[CertificateDer<'_>]>, callers: &'static [&'static str]) -> Access {
         let Some(leaf) = certs.and_then(|c| c.first()) else {
             return Access::NoCertificate;
         };
@@ -106,6 +194,8 @@ impl Access {
             .unwrap_or_default();
         if callers.contains(&cn.as_str()) {
             Access::Allowed
+        } else if cn == callers::MESH_PROXY {
+            Access::Proxy(callers)
         } else {
             Access::Refused(cn)
         }
@@ -342,6 +432,16 @@ where
             _ if req.uri().path().starts_with(crate::health::PATH_PREFIX) => None,
             Access::NoCertificate => Some(tonic::Status::unauthenticated(CLIENT_CERT_REQUIRED)),
             Access::Refused(cn) => Some(tonic::Status::permission_denied(caller_refused(cn))),
+            Access::Proxy(callers) => match req
+                .headers()
+                .get(XFCC)
+                .and_then(|v| v.to_str().ok())
+                .and_then(forwarded_caller)
+            {
+                Some(cn) if callers.contains(&cn.as_str()) => None,
+                Some(cn) => Some(tonic::Status::permission_denied(caller_refused(&cn))),
+                None => Some(tonic::Status::unauthenticated(CLIENT_CERT_REQUIRED)),
+            },
         };
         match refusal {
             None => Either::Left(self.inner.call(req)),
@@ -403,6 +503,74 @@ mod tests {
             let got = cli.mtls.files().map(|f| f.is_some());
             assert_eq!(got, want.map_err(String::from), "{flags:?}");
         }
+    }
+
+    #[test]
+    fn forwarded_caller_reads_the_last_elements_subject_cn() {
+        let cases: &[(&str, Option<&str>)] = &[
+            // Envoy's SANITIZE_SET with `subject: true` (RFC 2253 subject).
+            (
+                r#"Hash=4a1b;Subject="CN=crdplane-gateway,O=crdplane:services""#,
+                Some("crdplane-gateway"),
+            ),
+            (
+                r#"By=spiffe://x;Hash=4a1b;Subject="O=crdplane:services,CN=crdplane-registry""#,
+                Some("crdplane-registry"),
+            ),
+            // Several proxies: the nearest one's element is the last.
+            (
+                r#"Hash=1;Subject="CN=crdplane-gateway",Hash=2;Subject="CN=crdplane-validation""#,
+                Some("crdplane-validation"),
+            ),
+            // Quoted separators and escapes stay inside their value.
+            (r#"Hash=1;Subject="CN=a\,b;c,O=x""#, Some("a,b;c")),
+            (r#"subject="CN=x+OU=y""#, Some("x")),
+            // No certificate behind the proxy, no CN, broken quoting.
+            ("Hash=1", None),
+            (r#"Hash=1;Subject="O=crdplane:services""#, None),
+            (r#"Hash=1;Subject="CN=crdplane-gateway"#, None),
+            ("", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(forwarded_caller(value).as_deref(), *want, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_mesh_proxy_is_served_as_the_caller_it_forwards() {
+        use std::future::Future;
+        const SERVED: &[&str] = &[callers::GATEWAY];
+        let ok = tower::service_fn(|_: http::Request<String>| async {
+            Ok::<_, Infallible>(http::Response::new(Body::empty()))
+        });
+        let grpc_status = |xfcc: Option<&str>, path: &str| {
+            let mut svc = RequireClientCert::new(ok, Access::Proxy(SERVED));
+            let mut req = http::Request::builder().uri(path);
+            if let Some(v) = xfcc {
+                req = req.header(XFCC, v);
+            }
+            let fut = tower::Service::call(&mut svc, req.body(String::new()).unwrap());
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let Poll::Ready(Ok(resp)) = std::pin::pin!(fut).poll(&mut cx) else {
+                panic!("not ready");
+            };
+            resp.headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let call = "/crdplane.v1.Storage/Get";
+        assert_eq!(
+            grpc_status(Some(r#"Subject="CN=crdplane-gateway""#), call),
+            None
+        );
+        // PERMISSION_DENIED (7) for a caller this server does not serve, UNAUTHENTICATED
+        // (16) for a call whose caller showed the proxy no certificate.
+        assert_eq!(
+            grpc_status(Some(r#"Subject="CN=crdplane-validation""#), call).as_deref(),
+            Some("7")
+        );
+        assert_eq!(grpc_status(None, call).as_deref(), Some("16"));
+        assert_eq!(grpc_status(None, "/grpc.health.v1.Health/Check"), None);
     }
 
     #[test]
