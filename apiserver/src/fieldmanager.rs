@@ -129,6 +129,104 @@ pub fn deduced_schema() -> &'static Value {
     SCHEMA.get_or_init(|| mf::with_object_meta(&serde_json::json!({"type": "object"})))
 }
 
+/// The field-management schema of definition `root` of OpenAPI v2 `definitions` (the
+/// Swagger document's `#/definitions`), in the structural form the pure core reads, with
+/// `metadata` typed as ObjectMeta ([`mf::with_object_meta`]). This is how upstream types a
+/// built-in object for server-side apply: its `TypeConverter` is built from the OpenAPI
+/// models by kube-openapi `pkg/schemaconv` (`smd.go`, `openapi.go`):
+///
+/// - an object's `properties` are its declared fields, `additionalProperties` the type of
+///   the other keys, `x-kubernetes-map-type: atomic` makes it one field;
+/// - a list is what `x-kubernetes-list-type` says (`atomic`, `set`, `map` with
+///   `x-kubernetes-list-map-keys`); without it a list of `x-kubernetes-patch-strategy`
+///   `merge` (or `merge,retainKeys`) is keyed by its `x-kubernetes-patch-merge-key`, or a set
+///   when it has none (`getListElementRelationship`), and every other list is atomic;
+/// - everything else is a scalar.
+///
+/// A reference the definitions do not hold (ObjectMeta, Time when they come from another
+/// document) is read as the deduced type: objects granular, lists atomic, scalars one field.
+pub fn schema_from_openapi(definitions: &Map<String, Value>, root: &str) -> Value {
+    fn deduced() -> Value {
+        serde_json::json!({"x-kubernetes-preserve-unknown-fields": true})
+    }
+    fn convert(defs: &Map<String, Value>, s: &Value, depth: usize) -> Value {
+        // Recursive definitions (none among the built-in types) end in the deduced type.
+        if depth > 32 {
+            return deduced();
+        }
+        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+            let name = r.strip_prefix("#/definitions/").unwrap_or(r);
+            return match defs.get(name) {
+                Some(target) => convert(defs, target, depth + 1),
+                None => deduced(),
+            };
+        }
+        let ext = |k: &str| s.get(k).and_then(Value::as_str);
+        let mut out = Map::new();
+        match ext("type") {
+            Some("array") => {
+                out.insert("type".into(), "array".into());
+                let (list_type, keys) = match ext("x-kubernetes-list-type") {
+                    Some(t @ ("set" | "map")) => (
+                        Some(t),
+                        s.get("x-kubernetes-list-map-keys")
+                            .filter(|_| t == "map")
+                            .cloned(),
+                    ),
+                    Some(_) => (None, None),
+                    None => match ext("x-kubernetes-patch-strategy") {
+                        Some("merge" | "merge,retainKeys") => {
+                            match s.get("x-kubernetes-patch-merge-key") {
+                                Some(k) => (Some("map"), Some(Value::Array(vec![k.clone()]))),
+                                None => (Some("set"), None),
+                            }
+                        }
+                        _ => (None, None),
+                    },
+                };
+                if let Some(t) = list_type {
+                    out.insert("x-kubernetes-list-type".into(), t.into());
+                }
+                if let Some(k) = keys {
+                    out.insert("x-kubernetes-list-map-keys".into(), k);
+                }
+                if let Some(items) = s.get("items") {
+                    out.insert("items".into(), convert(defs, items, depth + 1));
+                }
+            }
+            Some("object") | None
+                if s.get("properties").is_some() || s.get("additionalProperties").is_some() =>
+            {
+                out.insert("type".into(), "object".into());
+                if let Some(Value::Object(props)) = s.get("properties") {
+                    let fields: Map<String, Value> = props
+                        .iter()
+                        .map(|(k, v)| (k.clone(), convert(defs, v, depth + 1)))
+                        .collect();
+                    out.insert("properties".into(), Value::Object(fields));
+                }
+                if let Some(a) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                    out.insert("additionalProperties".into(), convert(defs, a, depth + 1));
+                }
+                if ext("x-kubernetes-map-type") == Some("atomic") {
+                    out.insert("x-kubernetes-map-type".into(), "atomic".into());
+                }
+            }
+            Some("object") => return deduced(),
+            Some(t) => {
+                out.insert("type".into(), t.into());
+            }
+            None => return deduced(),
+        }
+        Value::Object(out)
+    }
+    let schema = match definitions.get(root) {
+        Some(d) => convert(definitions, d, 0),
+        None => deduced(),
+    };
+    mf::with_object_meta(&schema)
+}
+
 /// Now, as managedFields times are written (RFC 3339, seconds, UTC).
 fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
@@ -353,6 +451,76 @@ mod tests {
                 (s("manager"), s("operation"), e["fieldsV1"].to_string())
             })
             .collect()
+    }
+
+    /// kube-openapi schemaconv's reading of OpenAPI definitions, checked by the fields an
+    /// apply owns: declared fields without `.`, map keys, atomic structs and lists, lists
+    /// keyed by their patch merge key or by their list type, unknown references deduced.
+    #[test]
+    fn openapi_definitions_type_the_fields() {
+        let defs = json!({
+            "io.example.v1.Thing": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"},
+                "data": {"type": "object", "additionalProperties": {"type": "string"}},
+                "spec": {"$ref": "#/definitions/io.example.v1.ThingSpec", "description": "d"},
+                "ref": {"$ref": "#/definitions/io.example.v1.Ref"},
+                "refs": {"type": "array", "items": {"$ref": "#/definitions/io.example.v1.Ref"},
+                    "x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "name"},
+                "tags": {"type": "array", "items": {"type": "string"},
+                    "x-kubernetes-patch-strategy": "merge"},
+                "rules": {"type": "array", "x-kubernetes-list-type": "atomic",
+                    "items": {"$ref": "#/definitions/io.example.v1.ThingSpec"}},
+                "plain": {"type": "array", "items": {"type": "string"}},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["port", "protocol"],
+                    "items": {"type": "object", "properties": {
+                        "port": {"type": "integer"}, "protocol": {"type": "string"}}}},
+                "when": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Time"},
+                "raw": {"type": "object"}
+            }},
+            "io.example.v1.ThingSpec": {"type": "object", "properties": {
+                "holder": {"type": "string"}, "count": {"type": "integer", "format": "int32"}}},
+            "io.example.v1.Ref": {"type": "object", "x-kubernetes-map-type": "atomic",
+                "properties": {"name": {"type": "string"}, "uid": {"type": "string"}}}
+        });
+        let schema = schema_from_openapi(defs.as_object().unwrap(), "io.example.v1.Thing");
+        let obj = json!({"apiVersion": "example.io/v1", "kind": "Thing",
+            "metadata": {"name": "t", "labels": {"a": "b"}},
+            "data": {"k": "v"}, "spec": {"holder": "h"}, "ref": {"name": "n"},
+            "refs": [{"name": "s1", "uid": "u"}], "tags": ["x"], "rules": [{"holder": "h"}],
+            "plain": ["p"], "ports": [{"port": 80, "protocol": "TCP"}],
+            "when": "2026-11-29T00:00:00Z", "raw": {"a": {"b": 1}}});
+        let fields = crdplane_core::structured::field_set(&obj, Some(&schema)).unwrap();
+        assert_eq!(
+            fields.to_value(),
+            json!({
+                "f:apiVersion": {}, "f:kind": {},
+                "f:metadata": {"f:name": {}, "f:labels": {"f:a": {}}},
+                "f:data": {"f:k": {}},
+                "f:spec": {"f:holder": {}},
+                "f:ref": {},
+                "f:refs": {"k:{\"name\":\"s1\"}": {}},
+                "f:tags": {"v:\"x\"": {}},
+                "f:rules": {},
+                "f:plain": {},
+                "f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {
+                    ".": {}, "f:port": {}, "f:protocol": {}}},
+                "f:when": {},
+                "f:raw": {"f:a": {".": {}, "f:b": {}}}
+            })
+        );
+        // An unknown definition: the deduced type, metadata still ObjectMeta.
+        let unknown = schema_from_openapi(defs.as_object().unwrap(), "io.example.v1.Other");
+        let fields = crdplane_core::structured::field_set(
+            &json!({"metadata": {"labels": {"a": "b"}}, "spec": {"x": 1}}),
+            Some(&unknown),
+        )
+        .unwrap();
+        assert_eq!(
+            fields.to_value(),
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {".": {}, "f:x": {}}})
+        );
     }
 
     #[test]

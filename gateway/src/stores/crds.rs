@@ -219,6 +219,45 @@ impl Store for CrdStore<'_> {
     }
 }
 
+/// The field-management schema of a CRD: apiextensions-apiserver `apis/apiextensions/v1`
+/// `types.go` as upstream's OpenAPI publishes it (the registry's document has only a shallow
+/// CRD): `spec.names` and `status.acceptedNames` structs with atomic `shortNames` and
+/// `categories`, `spec.versions` and `status.storedVersions` atomic lists, `spec.conversion`
+/// down to the webhook's client config, `status.conditions` keyed by `type`.
+pub fn field_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let string = json!({"type": "string"});
+        let atomic = json!({"type": "array", "items": string});
+        let names = json!({"type": "object", "properties": {
+            "plural": string, "singular": string, "kind": string, "listKind": string,
+            "shortNames": atomic, "categories": atomic}});
+        crdplane_core::managedfields::with_object_meta(&json!({"type": "object", "properties": {
+            "apiVersion": string, "kind": string,
+            "spec": {"type": "object", "properties": {
+                "group": string, "names": names, "scope": string,
+                "versions": {"type": "array", "items": {"type": "object"}},
+                "preserveUnknownFields": {"type": "boolean"},
+                "conversion": {"type": "object", "properties": {
+                    "strategy": string,
+                    "webhook": {"type": "object", "properties": {
+                        "conversionReviewVersions": atomic,
+                        "clientConfig": {"type": "object", "properties": {
+                            "url": string, "caBundle": string,
+                            "service": {"type": "object", "properties": {
+                                "namespace": string, "name": string, "path": string,
+                                "port": {"type": "integer"}}}}}}}}}}},
+            "status": {"type": "object", "properties": {
+                "acceptedNames": names, "storedVersions": atomic,
+                "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["type"],
+                    "items": {"type": "object", "properties": {
+                        "type": string, "status": string, "lastTransitionTime": string,
+                        "reason": string, "message": string}}}}}
+        }}))
+    })
+}
+
 /// The CRD strategy of the main resource (`status: false`) or of `/status`.
 pub struct CrdStrategy {
     /// Whether this is the `/status` subresource (no create there).
@@ -248,6 +287,9 @@ impl Strategy for CrdStrategy {
     }
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         &PATCH
+    }
+    fn field_schema(&self) -> &Value {
+        field_schema()
     }
     /// The fields a `v1.CustomResourceDefinition` does not have (the patched object's).
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
@@ -355,6 +397,29 @@ mod tests {
     fn crd() -> Value {
         json!({"metadata": {"name": "crontabs.stable.example.com", "uid": "u1",
             "resourceVersion": "7"}, "spec": {}})
+    }
+
+    /// A CRD apply owns what upstream's does: declared fields without `.`, `versions` as one
+    /// field, conditions by type.
+    #[test]
+    fn crd_fields_follow_the_crd_types() {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition", "metadata": {"name": "a.b.c"},
+            "spec": {"group": "b.c", "scope": "Namespaced",
+                "names": {"plural": "a", "kind": "A", "shortNames": ["x"]},
+                "versions": [{"name": "v1", "served": true, "storage": true}],
+                "conversion": {"strategy": "None"}},
+            "status": {"conditions": [{"type": "Established", "status": "True"}]}});
+        let fields = crdplane_core::structured::field_set(&crd, Some(field_schema())).unwrap();
+        assert_eq!(
+            fields.to_value(),
+            json!({"f:apiVersion": {}, "f:kind": {}, "f:metadata": {"f:name": {}},
+                "f:spec": {"f:group": {}, "f:scope": {},
+                    "f:names": {"f:plural": {}, "f:kind": {}, "f:shortNames": {}},
+                    "f:versions": {}, "f:conversion": {"f:strategy": {}}},
+                "f:status": {"f:conditions": {"k:{\"type\":\"Established\"}": {
+                    ".": {}, "f:type": {}, "f:status": {}}}}})
+        );
     }
 
     #[test]

@@ -78,6 +78,27 @@ impl Strategy for NamespaceStrategy {
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         &PATCH
     }
+    /// k8s.io/api `core/v1` NamespaceSpec and NamespaceStatus as upstream's OpenAPI types
+    /// them: `spec.finalizers` atomic, `status.conditions` keyed by `type`.
+    fn field_schema(&self) -> &Value {
+        static SCHEMA: OnceLock<Value> = OnceLock::new();
+        SCHEMA.get_or_init(|| {
+            let string = json!({"type": "string"});
+            crdplane_core::managedfields::with_object_meta(&json!({"type": "object",
+                "properties": {
+                    "apiVersion": string, "kind": string,
+                    "spec": {"type": "object", "properties": {
+                        "finalizers": {"type": "array", "items": string}}},
+                    "status": {"type": "object", "properties": {
+                        "phase": string,
+                        "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["type"],
+                            "items": {"type": "object", "properties": {
+                                "type": string, "status": string,
+                                "lastTransitionTime": string, "reason": string,
+                                "message": string}}}}}}}))
+        })
+    }
     /// The fields a `v1.Namespace` does not have (the patched object's, for PATCH).
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
         typed::unknown_fields::<Namespace>(obj)
@@ -371,6 +392,22 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn namespace_fields_follow_the_namespace_types() {
+        let ns = json!({"metadata": {"name": "a", "labels": {"k": "v"}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active", "conditions": [{"type": "T", "status": "True"}]}});
+        let s = NamespaceStrategy(Endpoint::Main);
+        let fields = crdplane_core::structured::field_set(&ns, Some(s.field_schema())).unwrap();
+        assert_eq!(
+            fields.to_value(),
+            json!({"f:metadata": {"f:name": {}, "f:labels": {"f:k": {}}},
+                "f:spec": {"f:finalizers": {}},
+                "f:status": {"f:phase": {}, "f:conditions": {"k:{\"type\":\"T\"}": {
+                    ".": {}, "f:type": {}, "f:status": {}}}}})
+        );
     }
 
     #[test]

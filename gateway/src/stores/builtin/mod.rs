@@ -213,6 +213,50 @@ impl BuiltinStrategy {
     }
 }
 
+/// The OpenAPI v2 definitions of the built-in types, with upstream's `x-kubernetes-*`
+/// markers: the registry's golden file (generated from k8s-openapi, published in
+/// `/openapi/v2`), which field management types the objects by, as upstream builds its
+/// `TypeConverter` from the same OpenAPI.
+const DEFINITIONS: &str =
+    include_str!("../../../../services/registry/src/openapi/builtin/definitions.json");
+
+/// The field-management schema of built-in resource `r` (its served kind's definition,
+/// found by `x-kubernetes-group-version-kind`; [`crdplane_apiserver::fieldmanager::
+/// schema_from_openapi`]): ConfigMap `data` a map of declared field `data`, ServiceAccount
+/// `secrets` keyed by `name`, ObjectReference and RoleRef atomic, RBAC `rules` and
+/// `subjects` atomic lists. A kind without a definition falls back to the deduced type.
+pub fn field_schema(r: &BuiltinResource) -> &'static Value {
+    type Schemas = Vec<((&'static str, &'static str, &'static str), Value)>;
+    static SCHEMAS: std::sync::OnceLock<Schemas> = std::sync::OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(|| {
+        let defs: Map<String, Value> = serde_json::from_str(DEFINITIONS).unwrap_or_default();
+        crdplane_core::builtin::BUILTIN
+            .iter()
+            .filter_map(|b| {
+                let name = defs.iter().find_map(|(name, d)| {
+                    let gvks = d.get("x-kubernetes-group-version-kind")?.as_array()?;
+                    gvks.iter()
+                        .any(|g| {
+                            g["group"] == b.group
+                                && g["version"] == b.version
+                                && g["kind"] == b.kind
+                        })
+                        .then_some(name)
+                })?;
+                Some((
+                    (b.group, b.version, b.kind),
+                    crdplane_apiserver::fieldmanager::schema_from_openapi(&defs, name),
+                ))
+            })
+            .collect()
+    });
+    schemas
+        .iter()
+        .find(|(k, _)| *k == (r.group, r.version, r.kind))
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| crdplane_apiserver::fieldmanager::deduced_schema())
+}
+
 /// create.go / update.go's 400 for a body the type's decoder refuses.
 pub fn decode_error(r: &BuiltinResource, err: &str) -> ApiError {
     ApiError::bad_request(format!(
@@ -254,6 +298,9 @@ impl Strategy for BuiltinStrategy {
     }
     fn patch_mechanism(&self) -> &dyn PatchMechanism {
         self.ty.patch()
+    }
+    fn field_schema(&self) -> &Value {
+        field_schema(self.ty.resource())
     }
     fn prepare_for_create(&self, obj: &mut Value, namespace: &str) -> Result<(), ApiError> {
         self.canonicalize(obj)?;
@@ -461,6 +508,72 @@ mod tests {
             assert_eq!(t.resource(), r);
             assert!(!t.table().column_definitions().is_empty());
         }
+    }
+
+    /// Every built-in kind is typed by its OpenAPI definition, so an apply owns what
+    /// upstream's would: no `.` for declared fields, maps and keyed lists by their keys,
+    /// atomic references as one field.
+    #[test]
+    fn builtin_field_schemas_follow_the_openapi_definitions() {
+        use crdplane_core::structured::field_set;
+        for r in crdplane_core::builtin::BUILTIN {
+            assert!(
+                !std::ptr::eq(
+                    field_schema(r),
+                    crdplane_apiserver::fieldmanager::deduced_schema()
+                ),
+                "{} has no definition",
+                r.kind
+            );
+        }
+        let fields = |group: &str, kind: &str, obj: Value| {
+            let r = crdplane_core::builtin::BUILTIN
+                .iter()
+                .find(|r| r.group == group && r.kind == kind)
+                .unwrap();
+            field_set(&obj, Some(field_schema(r))).unwrap().to_value()
+        };
+        assert_eq!(
+            fields(
+                "",
+                "ConfigMap",
+                json!({"metadata": {"labels": {"a": "b"}}, "data": {"k": "v"}, "immutable": true})
+            ),
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:k": {}}, "f:immutable": {}})
+        );
+        assert_eq!(
+            fields(
+                "",
+                "ServiceAccount",
+                json!({"secrets": [{"name": "s"}], "imagePullSecrets": [{"name": "p"}]})
+            ),
+            json!({"f:secrets": {"k:{\"name\":\"s\"}": {}}, "f:imagePullSecrets": {}})
+        );
+        assert_eq!(
+            fields(
+                "",
+                "Event",
+                json!({"involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "c"},
+                    "count": 1})
+            ),
+            json!({"f:involvedObject": {}, "f:source": {"f:component": {}}, "f:count": {}})
+        );
+        assert_eq!(
+            fields(
+                "rbac.authorization.k8s.io",
+                "RoleBinding",
+                json!({"roleRef": {"kind": "Role", "name": "r"}, "subjects": [{"kind": "User", "name": "u"}]})
+            ),
+            json!({"f:roleRef": {}, "f:subjects": {}})
+        );
+        assert_eq!(
+            fields(
+                "coordination.k8s.io",
+                "Lease",
+                json!({"spec": {"holderIdentity": "h", "renewTime": "2026-11-29T00:00:00.000000Z"}})
+            ),
+            json!({"f:spec": {"f:holderIdentity": {}, "f:renewTime": {}}})
+        );
     }
 
     #[test]
