@@ -68,6 +68,17 @@ pub fn check_identity(
     Ok(())
 }
 
+/// A create inside a [`guaranteed_update`] loop (an update or apply of a missing object): a
+/// name taken meanwhile is a lost race, so the loop reads the object again and writes over it.
+async fn created_in_loop(
+    create: impl Future<Output = Result<Written, ApiError>>,
+) -> Result<Written, Failure> {
+    create.await.map_err(|e| match e.reason {
+        Reason::AlreadyExists => Failure::Lost(e),
+        _ => Failure::Final(e),
+    })
+}
+
 /// PUT: replaces the object. A missing object is 404 unless the strategy allows create on
 /// update (then it is created, 201); a resourceVersion is required unless the strategy
 /// allows unconditional updates, and must be the stored one; a lost swap re-reads and
@@ -89,14 +100,16 @@ pub async fn update<S: Store, T: Strategy>(
     let w = guaranteed_update(|| async move {
         let old = match store.get(namespace, name).await {
             Err(e) if e.reason == Reason::NotFound && strategy.allow_create_on_update() => {
-                let w = super::create(store, strategy, admission, namespace, obj.clone(), opts)
-                    .await
-                    .map_err(|e| match e.reason {
-                        // Created meanwhile: read it again and update it.
-                        Reason::AlreadyExists => Failure::Lost(e),
-                        _ => Failure::Final(e),
-                    })?;
-                return Ok(w);
+                // Created meanwhile: read it again and update it.
+                return created_in_loop(super::create(
+                    store,
+                    strategy,
+                    admission,
+                    namespace,
+                    obj.clone(),
+                    opts,
+                ))
+                .await;
             }
             r => r?,
         };
@@ -244,15 +257,11 @@ async fn apply<S: Store, T: Strategy>(
             Err(e) if e.reason == Reason::NotFound && subresource.is_empty() => {
                 let mut obj = crate::fieldmanager::apply(opts, None, areq, schema)?;
                 check_identity(&mut obj, strategy.namespaced(), namespace, name)?;
-                return super::create::create_tracked(
+                // Created meanwhile: apply to it.
+                return created_in_loop(super::create::create_tracked(
                     store, strategy, admission, namespace, obj, opts, false,
-                )
-                .await
-                .map_err(|e| match e.reason {
-                    // Created meanwhile: apply to it.
-                    Reason::AlreadyExists => Failure::Lost(e),
-                    _ => Failure::Final(e),
-                });
+                ))
+                .await;
             }
             r => r?,
         };
