@@ -356,6 +356,68 @@ fn applicable(req: &ApplyRequest<'_>) -> Value {
     config
 }
 
+/// Client-side apply's record of the last applied configuration (apimachinery
+/// `corev1.LastAppliedConfigAnnotation`).
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The only manager whose applies upgrade from client-side apply (upstream: "To opt-out of
+/// this behavior, users may specify a different field manager").
+const LAST_APPLIED_MANAGER: &str = "kubectl";
+
+/// A non-empty last-applied annotation of `obj` (`hasLastApplied`).
+fn last_applied(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/annotations")?
+        .get(LAST_APPLIED_ANNOTATION)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
+/// The fields an apply by kubectl may take from their managers without `force`
+/// (lastappliedmanager.go `allowedConflictsFromLastApplied`): the fields of the live
+/// object's last-applied configuration, of the endpoint's API version, that the live object
+/// still has with the same values — as path strings, the form conflicts carry. `None`
+/// when there is no usable annotation.
+fn allowed_by_last_applied(
+    live: Option<&Value>,
+    api_version: &str,
+    schema: &Value,
+) -> Option<std::collections::HashSet<String>> {
+    let live = live?;
+    let last: Value = serde_json::from_str(last_applied(live)?).ok()?;
+    if !last.is_object() || last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
+        return None;
+    }
+    let fields = crdplane_core::structured::field_set(&last, Some(schema)).ok()?;
+    let c = crdplane_core::structured::compare(&last, live, Some(schema)).ok()?;
+    let allowed = fields
+        .difference(&c.modified)
+        .difference(&c.added)
+        .difference(&c.removed);
+    Some(
+        allowed
+            .paths()
+            .iter()
+            .map(|p| crdplane_core::fieldpath::path_string(p))
+            .collect(),
+    )
+}
+
+/// The annotation's new value (lastappliedupdater.go `buildLastApplied`): the applied
+/// configuration without the annotation itself, as `UnstructuredJSONScheme` encodes it
+/// (Go's `encoding/json`: sorted keys, HTML-safe escapes, a final newline).
+fn build_last_applied(config: &Value) -> String {
+    let mut c = config.clone();
+    if let Some(a) = c
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED_ANNOTATION);
+    }
+    let mut out = crdplane_core::gofmt::go_json(&c);
+    out.push('\n');
+    out
+}
+
 /// The 409 of an apply that would change fields other managers own (internal
 /// `NewConflictError`: reason Conflict, the causes only in the details).
 pub fn conflict_error(c: &mf::Conflicts) -> ApiError {
@@ -403,9 +465,48 @@ pub fn apply(
         fields: Default::default(),
     };
     let config = applicable(req);
-    match mf::apply(&entries, live, &config, Some(schema), applier, req.force) {
+    let result = match mf::apply(
+        &entries,
+        live,
+        &config,
+        Some(schema),
+        applier.clone(),
+        req.force,
+    ) {
+        // lastappliedmanager.go: kubectl's apply may take fields over from client-side
+        // apply where the last-applied configuration still matches the live object.
+        Err(ApplyError::Conflicts(c)) if opts.manager == LAST_APPLIED_MANAGER => {
+            match allowed_by_last_applied(live, &opts.api_version, schema) {
+                None => Err(ApplyError::Conflicts(c)),
+                Some(allowed) => {
+                    let rest: Vec<mf::Conflict> =
+                        c.0.into_iter()
+                            .filter(|x| !allowed.contains(&x.field))
+                            .collect();
+                    if rest.is_empty() {
+                        mf::apply(&entries, live, &config, Some(schema), applier, true)
+                    } else {
+                        Err(ApplyError::Conflicts(mf::Conflicts(rest)))
+                    }
+                }
+            }
+        }
+        r => r,
+    };
+    match result {
         Ok((mut obj, out)) => {
             set_managed(&mut obj, &mf::cap_updates(out, mf::MAX_UPDATE_MANAGERS));
+            // lastappliedupdater.go: kubectl's apply keeps an existing last-applied
+            // annotation in step with what it applied.
+            if opts.manager == LAST_APPLIED_MANAGER && last_applied(&obj).is_some() {
+                let value = build_last_applied(req.config);
+                if let Some(a) = obj
+                    .pointer_mut("/metadata/annotations")
+                    .and_then(Value::as_object_mut)
+                {
+                    a.insert(LAST_APPLIED_ANNOTATION.into(), Value::String(value));
+                }
+            }
             Ok(obj)
         }
         Err(ApplyError::Conflicts(c)) => Err(conflict_error(&c)),
@@ -521,6 +622,86 @@ mod tests {
             fields.to_value(),
             json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {".": {}, "f:x": {}}})
         );
+    }
+
+    /// lastappliedmanager.go and lastappliedupdater.go: kubectl's apply takes fields over
+    /// from client-side apply while the last-applied annotation still matches the live
+    /// object, and rewrites the annotation; other managers, and fields changed since, still
+    /// conflict.
+    #[test]
+    fn kubectl_upgrades_from_client_side_apply() {
+        let s = schema();
+        let last = r#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"annotations":{},"name":"x","namespace":"default"},"spec":{"image":"a","replicas":1}}
+"#;
+        let mut live = obj(json!({"replicas": 1, "image": "a"}));
+        live["metadata"]["annotations"] = json!({ LAST_APPLIED_ANNOTATION: last, "keep": "me" });
+        track_update(&opts("kubectl-client-side-apply"), "", None, &mut live, &s);
+        let config = obj(json!({"replicas": 2, "image": "a<b"}));
+        let req = ApplyRequest {
+            config: &config,
+            force: false,
+            kind: "CronTab",
+            subresource: "",
+            status_subresource: true,
+        };
+        let e = apply(&opts("other"), Some(&live), &req, &s).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using stable.example.com/v1:\n- .spec.image\n- .spec.replicas"
+        );
+        let done = apply(&opts("kubectl"), Some(&live), &req, &s).unwrap();
+        assert_eq!(done["spec"], json!({"replicas": 2, "image": "a<b"}));
+        assert_eq!(
+            done["metadata"]["annotations"],
+            json!({
+                LAST_APPLIED_ANNOTATION: "{\"apiVersion\":\"stable.example.com/v1\",\"kind\":\"CronTab\",\"metadata\":{\"name\":\"x\",\"namespace\":\"default\"},\"spec\":{\"image\":\"a\\u003cb\",\"replicas\":2}}\n",
+                "keep": "me"
+            })
+        );
+        assert!(
+            managers(&done)
+                .iter()
+                .any(|(m, op, f)| m == "kubectl" && op == "Apply" && f.contains("f:replicas")),
+            "{:?}",
+            managers(&done)
+        );
+        // A field changed since the client-side apply is not the annotation's any more.
+        let mut edited = live.clone();
+        edited["spec"]["replicas"] = json!(7);
+        let mut edited2 = edited.clone();
+        track_update(
+            &opts("kubectl-client-side-apply"),
+            "",
+            Some(&live),
+            &mut edited2,
+            &s,
+        );
+        edited = edited2;
+        let e = apply(&opts("kubectl"), Some(&edited), &req, &s).unwrap_err();
+        assert_eq!(
+            e.message,
+            r#"Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using stable.example.com/v1: .spec.replicas"#
+        );
+        // Without the annotation: a plain conflict, and no annotation is added.
+        let mut bare = live.clone();
+        bare["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        assert_eq!(
+            apply(&opts("kubectl"), Some(&bare), &req, &s)
+                .unwrap_err()
+                .code,
+            409
+        );
+        let forced = apply(
+            &opts("kubectl"),
+            Some(&bare),
+            &ApplyRequest { force: true, ..req },
+            &s,
+        )
+        .unwrap();
+        assert!(forced["metadata"].get("annotations").is_none(), "{forced}");
     }
 
     #[test]
