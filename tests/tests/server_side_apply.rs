@@ -432,3 +432,85 @@ fn kubectl_diff_server_side() {
         assert_eq!(http_request("GET", &url, None, None).unwrap().0, 404, "{v}");
     }
 }
+
+/// From client-side to server-side apply (the documentation's "Upgrading from client-side
+/// apply to server-side apply"): after `kubectl apply`, `kubectl apply --server-side` of a
+/// changed configuration takes the fields over without a conflict — the apiserver's
+/// `lastAppliedManager` allows conflicts with fields the last-applied annotation still
+/// matches, for the manager `kubectl` — and `lastAppliedUpdater` keeps the annotation in
+/// step with the applied configuration; another manager still conflicts.
+#[test]
+fn kubectl_upgrades_from_client_side_apply() {
+    let s = Stack::start_with_redis().expect("stack");
+    let all = kubectls();
+    let mut ks = vec![all[0].clone()];
+    if all.len() > 1 {
+        ks.push(all[all.len() - 1].clone());
+    }
+    let o = apply(&s, &ks[0], CRD, &[]);
+    assert!(o.ok, "{o:?}");
+    let o = s.kubectl(
+        &ks[0],
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/widgets.ssa.example.com",
+        ],
+    );
+    assert!(o.ok, "{o:?}");
+    for (i, k) in ks.iter().enumerate() {
+        let v = k.display();
+        let name = format!("u{i}");
+        let o = s.kubectl_stdin(
+            k,
+            &["apply", "-f", "-"],
+            Some(&widget(&name, "  replicas: 1\n  image: a\n")),
+        );
+        assert!(o.ok, "{v}: {o:?}");
+        let w = get(&s, &name);
+        assert!(
+            managers(&w)
+                .iter()
+                .any(|(m, op, _)| m == "kubectl-client-side-apply" && op == "Update"),
+            "{v}: {:?}",
+            managers(&w)
+        );
+        // Another manager conflicts with the client-side applier.
+        let o = apply(
+            &s,
+            k,
+            &widget(&name, "  replicas: 3\n  image: a\n"),
+            &["--field-manager", "other"],
+        );
+        assert!(!o.ok, "{v}: {o:?}");
+        assert!(
+            o.stderr.contains(r#"conflict with "kubectl-client-side-apply" using ssa.example.com/v1: .spec.replicas"#),
+            "{v}: {o:?}"
+        );
+        // kubectl itself takes over.
+        let config = widget(&name, "  replicas: 2\n  image: a\n");
+        let o = apply(&s, k, &config, &[]);
+        assert!(o.ok, "{v}: {o:?}");
+        let w = get(&s, &name);
+        assert_eq!(w["spec"], json!({"replicas": 2, "image": "a"}), "{v}");
+        let last: Value = serde_json::from_str(
+            w["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+                .as_str()
+                .unwrap_or("{}"),
+        )
+        .unwrap();
+        assert_eq!(
+            last["spec"],
+            json!({"replicas": 2, "image": "a"}),
+            "{v}: {w}"
+        );
+        assert!(
+            managers(&w).iter().any(|(m, op, f)| m == "kubectl"
+                && op == "Apply"
+                && f["f:spec"].get("f:replicas").is_some()),
+            "{v}: {:?}",
+            managers(&w)
+        );
+    }
+}
