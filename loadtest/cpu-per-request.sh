@@ -7,7 +7,7 @@
 #
 # Usage: loadtest/cpu-per-request.sh [BIN_DIR] [SCENARIO] [crdplane-load args...]
 #   BIN_DIR   directory with crdplane, crdplane-gateway, … and crdplane-load (default
-#             target/release); SCENARIO get (default) | create | update | list | mixed.
+#             target/release); SCENARIO get (default) | create | update | list | apply | mixed.
 # Environment: PORT (17443), DURATION (10s), CONCURRENCY (64), UP_ARGS (more `crdplane up`
 # flags, e.g. "--redis-cluster 3": processes of one name, like the cluster's redis-servers,
 # are summed and counted).

@@ -8,7 +8,7 @@
 #
 # Usage: loadtest/instructions-per-request.sh [BIN_DIR] [SCENARIO] [REQUESTS] [CONCURRENCY]
 #   BIN_DIR      directory with crdplane, crdplane-gateway and crdplane-load (default
-#                target/release); SCENARIO get (default) | create | update | list;
+#                target/release); SCENARIO get (default) | create | update | list | apply;
 #   REQUESTS     measured requests (default 2000); CONCURRENCY load-tool workers (default 1).
 # Environment: PORT (17643; the profiled gateway listens on PORT+1), KEEP=DIR keeps the
 # callgrind output (annotate it with callgrind_annotate). CACHE_SIM=1 also simulates the

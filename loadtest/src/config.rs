@@ -35,11 +35,15 @@ pub enum Op {
     Update,
     /// LIST of the namespace's CronTabs, `limit` per page (storage List).
     List,
+    /// Server-side apply of a working-set CronTab (`PATCH` with
+    /// `application/apply-patch+yaml`, `fieldManager=crdplane-load`, no resourceVersion):
+    /// what an update costs when the server merges and tracks field ownership. HTTP only.
+    Apply,
 }
 
 impl Op {
     /// Every operation, in the order reports and `--mix` descriptions list them.
-    pub const ALL: [Op; 4] = [Op::Create, Op::Get, Op::Update, Op::List];
+    pub const ALL: [Op; 5] = [Op::Create, Op::Get, Op::Update, Op::List, Op::Apply];
 
     /// The name used on the command line and in reports (`create`, `get`, ...).
     pub fn as_str(self) -> &'static str {
@@ -48,6 +52,7 @@ impl Op {
             Op::Get => "get",
             Op::Update => "update",
             Op::List => "list",
+            Op::Apply => "apply",
         }
     }
 
@@ -58,6 +63,7 @@ impl Op {
             "get" => Some(Op::Get),
             "update" => Some(Op::Update),
             "list" => Some(Op::List),
+            "apply" => Some(Op::Apply),
             _ => None,
         }
     }
@@ -151,7 +157,7 @@ impl Mix {
 /// Parses `create=1,get=8,update=1`. Weights are integers 0..=1_000_000; zero-weight entries
 /// are dropped; at least one positive weight is required; an operation may appear once.
 pub fn parse_mix(s: &str) -> Result<Mix, String> {
-    let mut weights: [Option<u32>; 4] = [None; 4];
+    let mut weights: [Option<u32>; 5] = [None; 5];
     if s.trim().is_empty() {
         return Err("empty mix; expected e.g. create=1,get=8,update=1".into());
     }
@@ -164,7 +170,7 @@ pub fn parse_mix(s: &str) -> Result<Mix, String> {
             .split_once('=')
             .ok_or_else(|| format!("mix entry {part:?} is not op=weight"))?;
         let op = Op::parse(name).ok_or_else(|| {
-            format!("unknown operation {name:?} in mix (expected create, get, update, list)")
+            format!("unknown operation {name:?} in mix (expected create, get, update, list, apply)")
         })?;
         let w: u32 = w
             .trim()
@@ -253,7 +259,7 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "crdplane-load", version, about)]
 pub struct Args {
-    /// Scenario: create, get, update, list or mixed.
+    /// Scenario: create, get, update, list, apply or mixed.
     #[arg(default_value = "create")]
     pub scenario: String,
 
@@ -452,7 +458,7 @@ impl Config {
         let mix = match scenario.as_str() {
             "mixed" => parse_mix(&a.mix)?,
             s => Mix::single(Op::parse(s).ok_or_else(|| {
-                format!("unknown scenario {s:?} (expected create, get, update, list, mixed)")
+                format!("unknown scenario {s:?} (expected create, get, update, list, apply, mixed)")
             })?),
         };
         let target = match a.target.trim() {
@@ -470,6 +476,12 @@ impl Config {
         {
             return Err(format!(
                 "the validation service only admits writes: scenario operation {op} is not available for --target validation (use create, update or a mix of them)"
+            ));
+        }
+        if target != TargetKind::Http && mix.ops().any(|op| op == Op::Apply) {
+            return Err(format!(
+                "apply is server-side apply through the gateway: it needs --target http, not {}",
+                target.as_str()
             ));
         }
         let endpoint = match target {
@@ -609,11 +621,11 @@ mod tests {
     #[test]
     fn mix_pick_follows_weights() {
         let m = parse_mix("create=1,get=8,update=1").unwrap();
-        let mut counts = [0u32; 4];
+        let mut counts = [0u32; 5];
         for r in 0..10_000u64 {
             counts[m.pick(r) as usize] += 1;
         }
-        assert_eq!(counts, [1000, 8000, 1000, 0]);
+        assert_eq!(counts, [1000, 8000, 1000, 0, 0]);
         assert_eq!(m.pick(0), Op::Create);
         assert_eq!(m.pick(1), Op::Get);
         assert_eq!(m.pick(8), Op::Get);
@@ -701,6 +713,16 @@ mod tests {
     fn config_rejects() {
         let e = |x: &[&str]| Config::from_args(args(x)).unwrap_err();
         assert!(e(&["delete"]).contains("unknown scenario"));
+        assert!(
+            e(&[
+                "apply",
+                "--target",
+                "storage",
+                "--grpc",
+                "http://127.0.0.1:1"
+            ])
+            .contains("needs --target http")
+        );
         assert!(e(&["--target", "storage"]).contains("--grpc"));
         assert!(
             e(&["get", "--target", "validation", "--grpc", "http://x:1"]).contains("only admits")

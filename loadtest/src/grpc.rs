@@ -249,6 +249,12 @@ impl GrpcTarget {
                 })
                 .await
                 .map(|_| None),
+            Op::Apply => {
+                return Err(Failure::new(
+                    "unsupported",
+                    "apply is an HTTP operation (server-side apply in the gateway)",
+                ));
+            }
         };
         r.map_err(failure)
     }

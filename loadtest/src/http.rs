@@ -126,7 +126,13 @@ fn request(
     }
     let body = match body {
         Some(v) => {
-            b = b.header(header::CONTENT_TYPE, "application/json");
+            // The tool's only PATCH is a server-side apply (`Op::Apply`); JSON is YAML.
+            let ct = if b.method_ref() == Some(&Method::PATCH) {
+                "application/apply-patch+yaml"
+            } else {
+                "application/json"
+            };
+            b = b.header(header::CONTENT_TYPE, ct);
             Full::new(Bytes::from(v))
         }
         None => Full::new(Bytes::new()),
@@ -396,6 +402,18 @@ impl HttpTarget {
                     )
                     .await?;
                 resource_version_of(&body).map(Some)
+            }
+            // The whole object, applied by one manager: after the first apply every field
+            // is its own, so no apply conflicts, and a changed seq changes the spec.
+            Op::Apply => {
+                self.expect_2xx_on(
+                    worker,
+                    Method::PATCH,
+                    &format!("{}/{name}?fieldManager=crdplane-load", self.collection),
+                    Some(self.object(name, seq, None)),
+                )
+                .await?;
+                Ok(None)
             }
             Op::List => {
                 let uri = if self.list_limit > 0 {

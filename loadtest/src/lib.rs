@@ -258,6 +258,14 @@ async fn worker(id: usize, ctx: Arc<WorkerCtx>) -> Recorder {
                 working_set_name(i)
             }
             Op::List => String::new(),
+            // Its own objects, as updates: concurrent applies to one object would only
+            // measure the retries of lost races.
+            Op::Apply => working_set_name(owned_object(
+                id,
+                ctx.cfg.concurrency,
+                ctx.cfg.objects,
+                rng.next_u64(),
+            )),
         };
         // First update of an object: read its resourceVersion (not timed in closed loop).
         let mut rv = None;

@@ -30,6 +30,8 @@ struct Fake {
     posts: AtomicU64,
     puts: AtomicU64,
     lists: AtomicU64,
+    /// Server-side applies (PATCH with application/apply-patch+yaml and a fieldManager).
+    applies: AtomicU64,
     /// Reject PUTs whose spec.replicas equals this (422 Invalid).
     reject_replicas: Option<i64>,
 }
@@ -62,6 +64,10 @@ async fn handle(fake: Arc<Fake>, req: Request<hyper::body::Incoming>) -> Respons
     let method = req.method().clone();
     let mut path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
+    let content_type = req
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string());
     let body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
     if method == hyper::Method::POST && path == "/clusters/root/apis/crdplane.io/v1alpha1/tenants" {
         let v: Value = serde_json::from_slice(&body).unwrap();
@@ -155,6 +161,20 @@ async fn handle(fake: Arc<Fake>, req: Request<hyper::body::Incoming>) -> Respons
                             "the object has been modified",
                         );
                     }
+                    let rv = fake.rv.fetch_add(1, Ordering::Relaxed) + 1;
+                    objs.insert(name.to_string(), (body.clone(), rv));
+                    ok(StatusCode::OK, with_rv(&body, rv))
+                }
+                "PATCH" => {
+                    assert_eq!(
+                        content_type.as_deref(),
+                        Some("application/apply-patch+yaml")
+                    );
+                    assert_eq!(query, "fieldManager=crdplane-load");
+                    let v: Value = serde_json::from_slice(&body).unwrap();
+                    assert_eq!(v["metadata"]["name"], name);
+                    assert!(v["metadata"].get("resourceVersion").is_none(), "{v}");
+                    fake.applies.fetch_add(1, Ordering::Relaxed);
                     let rv = fake.rv.fetch_add(1, Ordering::Relaxed) + 1;
                     objs.insert(name.to_string(), (body.clone(), rv));
                     ok(StatusCode::OK, with_rv(&body, rv))
@@ -276,6 +296,29 @@ async fn http_mixed_uses_working_set_and_tenant_prefix() {
     assert!(tenants.len() >= 440);
     assert!(tenants.iter().all(|t| t == "acme"));
     assert_eq!(*fake.created_tenants.lock().unwrap(), ["acme"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_apply_is_a_server_side_apply_of_the_working_set() {
+    let fake = Arc::new(Fake::default());
+    let addr = serve_fake(fake.clone()).await;
+    let server = format!("http://{addr}");
+    let rep = crdplane_load::run(config(&[
+        "apply",
+        "--server",
+        &server,
+        "--objects",
+        "8",
+        "--concurrency",
+        "2",
+        "--requests",
+        "50",
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(rep.ok, 50, "{}", rep.table());
+    assert_eq!(fake.applies.load(Ordering::Relaxed), 50);
+    assert_eq!(fake.puts.load(Ordering::Relaxed), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
