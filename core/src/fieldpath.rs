@@ -330,7 +330,9 @@ impl Set {
         out
     }
 
-    /// Every path of the set, in upstream's order (a member before the paths below it).
+    /// Every path of the set, in upstream's order (structured-merge-diff `Set.Iterate`:
+    /// at each level the members first, in element order, then the paths below each
+    /// child, in element order).
     pub fn paths(&self) -> Vec<Vec<PathElement>> {
         let mut out = Vec::new();
         self.collect_paths(&mut Vec::new(), &mut out);
@@ -338,22 +340,12 @@ impl Set {
     }
 
     fn collect_paths(&self, prefix: &mut Vec<PathElement>, out: &mut Vec<Vec<PathElement>>) {
-        let mut children = self.children.iter().peekable();
         for m in &self.members {
-            while let Some((pe, s)) = children.next_if(|(pe, _)| *pe < m) {
-                prefix.push(pe.clone());
-                s.collect_paths(prefix, out);
-                prefix.pop();
-            }
             prefix.push(m.clone());
             out.push(prefix.clone());
-            if let Some((pe, s)) = children.next_if(|(pe, _)| *pe == m) {
-                debug_assert_eq!(pe, m);
-                s.collect_paths(prefix, out);
-            }
             prefix.pop();
         }
-        for (pe, s) in children {
+        for (pe, s) in &self.children {
             prefix.push(pe.clone());
             s.collect_paths(prefix, out);
             prefix.pop();
@@ -635,6 +627,10 @@ mod tests {
         assert!(a.has(&[f("spec"), f("a")]) && !a.has(&[f("spec")]));
         let paths: Vec<String> = b.paths().iter().map(|p| path_string(p)).collect();
         assert_eq!(paths, [".spec", ".spec.b", ".spec.c"]);
+        // Members before children at each level, whatever their element order.
+        let c = set(&[&[f("a"), f("z")], &[f("b")], &[f("a"), f("y"), f("q")]]);
+        let paths: Vec<String> = c.paths().iter().map(|p| path_string(p)).collect();
+        assert_eq!(paths, [".b", ".a.z", ".a.y.q"]);
     }
 
     #[test]

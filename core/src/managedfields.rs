@@ -65,6 +65,26 @@ impl Entry {
             && (self.operation == Operation::Apply || self.api_version == other.api_version)
     }
 
+    /// upstream's manager identifier (`BuildManagerIdentifier`): the entry without its
+    /// fields, fieldsType and time (and, for an applier, its API version), as JSON in
+    /// ManagedFieldsEntry's field order with `omitempty` — what conflict messages sort
+    /// managers by.
+    fn identifier(&self) -> String {
+        let q = |s: &str| crate::gofmt::go_json(&Value::String(s.to_string()));
+        let mut parts = Vec::new();
+        if !self.manager.is_empty() {
+            parts.push(format!("\"manager\":{}", q(&self.manager)));
+        }
+        parts.push(format!("\"operation\":{}", q(self.operation.as_str())));
+        if self.operation == Operation::Update && !self.api_version.is_empty() {
+            parts.push(format!("\"apiVersion\":{}", q(&self.api_version)));
+        }
+        if !self.subresource.is_empty() {
+            parts.push(format!("\"subresource\":{}", q(&self.subresource)));
+        }
+        format!("{{{}}}", parts.join(","))
+    }
+
     /// How upstream names the manager in a conflict (`printManager`).
     fn printed(&self) -> String {
         let mut s = go_quote(&self.manager);
@@ -213,6 +233,9 @@ pub fn with_object_meta(schema: &Value) -> Value {
 pub struct Conflict {
     /// The manager as upstream prints it (`"kubectl-client-side-apply" using v1`).
     pub manager: String,
+    /// The manager's identifier (`{"manager":"m","operation":"Apply"}`), by which a
+    /// message of several managers orders them.
+    pub key: String,
     /// The field (`.spec.replicas`).
     pub field: String,
 }
@@ -230,13 +253,18 @@ impl Conflicts {
                 c.manager, c.field
             );
         }
-        let mut managers: Vec<&str> = self.0.iter().map(|c| c.manager.as_str()).collect();
+        // upstream sorts the managers' identifiers (`sort.Strings(uniqueManagers)`).
+        let mut managers: Vec<(&str, &str)> = self
+            .0
+            .iter()
+            .map(|c| (c.key.as_str(), c.manager.as_str()))
+            .collect();
         managers.sort();
         managers.dedup();
         let mut lines = Vec::new();
-        for m in managers {
-            lines.push(format!("conflicts with {m}:"));
-            for c in self.0.iter().filter(|c| c.manager == m) {
+        for (key, printed) in managers {
+            lines.push(format!("conflicts with {printed}:"));
+            for c in self.0.iter().filter(|c| c.key == key) {
                 lines.push(format!("- {}", c.field));
             }
         }
@@ -372,6 +400,7 @@ pub fn apply(
         for p in theirs.paths() {
             conflicts.push(Conflict {
                 manager: e.printed(),
+                key: e.identifier(),
                 field: path_string(&p),
             });
         }
@@ -628,20 +657,62 @@ mod tests {
         let c = Conflicts(vec![
             Conflict {
                 manager: "\"b\"".into(),
+                key: r#"{"manager":"b","operation":"Apply"}"#.into(),
                 field: ".spec.x".into(),
             },
             Conflict {
                 manager: "\"a\" using v1".into(),
+                key: r#"{"manager":"a","operation":"Update","apiVersion":"v1"}"#.into(),
                 field: ".spec.y".into(),
             },
             Conflict {
                 manager: "\"b\"".into(),
+                key: r#"{"manager":"b","operation":"Apply"}"#.into(),
                 field: ".spec.z".into(),
             },
         ]);
         assert_eq!(
             c.message(),
             "Apply failed with 3 conflicts: conflicts with \"a\" using v1:\n- .spec.y\nconflicts with \"b\":\n- .spec.x\n- .spec.z"
+        );
+    }
+
+    /// The order of a conflict message: one manager's fields as `Set.Iterate` walks them
+    /// (members before children at each level), managers by their identifiers (a
+    /// manager's subresource entry sorts before its main one: `,` < `}`).
+    #[test]
+    fn conflicts_follow_upstream_order() {
+        let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"replicas": {"type": "integer"}, "image": {"type": "string"},
+                "box": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}});
+        let p = |names: &[&str]| -> Vec<PathElement> {
+            names
+                .iter()
+                .map(|n| PathElement::Field(n.to_string()))
+                .collect()
+        };
+        let mut main = entry("a", Operation::Apply);
+        main.fields.insert(&p(&["spec", "replicas"]));
+        main.fields.insert(&p(&["spec", "box", "size"]));
+        let mut status = entry("a", Operation::Apply);
+        status.subresource = "status".into();
+        status.fields.insert(&p(&["spec", "image"]));
+        let live = obj(json!({"replicas": 1, "image": "i", "box": {"size": 1}}));
+        let e = apply(
+            &[main, status],
+            Some(&live),
+            &obj(json!({"replicas": 2, "image": "j", "box": {"size": 2}})),
+            Some(&s),
+            entry("b", Operation::Apply),
+            false,
+        )
+        .unwrap_err();
+        let ApplyError::Conflicts(c) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            c.message(),
+            "Apply failed with 3 conflicts: conflicts with \"a\" with subresource \"status\":\n- .spec.image\nconflicts with \"a\":\n- .spec.replicas\n- .spec.box.size"
         );
     }
 
