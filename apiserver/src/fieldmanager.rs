@@ -312,7 +312,7 @@ pub struct ApplyRequest<'a> {
     pub force: bool,
     /// The kind the endpoint serves.
     pub kind: &'a str,
-    /// The subresource applied to (`""` or `status`).
+    /// The subresource applied to (`""`, `status`, or `scale` with [`apply_to_scale`]).
     pub subresource: &'a str,
     /// The resource has a status subresource: an apply to the main resource owns no status.
     pub status_subresource: bool,
@@ -514,6 +514,64 @@ pub fn apply(
             "failed to create typed patch object: {msg}"
         ))),
     }
+}
+
+/// The field-management schema of an `autoscaling/v1` Scale (its OpenAPI definition:
+/// every field a scalar or a struct).
+fn scale_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        mf::with_object_meta(&serde_json::json!({"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+            "status": {"type": "object", "properties": {
+                "replicas": {"type": "integer"}, "selector": {"type": "string"}}}
+        }}))
+    })
+}
+
+/// Server-side apply of a Scale (`req.config`, kind `Scale` of `autoscaling/v1`) through the
+/// `/scale` subresource of `parent`, whose Scale is `scale`: the object's entries are
+/// converted to the Scale's ([`crdplane_core::scalefields`]), the apply runs on the Scale as
+/// on any object (conflicts name the Scale's `.spec.replicas`), and the result's entries
+/// are converted back. Returns the applied Scale (its `spec.replicas` is what the object
+/// gets) and the object's new managedFields, to set with [`set_managed_fields`].
+/// `mappings` are the replicas paths of the resource's served versions, `opts.api_version`
+/// the object's (the endpoint's).
+pub fn apply_to_scale(
+    opts: &WriteOptions<'_>,
+    parent: &Value,
+    scale: &Value,
+    req: &ApplyRequest<'_>,
+    mappings: &crdplane_core::scalefields::Mappings,
+) -> Result<(Value, Vec<Entry>), ApiError> {
+    use crdplane_core::scalefields::{SCALE_API_VERSION, to_parent, to_scale};
+    let entries = mf::decode(managed_of(parent))
+        .map_err(|e| ApiError::internal(format!("failed to decode managed fields: {e}")))?;
+    let (converted, origin) = to_scale(&entries, mappings);
+    let mut scale = scale.clone();
+    set_managed(&mut scale, &converted);
+    let scale_opts = WriteOptions {
+        api_version: SCALE_API_VERSION.into(),
+        ..opts.clone()
+    };
+    let applied = apply(&scale_opts, Some(&scale), req, scale_schema())?;
+    let after = mf::decode(managed_of(&applied))
+        .map_err(|e| ApiError::internal(format!("failed to decode managed fields: {e}")))?;
+    let out = to_parent(
+        &entries,
+        &converted,
+        &origin,
+        &after,
+        mappings,
+        &opts.api_version,
+    );
+    Ok((applied, mf::cap_updates(out, mf::MAX_UPDATE_MANAGERS)))
+}
+
+/// Sets `obj`'s `metadata.managedFields` to `entries` (none: removed).
+pub fn set_managed_fields(obj: &mut Value, entries: &[Entry]) {
+    set_managed(obj, entries)
 }
 
 #[cfg(test)]

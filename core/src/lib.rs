@@ -41,6 +41,7 @@ pub mod objectmeta;
 pub mod options;
 pub mod ports;
 pub mod rvslot;
+pub mod scalefields;
 pub mod selector;
 pub mod status;
 pub mod structured;

@@ -58,7 +58,7 @@ pub struct Entry {
 impl Entry {
     /// Whether `self` and `other` are the same manager (upstream's manager identifier: the
     /// name, operation and subresource; for an Update also the API version).
-    fn same_manager(&self, other: &Entry) -> bool {
+    pub(crate) fn same_manager(&self, other: &Entry) -> bool {
         self.manager == other.manager
             && self.operation == other.operation
             && self.subresource == other.subresource

@@ -1,5 +1,6 @@
 //! The `/scale` subresource endpoint of custom resources: GET of the `autoscaling/v1` Scale
-//! of an object, PUT and merge/JSON PATCH of `spec.replicas` back into it.
+//! of an object, PUT, merge/JSON PATCH and server-side apply of `spec.replicas` back into
+//! it.
 //!
 //! Request path: the custom-resource handler (`crs`) routes `…/<plural>/<name>/scale` here
 //! when the served version declares `subresources.scale`. A write is the generic
@@ -17,7 +18,7 @@ use crate::context::{Ctx, Req};
 use crate::cr_rest::machinery;
 use crate::crd::{CrdInfo, VersionInfo};
 use crate::http::{Body, json_response};
-use crate::request::{apply_patch, decode_body, write_options};
+use crate::request::{APPLY_PATCH, apply_patch, decode_body, patch_request, write_options};
 use crate::respond::add_warnings;
 use crate::scale::{
     INVALID_SPEC_REPLICAS, ScalePaths, ScaleWrite, apply_scale, decode_scale, scale_from_object,
@@ -51,15 +52,15 @@ pub async fn serve(
     }
 }
 
-/// A non-API error of the scale conversion: upstream's generic 500 carries the raw text.
-/// The patch types of `/scale`: server-side apply of a Scale is not served (the field
-/// manager would have to map the Scale's fields onto the object's, as upstream's
-/// `scaleHandler` does).
-const SCALE_PATCH_TYPES: [&str; 2] = [
+/// The patch types of `/scale`, as apiextensions-apiserver serves them (JSON and merge
+/// patch, server-side apply).
+const SCALE_PATCH_TYPES: [&str; 3] = [
     "application/json-patch+json",
     "application/merge-patch+json",
+    APPLY_PATCH,
 ];
 
+/// A non-API error of the scale conversion: upstream's generic 500 carries the raw text.
 fn accessor_error(e: String) -> ApiError {
     ApiError::new(Reason::InternalError, e)
 }
@@ -172,6 +173,9 @@ async fn patch(
     if !SCALE_PATCH_TYPES.contains(&mime.as_str()) {
         return Err(ApiError::unsupported_media_type(&SCALE_PATCH_TYPES));
     }
+    if mime == APPLY_PATCH {
+        return apply(ctx, req, crd, ver, paths).await;
+    }
     write(ctx, req, crd, ver, paths, |old| {
         let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;
         if !found {
@@ -181,4 +185,80 @@ async fn patch(
         decode_scale(&patched)
     })
     .await
+}
+
+/// Server-side apply of a Scale (upstream: the apply patcher over `scaleUpdatedObjectInfo`,
+/// with the `ScaleHandler` mapping managedFields): each read of the object is turned into
+/// its Scale, whose managedFields are the object's owners of the replicas path, the applied
+/// Scale is merged into it by the field manager (conflicts name the Scale's
+/// `.spec.replicas`), and its `spec.replicas` and the entries mapped back are written into
+/// the object.
+async fn apply(
+    ctx: &Ctx,
+    req: &Req,
+    crd: &CrdInfo,
+    ver: &VersionInfo,
+    paths: &ScalePaths,
+) -> Result<Response<Body>, ApiError> {
+    use crdplane_apiserver::fieldmanager::{ApplyRequest, apply_to_scale, set_managed_fields};
+    use crdplane_core::scalefields::field_path;
+    let i = &req.info;
+    let opts = write_options(req)?;
+    let preq = patch_request(req, APPLY_PATCH)?;
+    let Some(config) = &preq.applied else {
+        return Err(ApiError::bad_request(
+            "error decoding YAML: no applied configuration",
+        ));
+    };
+    // Every version's replicas path (none for a version without a scale subresource).
+    let mappings: Vec<_> = crd
+        .versions
+        .iter()
+        .map(|v| {
+            let path = v
+                .scale
+                .as_ref()
+                .map(|s| field_path(&ScalePaths::from_crd(s).spec_replicas));
+            (format!("{}/{}", crd.group, v.name), path)
+        })
+        .collect();
+    let areq = ApplyRequest {
+        config,
+        force: preq.force,
+        kind: "Scale",
+        subresource: "scale",
+        status_subresource: false,
+    };
+    let (store, strategy, admission) = machinery(ctx, req, crd, ver);
+    let gr = crd.gr();
+    let to_write = |old: &Value| {
+        let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;
+        if !found {
+            scale.spec.replicas = INVALID_SPEC_REPLICAS as i32;
+        }
+        let (applied, entries) = apply_to_scale(&opts, old, &scale.to_value(), &areq, &mappings)?;
+        let w = decode_scale(&applied)?;
+        check_identity(&w, req)?;
+        if !w.resource_version.is_empty() && w.resource_version != stored_rv(old).to_string() {
+            return Err(ApiError::stale(&gr, &i.name));
+        }
+        let mut obj = apply_scale(old, paths, &w)?;
+        set_managed_fields(&mut obj, &entries);
+        Ok((obj, Vec::new()))
+    };
+    let written = handlers::apply_from(
+        &store,
+        &strategy,
+        &admission,
+        "scale",
+        &i.namespace,
+        &i.name,
+        &opts,
+        to_write,
+    )
+    .await?;
+    let (scale, _) = scale_from_object(&written.object, paths).map_err(ApiError::bad_request)?;
+    let mut r = json_response(StatusCode::OK, scale.to_json());
+    add_warnings(&mut r, &written.warnings);
+    Ok(r)
 }

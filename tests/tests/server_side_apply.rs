@@ -514,3 +514,178 @@ fn kubectl_upgrades_from_client_side_apply() {
         );
     }
 }
+
+const GADGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.ssa.example.com
+spec:
+  group: ssa.example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+              image: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+"#;
+
+/// Server-side apply of a Scale through `/scale` (upstream's `ScaleHandler`): the owners of
+/// the object's replicas field are the Scale's owners of `.spec.replicas`, so another
+/// manager's apply conflicts with upstream's text until `force`, which moves the field to
+/// an entry of the object with subresource `scale`; the object's owner of the field then
+/// conflicts with that manager; a Scale of another type is refused; merge patches of the
+/// Scale still work, and the 415 names the three patch types.
+#[test]
+fn apply_to_scale() {
+    let s = Stack::start_with_redis().expect("stack");
+    let ks = kubectls();
+    let k = ks.last().expect("no kubectl");
+    let o = apply(&s, k, GADGETS, &[]);
+    assert!(o.ok, "{o:?}");
+    let o = s.kubectl(
+        k,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/gadgets.ssa.example.com",
+        ],
+    );
+    assert!(o.ok, "{o:?}");
+    let gadget = "apiVersion: ssa.example.com/v1\nkind: Gadget\nmetadata:\n  name: g\nspec:\n  replicas: 1\n  image: a\n";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = apply(&s, k, gadget, &[]);
+        if o.ok {
+            break;
+        }
+        assert!(Instant::now() < deadline, "gadgets never served: {o:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let obj = format!(
+        "{}/apis/ssa.example.com/v1/namespaces/default/gadgets/g",
+        s.gateway
+    );
+    let send = |query: &str, ct: &str, body: &str| {
+        let url = format!("{obj}/scale{query}");
+        let (code, body) = http_request("PATCH", &url, Some(ct), Some(body)).unwrap();
+        (
+            code,
+            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+        )
+    };
+    const APPLY: &str = "application/apply-patch+yaml";
+    let scale = |n: u32| {
+        format!(
+            "apiVersion: autoscaling/v1\nkind: Scale\nmetadata:\n  name: g\nspec:\n  replicas: {n}\n"
+        )
+    };
+    let (code, st) = send("?fieldManager=hpa", APPLY, &scale(3));
+    assert_eq!(code, 409, "{st}");
+    assert_eq!(
+        st["message"],
+        r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#
+    );
+    assert_eq!(
+        st["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict",
+            "message": "conflict with \"kubectl\"", "field": ".spec.replicas"}])
+    );
+    let (code, st) = send(
+        "?fieldManager=hpa",
+        APPLY,
+        "apiVersion: apps/v1\nkind: Scale\nmetadata:\n  name: g\nspec:\n  replicas: 3\n",
+    );
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(st["message"], "invalid object type: apps/v1, Kind=Scale");
+    // Forced: the Scale's replicas, and the object's field changes hands.
+    let (code, sc) = send("?fieldManager=hpa&force=true", APPLY, &scale(3));
+    assert_eq!(code, 200, "{sc}");
+    assert_eq!(
+        (sc["kind"].as_str(), sc["spec"]["replicas"].as_i64()),
+        (Some("Scale"), Some(3))
+    );
+    let (code, body) = http_request("GET", &obj, None, None).unwrap();
+    assert_eq!(code, 200);
+    let g: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(g["spec"]["replicas"], 3);
+    // (Sorted by manager: upstream orders entries by time, then manager, and both were
+    // written within a second or two.)
+    let mut entries: Vec<Value> = g["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            json!([
+                e["manager"],
+                e["operation"],
+                e["apiVersion"],
+                e["subresource"],
+                e["fieldsV1"]
+            ])
+        })
+        .collect();
+    entries.sort_by_key(|e| e[0].as_str().unwrap_or("").to_string());
+    assert_eq!(
+        entries,
+        [
+            json!(["hpa", "Apply", "ssa.example.com/v1", "scale", {"f:spec": {"f:replicas": {}}}]),
+            json!(["kubectl", "Apply", "ssa.example.com/v1", null, {"f:spec": {"f:image": {}}}]),
+        ]
+    );
+    // The same manager again: no conflict; an unchanged apply writes nothing.
+    let (code, sc) = send("?fieldManager=hpa", APPLY, &scale(4));
+    assert_eq!(
+        (code, sc["spec"]["replicas"].as_i64()),
+        (200, Some(4)),
+        "{sc}"
+    );
+    let rv = sc["metadata"]["resourceVersion"].clone();
+    let (code, sc) = send("?fieldManager=hpa", APPLY, &scale(4));
+    assert_eq!(
+        (code, &sc["metadata"]["resourceVersion"]),
+        (200, &rv),
+        "{sc}"
+    );
+    // kubectl's apply of the object now conflicts with the Scale's manager.
+    let o = apply(&s, k, gadget, &[]);
+    assert!(!o.ok, "{o:?}");
+    assert!(
+        o.stderr
+            .contains(r#"conflict with "hpa" with subresource "scale": .spec.replicas"#),
+        "{o:?}"
+    );
+    // A merge patch of the Scale is an Update of its own.
+    let (code, sc) = send(
+        "?fieldManager=scaler",
+        "application/merge-patch+json",
+        r#"{"spec":{"replicas":5}}"#,
+    );
+    assert_eq!(
+        (code, sc["spec"]["replicas"].as_i64()),
+        (200, Some(5)),
+        "{sc}"
+    );
+    let (code, st) = send("", "application/strategic-merge-patch+json", "{}");
+    assert_eq!(code, 415, "{st}");
+    assert_eq!(
+        st["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    );
+}

@@ -311,7 +311,70 @@ where
     T: Strategy,
     F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
 {
-    let to_write = &to_write;
+    write_computed(
+        store,
+        strategy,
+        admission,
+        subresource,
+        namespace,
+        name,
+        opts,
+        &to_write,
+        true,
+    )
+    .await
+}
+
+/// [`update_from`] for a `to_write` that sets the written object's managedFields itself:
+/// a server-side apply to a subresource whose fields the object's are mapped from (the
+/// `/scale` of upstream's `ScaleHandler`).
+#[allow(clippy::too_many_arguments)]
+pub async fn apply_from<S, T, F>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain<'_>,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    opts: &WriteOptions<'_>,
+    to_write: F,
+) -> Result<Written, ApiError>
+where
+    S: Store,
+    T: Strategy,
+    F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
+{
+    write_computed(
+        store,
+        strategy,
+        admission,
+        subresource,
+        namespace,
+        name,
+        opts,
+        &to_write,
+        false,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write_computed<S, T, F>(
+    store: &S,
+    strategy: &T,
+    admission: &Chain<'_>,
+    subresource: &str,
+    namespace: &str,
+    name: &str,
+    opts: &WriteOptions<'_>,
+    to_write: &F,
+    track: bool,
+) -> Result<Written, ApiError>
+where
+    S: Store,
+    T: Strategy,
+    F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
+{
     guaranteed_update(|| async move {
         let old = store.get(namespace, name).await?;
         let (obj, first) = to_write(&old)?;
@@ -325,7 +388,7 @@ where
             obj,
             &old,
             opts,
-            true,
+            track,
         )
         .await?;
         w.warnings.splice(0..0, first);
