@@ -803,6 +803,7 @@ async fn update_size(
             new["spec"]["size"] = json!(size(old)?);
             Ok((new, Vec::new()))
         },
+        true,
     )
     .await
 }

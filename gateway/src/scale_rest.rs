@@ -21,11 +21,14 @@ use crate::http::{Body, json_response};
 use crate::request::{APPLY_PATCH, apply_patch, decode_body, patch_request, write_options};
 use crate::respond::add_warnings;
 use crate::scale::{
-    INVALID_SPEC_REPLICAS, ScalePaths, ScaleWrite, apply_scale, decode_scale, scale_from_object,
+    INVALID_SPEC_REPLICAS, Scale, ScalePaths, ScaleWrite, apply_scale, decode_scale,
+    scale_from_object,
 };
+use crdplane_apiserver::fieldmanager::set_managed_fields;
 use crdplane_apiserver::handlers;
 use crdplane_apiserver::rest::stored_rv;
 use crdplane_core::field::go_quote;
+use crdplane_core::managedfields::Entry;
 use crdplane_core::{ApiError, Reason};
 use http::{Response, StatusCode};
 use serde_json::Value;
@@ -103,21 +106,24 @@ fn check_identity(w: &ScaleWrite, req: &Req) -> Result<(), ApiError> {
 
 /// Writes the Scale `scale_of` makes of each read of the object into it and stores it as an
 /// update of the main resource (etcd.go `scaleUpdatedObjectInfo`); a resourceVersion in the
-/// Scale is a precondition checked against every read.
+/// Scale is a precondition checked against every read. When `scale_of` also gives the
+/// object's managedFields (an apply, [`apply`]) they are set as they are; any other write
+/// is recorded as an Update.
 async fn write(
     ctx: &Ctx,
     req: &Req,
     crd: &CrdInfo,
     ver: &VersionInfo,
     paths: &ScalePaths,
-    scale_of: impl Fn(&Value) -> Result<ScaleWrite, ApiError> + Sync,
+    applied: bool,
+    scale_of: impl Fn(&Value) -> Result<(ScaleWrite, Option<Vec<Entry>>), ApiError> + Sync,
 ) -> Result<Response<Body>, ApiError> {
     let i = &req.info;
     let opts = write_options(req)?;
     let (store, strategy, admission) = machinery(ctx, req, crd, ver);
     let gr = crd.gr();
     let to_write = |old: &Value| {
-        let w = scale_of(old)?;
+        let (w, entries) = scale_of(old)?;
         check_identity(&w, req)?;
         if !w.resource_version.is_empty() {
             let rv: u64 = w.resource_version.parse().map_err(|_| {
@@ -127,7 +133,11 @@ async fn write(
                 return Err(ApiError::stale(&gr, &i.name));
             }
         }
-        Ok((apply_scale(old, paths, &w)?, Vec::new()))
+        let mut obj = apply_scale(old, paths, &w)?;
+        if let Some(entries) = entries {
+            set_managed_fields(&mut obj, &entries);
+        }
+        Ok((obj, Vec::new()))
     };
     let written = handlers::update_from(
         &store,
@@ -138,6 +148,7 @@ async fn write(
         &i.name,
         &opts,
         to_write,
+        !applied,
     )
     .await?;
     let (scale, _) = scale_from_object(&written.object, paths).map_err(ApiError::bad_request)?;
@@ -155,7 +166,17 @@ async fn update(
 ) -> Result<Response<Body>, ApiError> {
     let body = decode_body(req)?;
     let w = decode_scale(&body)?;
-    write(ctx, req, crd, ver, paths, |_| Ok(w.clone())).await
+    write(ctx, req, crd, ver, paths, false, |_| Ok((w.clone(), None))).await
+}
+
+/// The Scale of `old`, its replicas upstream's placeholder when the object has none (so a
+/// patch that sets none can be told apart).
+fn current_scale(old: &Value, paths: &ScalePaths) -> Result<Scale, ApiError> {
+    let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;
+    if !found {
+        scale.spec.replicas = INVALID_SPEC_REPLICAS as i32;
+    }
+    Ok(scale)
 }
 
 async fn patch(
@@ -176,13 +197,10 @@ async fn patch(
     if mime == APPLY_PATCH {
         return apply(ctx, req, crd, ver, paths).await;
     }
-    write(ctx, req, crd, ver, paths, |old| {
-        let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;
-        if !found {
-            scale.spec.replicas = INVALID_SPEC_REPLICAS as i32;
-        }
+    write(ctx, req, crd, ver, paths, false, |old| {
+        let scale = current_scale(old, paths)?;
         let patched = apply_patch(&ct, &req.body, &scale.to_value())?;
-        decode_scale(&patched)
+        Ok((decode_scale(&patched)?, None))
     })
     .await
 }
@@ -200,9 +218,8 @@ async fn apply(
     ver: &VersionInfo,
     paths: &ScalePaths,
 ) -> Result<Response<Body>, ApiError> {
-    use crdplane_apiserver::fieldmanager::{ApplyRequest, apply_to_scale, set_managed_fields};
+    use crdplane_apiserver::fieldmanager::{ApplyRequest, apply_to_scale};
     use crdplane_core::scalefields::field_path;
-    let i = &req.info;
     let opts = write_options(req)?;
     let preq = patch_request(req, APPLY_PATCH)?;
     let Some(config) = &preq.applied else {
@@ -229,36 +246,10 @@ async fn apply(
         subresource: "scale",
         status_subresource: false,
     };
-    let (store, strategy, admission) = machinery(ctx, req, crd, ver);
-    let gr = crd.gr();
-    let to_write = |old: &Value| {
-        let (mut scale, found) = scale_from_object(old, paths).map_err(accessor_error)?;
-        if !found {
-            scale.spec.replicas = INVALID_SPEC_REPLICAS as i32;
-        }
-        let (applied, entries) = apply_to_scale(&opts, old, &scale.to_value(), &areq, &mappings)?;
-        let w = decode_scale(&applied)?;
-        check_identity(&w, req)?;
-        if !w.resource_version.is_empty() && w.resource_version != stored_rv(old).to_string() {
-            return Err(ApiError::stale(&gr, &i.name));
-        }
-        let mut obj = apply_scale(old, paths, &w)?;
-        set_managed_fields(&mut obj, &entries);
-        Ok((obj, Vec::new()))
-    };
-    let written = handlers::apply_from(
-        &store,
-        &strategy,
-        &admission,
-        "scale",
-        &i.namespace,
-        &i.name,
-        &opts,
-        to_write,
-    )
-    .await?;
-    let (scale, _) = scale_from_object(&written.object, paths).map_err(ApiError::bad_request)?;
-    let mut r = json_response(StatusCode::OK, scale.to_json());
-    add_warnings(&mut r, &written.warnings);
-    Ok(r)
+    write(ctx, req, crd, ver, paths, true, |old| {
+        let scale = current_scale(old, paths)?.to_value();
+        let (applied, entries) = apply_to_scale(&opts, old, &scale, &areq, &mappings)?;
+        Ok((decode_scale(&applied)?, Some(entries)))
+    })
+    .await
 }

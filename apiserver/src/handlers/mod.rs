@@ -20,9 +20,7 @@ pub use crate::fieldmanager::WriteOptions;
 pub use create::create;
 pub use delete::{DELETE_COLLECTION_PAGE, DELETE_COLLECTION_WORKERS, delete, delete_collection};
 pub use get::{get, get_encoded, list, list_encoded};
-pub use update::{
-    PatchRequest, apply_from, check_identity, patch, rv_required, update, update_from,
-};
+pub use update::{PatchRequest, check_identity, patch, rv_required, update, update_from};
 
 use crdplane_core::ApiError;
 use serde_json::Value;

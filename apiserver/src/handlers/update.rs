@@ -222,6 +222,7 @@ pub async fn patch<S: Store, T: Strategy>(
         name,
         opts,
         patched,
+        true,
     )
     .await
 }
@@ -294,7 +295,9 @@ async fn apply<S: Store, T: Strategy>(
 /// `/scale` subresource and [`patch`] are written with it): `to_write` turns each fresh read
 /// into the object to write and warnings that go first, which then takes the same write as
 /// an update. It runs again after a lost race, so a precondition it checks (a
-/// resourceVersion) is checked against every read.
+/// resourceVersion) is checked against every read. `track`: record the write in
+/// managedFields as an Update; false when `to_write` sets them itself (a server-side apply
+/// to `/scale`, whose fields upstream's `ScaleHandler` maps onto the object's).
 #[allow(clippy::too_many_arguments)]
 pub async fn update_from<S, T, F>(
     store: &S,
@@ -305,69 +308,6 @@ pub async fn update_from<S, T, F>(
     name: &str,
     opts: &WriteOptions<'_>,
     to_write: F,
-) -> Result<Written, ApiError>
-where
-    S: Store,
-    T: Strategy,
-    F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
-{
-    write_computed(
-        store,
-        strategy,
-        admission,
-        subresource,
-        namespace,
-        name,
-        opts,
-        &to_write,
-        true,
-    )
-    .await
-}
-
-/// [`update_from`] for a `to_write` that sets the written object's managedFields itself:
-/// a server-side apply to a subresource whose fields the object's are mapped from (the
-/// `/scale` of upstream's `ScaleHandler`).
-#[allow(clippy::too_many_arguments)]
-pub async fn apply_from<S, T, F>(
-    store: &S,
-    strategy: &T,
-    admission: &Chain<'_>,
-    subresource: &str,
-    namespace: &str,
-    name: &str,
-    opts: &WriteOptions<'_>,
-    to_write: F,
-) -> Result<Written, ApiError>
-where
-    S: Store,
-    T: Strategy,
-    F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
-{
-    write_computed(
-        store,
-        strategy,
-        admission,
-        subresource,
-        namespace,
-        name,
-        opts,
-        &to_write,
-        false,
-    )
-    .await
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn write_computed<S, T, F>(
-    store: &S,
-    strategy: &T,
-    admission: &Chain<'_>,
-    subresource: &str,
-    namespace: &str,
-    name: &str,
-    opts: &WriteOptions<'_>,
-    to_write: &F,
     track: bool,
 ) -> Result<Written, ApiError>
 where
@@ -375,6 +315,7 @@ where
     T: Strategy,
     F: Fn(&Value) -> Result<(Value, Vec<String>), ApiError> + Sync,
 {
+    let to_write = &to_write;
     guaranteed_update(|| async move {
         let old = store.get(namespace, name).await?;
         let (obj, first) = to_write(&old)?;
