@@ -183,7 +183,13 @@ mod tests {
     fn owners_of_the_replicas_path_own_the_scales_replicas() {
         use Operation::*;
         let parent = vec![
-            entry("kubectl", Apply, "g/v1", "", &[".spec.replicas", ".spec.image"]),
+            entry(
+                "kubectl",
+                Apply,
+                "g/v1",
+                "",
+                &[".spec.replicas", ".spec.image"],
+            ),
             entry("editor", Update, "g/v2", "", &[".spec.size"]),
             entry("other", Update, "g/v1", "", &[".spec.image"]),
             entry("old", Update, "g/v0", "", &[".spec.replicas"]),
@@ -204,7 +210,13 @@ mod tests {
     fn back_to_the_object() {
         use Operation::*;
         let parent = vec![
-            entry("kubectl", Apply, "g/v1", "", &[".spec.replicas", ".spec.image"]),
+            entry(
+                "kubectl",
+                Apply,
+                "g/v1",
+                "",
+                &[".spec.replicas", ".spec.image"],
+            ),
             entry("editor", Update, "g/v2", "", &[".spec.size"]),
             entry("other", Update, "g/v1", "", &[".spec.image"]),
             entry("old", Update, "g/v0", "", &[".spec.replicas"]),
@@ -235,7 +247,9 @@ mod tests {
         shared.remove(1);
         shared.extend(after.clone());
         assert_eq!(
-            show(&to_parent(&parent, &converted, &origin, &shared, &m, "g/v1")),
+            show(&to_parent(
+                &parent, &converted, &origin, &shared, &m, "g/v1"
+            )),
             [
                 r#"kubectl Apply g/v1  {"f:spec":{"f:image":{},"f:replicas":{}}}"#,
                 r#"other Update g/v1  {"f:spec":{"f:image":{}}}"#,
