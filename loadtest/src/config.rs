@@ -36,7 +36,8 @@ pub enum Op {
     /// LIST of the namespace's CronTabs, `limit` per page (storage List).
     List,
     /// Server-side apply of a working-set CronTab (`PATCH` with
-    /// `application/apply-patch+yaml`, `fieldManager=crdplane-load`, no resourceVersion):
+    /// `application/apply-patch+yaml`, `fieldManager=crdplane-load-apply`, `force=true`
+    /// for the first apply's takeover from the creating manager, no resourceVersion):
     /// what an update costs when the server merges and tracks field ownership. HTTP only.
     Apply,
 }

@@ -403,13 +403,18 @@ impl HttpTarget {
                     .await?;
                 resource_version_of(&body).map(Some)
             }
-            // The whole object, applied by one manager: after the first apply every field
-            // is its own, so no apply conflicts, and a changed seq changes the spec.
+            // The whole object, applied by its own manager. The working set was created by
+            // another one (the tool's POSTs: manager `crdplane-load`, operation Update), so
+            // the first apply to an object takes its fields over (`force`); after that every
+            // field is the applier's, no apply conflicts, and a changed seq changes the spec.
             Op::Apply => {
                 self.expect_2xx_on(
                     worker,
                     Method::PATCH,
-                    &format!("{}/{name}?fieldManager=crdplane-load", self.collection),
+                    &format!(
+                        "{}/{name}?fieldManager=crdplane-load-apply&force=true",
+                        self.collection
+                    ),
                     Some(self.object(name, seq, None)),
                 )
                 .await?;

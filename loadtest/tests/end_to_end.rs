@@ -170,7 +170,7 @@ async fn handle(fake: Arc<Fake>, req: Request<hyper::body::Incoming>) -> Respons
                         content_type.as_deref(),
                         Some("application/apply-patch+yaml")
                     );
-                    assert_eq!(query, "fieldManager=crdplane-load");
+                    assert_eq!(query, "fieldManager=crdplane-load-apply&force=true");
                     let v: Value = serde_json::from_slice(&body).unwrap();
                     assert_eq!(v["metadata"]["name"], name);
                     assert!(v["metadata"].get("resourceVersion").is_none(), "{v}");
