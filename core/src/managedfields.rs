@@ -173,7 +173,12 @@ pub fn encode(entries: &[Entry]) -> Value {
 
 /// The fields no manager owns (upstream's `stripmeta.go`): type and identity, server-set
 /// metadata, and managedFields itself.
-fn stripped() -> Set {
+fn stripped() -> &'static Set {
+    static STRIPPED: std::sync::OnceLock<Set> = std::sync::OnceLock::new();
+    STRIPPED.get_or_init(stripped_set)
+}
+
+fn stripped_set() -> Set {
     let f = |n: &str| PathElement::Field(n.into());
     let mut s = Set::new();
     s.insert(&[f("apiVersion")]);
@@ -310,7 +315,12 @@ pub fn update(
 ) -> Result<Vec<Entry>, String> {
     let c = compare(live, new, schema)?;
     let ignore = stripped();
-    let changed = c.modified.union(&c.added).difference(&ignore);
+    // (Each set operation copies a set: the common cases take the fewest.)
+    let changed = if c.modified.is_empty() {
+        c.added.difference(ignore)
+    } else {
+        c.modified.union(&c.added).difference(ignore)
+    };
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
     let mut mine = Set::new();
     let mut previous_time = None;
@@ -326,7 +336,14 @@ pub fn update(
             out.push(e);
         }
     }
-    let fields = mine.union(&changed).difference(&c.removed);
+    let mut fields = if mine.is_empty() {
+        changed.clone()
+    } else {
+        mine.union(&changed)
+    };
+    if !c.removed.is_empty() {
+        fields = fields.difference(&c.removed);
+    }
     if !fields.is_empty() {
         let time = if changed.is_empty() {
             previous_time
@@ -367,7 +384,7 @@ pub fn apply(
     let ignore = stripped();
     let applied = field_set(config, schema)
         .map_err(ApplyError::Invalid)?
-        .difference(&ignore);
+        .difference(ignore);
     let last = entries
         .iter()
         .find(|e| e.same_manager(&applier))
@@ -388,7 +405,7 @@ pub fn apply(
 
     // Conflicts: other managers' fields that this apply adds or changes.
     let c = compare(live_v, &new, schema).map_err(ApplyError::Invalid)?;
-    let changed = c.modified.union(&c.added).difference(&ignore);
+    let changed = c.modified.union(&c.added).difference(ignore);
     let mut conflicts = Vec::new();
     let mut out = Vec::with_capacity(entries.len() + 1);
     for e in entries {
