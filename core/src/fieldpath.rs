@@ -425,7 +425,10 @@ impl Set {
                 continue;
             }
             let also_member = self.members.contains(c);
-            out.insert(c.to_fields_v1_key(), Value::Object(s.value_map(also_member)));
+            out.insert(
+                c.to_fields_v1_key(),
+                Value::Object(s.value_map(also_member)),
+            );
         }
         if include_self && !out.is_empty() {
             out.insert(".".into(), Value::Object(Default::default()));
