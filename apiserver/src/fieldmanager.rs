@@ -229,7 +229,7 @@ pub fn schema_from_openapi(definitions: &Map<String, Value>, root: &str) -> Valu
 
 /// Now, as managedFields times are written (RFC 3339, seconds, UTC).
 fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    crdplane_core::names::now_timestamp()
 }
 
 fn managed_of(obj: &Value) -> Option<&Value> {

@@ -71,7 +71,14 @@ pub fn qualified_kind(kind: &str, group: &str) -> String {
 
 /// The current time as a Kubernetes `metav1.Time` (RFC 3339, second precision, UTC).
 pub fn now_timestamp() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    timestamp(chrono::Utc::now())
+}
+
+/// `t` as Kubernetes writes metav1.Time: RFC 3339, whole seconds, `Z`. (chrono's
+/// `to_rfc3339_opts`, not a `format` string, which is parsed on every call: a time is
+/// written on every tracked write.)
+pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Splits `group/version` (or `version` for the core group) into (group, version).
@@ -85,6 +92,16 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_seconds_utc() {
+        use chrono::TimeZone;
+        let t = chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        assert_eq!(timestamp(t), "2026-01-02T03:04:05Z");
+        let t = t + chrono::Duration::milliseconds(999);
+        assert_eq!(timestamp(t), "2026-01-02T03:04:05Z");
+        assert_eq!(now_timestamp().len(), 20);
+    }
 
     #[test]
     fn group_resource_display() {
