@@ -147,28 +147,65 @@ pub fn encode(entries: &[Entry]) -> Value {
     Value::Array(
         sorted
             .into_iter()
-            .map(|e| {
-                // ManagedFieldsEntry's fields are `omitempty`.
-                let mut m = Map::new();
-                if !e.manager.is_empty() {
-                    m.insert("manager".into(), json!(e.manager));
-                }
-                m.insert("operation".into(), json!(e.operation.as_str()));
-                if !e.api_version.is_empty() {
-                    m.insert("apiVersion".into(), json!(e.api_version));
-                }
-                if let Some(t) = &e.time {
-                    m.insert("time".into(), json!(t));
-                }
-                m.insert("fieldsType".into(), json!("FieldsV1"));
-                m.insert("fieldsV1".into(), e.fields.to_value());
-                if !e.subresource.is_empty() {
-                    m.insert("subresource".into(), json!(e.subresource));
-                }
-                Value::Object(m)
-            })
+            .map(|e| entry_value(e, e.fields.to_value()))
             .collect(),
     )
+}
+
+/// One encoded entry, its `fieldsV1` given (`e.fields` unread).
+fn entry_value(e: &Entry, fields_v1: Value) -> Value {
+    // ManagedFieldsEntry's fields are `omitempty`.
+    let mut m = Map::new();
+    if !e.manager.is_empty() {
+        m.insert("manager".into(), json!(e.manager));
+    }
+    m.insert("operation".into(), json!(e.operation.as_str()));
+    if !e.api_version.is_empty() {
+        m.insert("apiVersion".into(), json!(e.api_version));
+    }
+    if let Some(t) = &e.time {
+        m.insert("time".into(), json!(t));
+    }
+    m.insert("fieldsType".into(), json!("FieldsV1"));
+    m.insert("fieldsV1".into(), fields_v1);
+    if !e.subresource.is_empty() {
+        m.insert("subresource".into(), json!(e.subresource));
+    }
+    Value::Object(m)
+}
+
+/// The encoded managedFields of a create that carried none: `writer` (operation Update)
+/// owns every field of `new` but those no manager owns — what
+/// `encode(&update(&[], &{}, new, schema, writer))` gives, built in one walk of the object
+/// ([`crate::structured::added_fields_v1`]). `None` when the writer owns nothing.
+pub fn created(
+    new: &Value,
+    schema: Option<&Value>,
+    writer: &Entry,
+) -> Result<Option<Value>, String> {
+    let mut fields = crate::structured::added_fields_v1(new, schema)?;
+    // stripped(): type, identity and server-set metadata.
+    fields.remove("f:apiVersion");
+    fields.remove("f:kind");
+    if let Some(Value::Object(meta)) = fields.get_mut("f:metadata") {
+        meta.remove(".");
+        for m in STRIPPED_METADATA {
+            meta.remove(&format!("f:{m}"));
+        }
+    }
+    if fields
+        .get("f:metadata")
+        .is_some_and(|m| m.as_object().is_some_and(Map::is_empty))
+    {
+        fields.remove("f:metadata");
+    }
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Value::Array(vec![entry_value(
+        writer,
+        Value::Object(fields),
+    )])))
 }
 
 /// The fields no manager owns (upstream's `stripmeta.go`): type and identity, server-set
@@ -178,23 +215,26 @@ fn stripped() -> &'static Set {
     STRIPPED.get_or_init(stripped_set)
 }
 
+/// The metadata fields of [`stripped`].
+const STRIPPED_METADATA: [&str; 9] = [
+    "name",
+    "namespace",
+    "creationTimestamp",
+    "selfLink",
+    "uid",
+    "clusterName",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+];
+
 fn stripped_set() -> Set {
     let f = |n: &str| PathElement::Field(n.into());
     let mut s = Set::new();
     s.insert(&[f("apiVersion")]);
     s.insert(&[f("kind")]);
     s.insert(&[f("metadata")]);
-    for m in [
-        "name",
-        "namespace",
-        "creationTimestamp",
-        "selfLink",
-        "uid",
-        "clusterName",
-        "generation",
-        "managedFields",
-        "resourceVersion",
-    ] {
+    for m in STRIPPED_METADATA {
         s.insert(&[f("metadata"), f(m)]);
     }
     s
@@ -523,6 +563,78 @@ pub fn cap_updates(mut entries: Vec<Entry>, max: usize) -> Vec<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A create's entry built in one walk is the general path's, for every shape: structs,
+    /// maps, set and map lists (duplicates, objects in sets), empty and null containers,
+    /// values of another kind than the schema's, deduced and preserved fields, ObjectMeta.
+    #[test]
+    fn created_is_the_general_update_of_a_create() {
+        let writer = Entry {
+            manager: "kubectl-create".into(),
+            operation: Operation::Update,
+            api_version: "g/v1".into(),
+            time: Some("2026-01-01T00:00:00Z".into()),
+            subresource: String::new(),
+            fields: Set::new(),
+        };
+        let schema = with_object_meta(&json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "replicas": {"type": "integer"},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "string"}},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name", "protocol"],
+                    "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "protocol": {"type": "string"},
+                        "port": {"type": "integer"}}}},
+                "args": {"type": "array", "items": {"type": "string"}},
+                "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                "atomic": {"type": "object", "x-kubernetes-map-type": "atomic"},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "nested": {"type": "object", "properties": {
+                    "deeper": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+            }},
+            "status": {"type": "object"}
+        }}));
+        let objects = [
+            json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "a",
+                "namespace": "n", "uid": "u", "creationTimestamp": "t", "generation": 1,
+                "resourceVersion": "5", "labels": {"a": "1", "b": "2"},
+                "annotations": {"x": "y"}, "finalizers": ["f1", "f2", "f1"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "C", "name": "o",
+                    "uid": "ou", "controller": true}]},
+                "spec": {"replicas": 3, "tags": ["a", "b", "a"],
+                    "ports": [{"name": "http", "protocol": "TCP", "port": 80},
+                              {"name": "dns", "protocol": "UDP"}],
+                    "args": ["x"], "env": {"A": "1"}, "atomic": {"k": {"v": 1}},
+                    "free": {"p": {"q": [1, 2]}, "r": null},
+                    "nested": {"deeper": {"x": "1"}}},
+                "status": {"ready": true, "conditions": [{"type": "A"}]}}),
+            json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "only"}}),
+            json!({"metadata": {}, "spec": {}, "status": null}),
+            json!({"metadata": {"labels": {}}, "spec": {"tags": [], "ports": null,
+                "env": {}, "nested": {"deeper": {}}}}),
+            json!({"spec": {"replicas": "three", "tags": "x", "ports": {"a": 1},
+                "nested": [1, 2], "env": {"A": {"deep": true}}}}),
+            json!({"metadata": "odd", "extra": {"a": [{"b": 1}], "c": {"d": {"e": null}}}}),
+        ];
+        for obj in &objects {
+            for schema in [Some(&schema), None] {
+                let general = update(&[], &json!({}), obj, schema, writer.clone()).unwrap();
+                let want = (!general.is_empty()).then(|| encode(&general));
+                assert_eq!(
+                    created(obj, schema, &writer).unwrap(),
+                    want,
+                    "{obj} (schema: {})",
+                    schema.is_some()
+                );
+            }
+        }
+        // A map list item without its keys fails both ways.
+        let bad = json!({"spec": {"ports": [{"port": 1}]}});
+        assert!(created(&bad, Some(&schema), &writer).is_err());
+        assert!(update(&[], &json!({}), &bad, Some(&schema), writer.clone()).is_err());
+    }
 
     fn schema() -> Value {
         json!({"type": "object", "properties": {

@@ -392,6 +392,58 @@ fn compare_at(
     Ok(())
 }
 
+/// `compare({}, obj).added` as the `fieldsV1` value [`Set::to_value`] writes: every field,
+/// item and non-empty container of `obj` (a created object), built in one walk without the
+/// set. A create records exactly this set for its writer, so this is the create's share of
+/// field tracking without its cost (paths of owned elements in ordered maps, then the
+/// encoding): `managedfields::created` checks it against the general path in its tests.
+pub fn added_fields_v1(obj: &Value, schema: Option<&Value>) -> Result<Map<String, Value>, String> {
+    let mut out = Map::new();
+    added_children(obj, schema, &mut out)?;
+    Ok(out)
+}
+
+/// The children of `v` (a value only the new side has) into `out`: what `compare_at`
+/// inserts below its path.
+fn added_children(
+    v: &Value,
+    schema: Option<&Value>,
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
+    let sh = shape(schema, Some(v));
+    if matches!(sh, Shape::Leaf) || empty(Some(v)) {
+        return Ok(());
+    }
+    let mut child = |key: String, item: &Value, s: Option<&Value>| -> Result<(), String> {
+        let mut below = Map::new();
+        added_children(item, s, &mut below)?;
+        // A container with fields below it is itself a member too: `"."`.
+        if !below.is_empty() {
+            below.insert(".".into(), Value::Object(Map::new()));
+        }
+        out.insert(key, Value::Object(below));
+        Ok(())
+    };
+    match sh {
+        Shape::Leaf => unreachable!("handled above"),
+        Shape::SetList | Shape::MapList(..) => {
+            let (keys, item_schema) = match &sh {
+                Shape::MapList(k, i) => (Some(k.as_slice()), *i),
+                _ => (None, None),
+            };
+            for (pe, item) in index(Some(v), keys)? {
+                child(pe.to_fields_v1_key(), item, item_schema)?;
+            }
+        }
+        Shape::Struct(props, additional) => {
+            for (k, nv) in v.as_object().into_iter().flatten() {
+                child(format!("f:{k}"), nv, child_schema(props, additional, k))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Upstream's `value.Equals`: numbers compare by value across integers and floats.
 fn values_equal(a: &Value, b: &Value) -> bool {
     crate::fieldpath::compare_values(a, b) == std::cmp::Ordering::Equal
